@@ -1,0 +1,85 @@
+// Domain types shared by every part of the scheduling core.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "common/time.hpp"
+
+namespace lithos::sched {
+
+using TenantId = std::uint32_t;
+using QueueId = std::uint32_t;
+using LaunchId = std::uint64_t;
+// Identity of a kernel function: a hash of (module, name) in the runtime, the
+// kernel class in the simulator. Stable for the life of a process.
+using KernelId = std::uint64_t;
+
+inline constexpr TenantId kNoTenant = UINT32_MAX;
+
+// What the scheduler needs to know about the GPU. No CUDA: the runtime fills
+// it from device attributes, the simulator from its model.
+struct DeviceShape {
+  std::string name = "H100-SXM5-80GB";
+  int tpcs = 66;  // logical TPCs that are present
+  int sms_per_tpc = 2;
+  int max_threads_per_sm = 2048;
+  int max_blocks_per_sm = 32;
+  int max_warps_per_sm = 64;
+  int regs_per_sm = 65536;
+  int max_regs_per_thread = 255;
+  int reg_alloc_unit = 256;  // registers are allocated per warp in units of this
+  int warp_size = 32;
+  int smem_per_sm = 228 * 1024;  // bytes usable by blocks on one SM
+  int smem_per_block_max = 227 * 1024;
+  int smem_reserved_per_block = 1024;  // the driver's per-block reservation (sm_80+)
+
+  // Shape of an H100 SXM5 80GB (compute capability 9.0, 132 SMs), from
+  // NVIDIA's CUDA C Programming Guide tables for compute capability 9.0.
+  static DeviceShape h100_sxm();
+};
+
+enum class PriorityClass : std::uint8_t { kHigh, kBestEffort };
+const char* priority_class_name(PriorityClass c);
+
+// A tenant as declared by its operator.
+struct TenantSpec {
+  std::string name;
+  PriorityClass priority = PriorityClass::kBestEffort;
+  // TPCs guaranteed to this tenant whenever it has work (0 for best-effort).
+  int quota = 0;
+  // Latency objective for one request, if the tenant has one.
+  std::optional<Duration> slo;
+  // TPCs this tenant gets under the static-partition baseline; when unset,
+  // high-priority tenants get their quota and best-effort tenants share what
+  // no quota holds.
+  std::optional<int> static_tpcs;
+};
+
+struct Dim3 {
+  std::uint32_t x = 1, y = 1, z = 1;
+  constexpr std::uint64_t count() const { return std::uint64_t{x} * y * z; }
+  friend constexpr bool operator==(const Dim3&, const Dim3&) = default;
+};
+
+// One kernel launch as the scheduler sees it.
+struct LaunchDesc {
+  KernelId kernel = 0;
+  Dim3 grid;
+  Dim3 block;
+  std::uint32_t regs_per_thread = 32;
+  std::uint32_t smem_per_block = 0;  // static + dynamic shared memory, bytes
+  Dim3 cluster;                      // {1,1,1}: not a cluster launch
+  bool cooperative = false;          // grid-synchronising: never split
+  // A duration the caller already knows (e.g. an oracle in the simulator);
+  // the scheduler uses its own predictor when this is empty.
+  std::optional<Duration> duration_hint;
+
+  bool is_cluster() const { return cluster.count() > 1; }
+};
+
+// Hardware priority an atom is sent with (a stream priority on the GPU).
+enum class HwPriority : std::uint8_t { kHigh = 0, kNormal = 1, kLow = 2 };
+
+}  // namespace lithos::sched
