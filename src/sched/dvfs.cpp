@@ -1,0 +1,111 @@
+#include "sched/dvfs.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <utility>
+
+namespace lithos::sched {
+
+namespace {
+// The H100's lowest graphics clock and its step between supported clocks.
+constexpr int kDefaultLowestMhz = 345;
+constexpr int kDefaultStepMhz = 15;
+}  // namespace
+
+// Supported clocks are kept ascending and unique. Clocks above f_max (or not
+// positive) are outside the model, whose slowdown f_max/f - 1 must not be
+// negative, and are dropped; f_max itself is always supported.
+DvfsPolicy::DvfsPolicy(DvfsConfig config) : config_(std::move(config)) {
+  if (config_.supported_mhz.empty()) {
+    for (int f = config_.f_max_mhz; f >= kDefaultLowestMhz; f -= kDefaultStepMhz) supported_.push_back(f);
+  } else {
+    supported_ = config_.supported_mhz;
+  }
+  std::erase_if(supported_, [this](int f) { return f <= 0 || f > config_.f_max_mhz; });
+  supported_.push_back(config_.f_max_mhz);
+  std::sort(supported_.begin(), supported_.end());
+  supported_.erase(std::unique(supported_.begin(), supported_.end()), supported_.end());
+}
+
+// An execution at a clock that is not positive (not known) carries no
+// information about the clock's effect and is ignored.
+void DvfsPolicy::observe(KernelId kernel, int clock_mhz, Duration duration) {
+  if (clock_mhz <= 0) return;
+  const double x = static_cast<double>(config_.f_max_mhz) / static_cast<double>(clock_mhz);
+  const double y = static_cast<double>(duration.count());
+  Fit& f = fits_[kernel];
+  if (f.n == 0) {
+    f.first_mhz = clock_mhz;
+  } else if (clock_mhz != f.first_mhz) {
+    f.varied = true;
+  }
+  f.n += 1;
+  f.sx += x;
+  f.sy += y;
+  f.sxx += x * x;
+  f.sxy += x * y;
+}
+
+// Least squares d = a + c*x; s = c / (a + c), clamped to [0, 1] (noise can
+// push it slightly outside). A fit whose duration at f_max, a + c, is not
+// positive is meaningless; the kernel is then treated as fully clock-bound
+// (s = 1), the choice that never costs it speed.
+std::optional<double> DvfsPolicy::sensitivity(KernelId kernel) const {
+  const auto it = fits_.find(kernel);
+  if (it == fits_.end() || !it->second.varied) return std::nullopt;
+  const Fit& f = it->second;
+  const double cxx = f.sxx - f.sx * f.sx / f.n;  // > 0: the clocks differ
+  const double cxy = f.sxy - f.sx * f.sy / f.n;
+  const double c = cxy / cxx;
+  const double a = (f.sy - c * f.sx) / f.n;
+  const double d0 = a + c;
+  if (!(d0 > 0.0)) return 1.0;
+  return std::clamp(c / d0, 0.0, 1.0);
+}
+
+// Negative weights count as 0; when no weight is positive, the work counts
+// equally. With an unseen kernel the choice is f_max and S is left at 0 (it
+// is not computed).
+DvfsDecision DvfsPolicy::choose(std::span<const DvfsWork> work) const {
+  DvfsDecision d;
+  d.mhz = config_.f_max_mhz;
+  if (work.empty()) return d;
+  double total = 0.0;
+  for (const DvfsWork& w : work) total += std::max(w.weight, 0.0);
+  double weighted = 0.0;
+  for (const DvfsWork& w : work) {
+    const std::optional<double> s = sensitivity(w.kernel);
+    if (!s.has_value()) {
+      d.unseen_kernel = true;
+      return d;
+    }
+    weighted += (total > 0.0 ? std::max(w.weight, 0.0) : 1.0) * *s;
+  }
+  d.aggregate_sensitivity = weighted / (total > 0.0 ? total : static_cast<double>(work.size()));
+  // S == 0: the work does not slow down at all; the lowest clock (target 0).
+  // A negative tolerance is taken as none (f_max).
+  const double k = std::max(config_.tolerated_slowdown, 0.0);
+  const double target = d.aggregate_sensitivity > 0.0
+                            ? static_cast<double>(config_.f_max_mhz) / (1.0 + k / d.aggregate_sensitivity)
+                            : 0.0;
+  d.mhz = round_up_supported(target);
+  return d;
+}
+
+// Within min_interval of the last change nothing changes; nor when the target
+// is less than min_step_mhz away from the current clock (or equal to it).
+std::optional<int> DvfsPolicy::maybe_change(Time now, int current_mhz, std::span<const DvfsWork> work) {
+  if (last_change_.has_value() && now - *last_change_ < config_.min_interval) return std::nullopt;
+  const int target = choose(work).mhz;
+  if (target == current_mhz || std::abs(target - current_mhz) < config_.min_step_mhz) return std::nullopt;
+  last_change_ = now;
+  return target;
+}
+
+int DvfsPolicy::round_up_supported(double mhz) const {
+  const auto it = std::lower_bound(supported_.begin(), supported_.end(), mhz,
+                                   [](int f, double v) { return static_cast<double>(f) < v; });
+  return it == supported_.end() ? config_.f_max_mhz : *it;
+}
+
+}  // namespace lithos::sched
