@@ -1,0 +1,373 @@
+#include "sched/engine.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "sched/occupancy.hpp"
+
+namespace lithos::sched {
+
+namespace {
+
+std::size_t idx(int tpc) { return static_cast<std::size_t>(tpc); }
+std::size_t idx(TenantId t) { return static_cast<std::size_t>(t); }
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+// TenantState / EngineState
+
+bool EngineState::active(TenantId t, Time now) const {
+  const TenantState& ts = tenants[idx(t)];
+  return ts.has_work() || now < ts.idle_since + config.policy.idle_grace;
+}
+
+TpcSet EngineState::held(TenantId t) const {
+  TpcSet out;
+  for (AtomId a : tenants[idx(t)].inflight) out |= atoms[a].tpcs;
+  return out;
+}
+
+TpcSet EngineState::held_by_others(TenantId t) const {
+  TpcSet out;
+  for (const TenantState& o : tenants) {
+    if (o.id != t) out |= held(o.id);
+  }
+  return out;
+}
+
+TpcSet EngineState::borrowable(TenantId t, Time now, Time* next_change) const {
+  TpcSet cand = device_tpcs - tenants[idx(t)].owned;
+  for (const TenantState& o : tenants) {
+    if (o.id == t || o.owned.empty()) continue;
+    if (!o.has_work()) {
+      const Time grace_end = o.idle_since + config.policy.idle_grace;
+      if (now >= grace_end) continue;  // inactive: everything it owns may be lent
+      if (next_change != nullptr) *next_change = std::min(*next_change, grace_end);
+      cand -= o.owned;  // just drained: it may be back within microseconds
+      continue;
+    }
+    if (!config.policy.lend_surplus || o.pending_launches == 0) {
+      // Active, and nothing says how much it will want next: keep it all.
+      cand -= o.owned;
+      continue;
+    }
+    // Active with work queued: it keeps what its atoms hold plus as many of
+    // its lowest TPCs as that work can use; the rest of its quota may be lent.
+    cand -= (held(o.id) | o.owned.take_lowest(o.demand())) & o.owned;
+  }
+  // Not under another tenant's in-flight atom that runs past the lookahead
+  // (the per-TPC timers: an atom's TPCs are busy until its predicted end).
+  const Time horizon = now + config.policy.steal_lookahead;
+  for (const TenantState& o : tenants) {
+    if (o.id == t) continue;
+    for (AtomId id : o.inflight) {
+      const InflightAtom& a = atoms[id];
+      if (a.predicted_end <= horizon || !a.tpcs.intersects(cand)) continue;
+      cand -= a.tpcs;
+      if (next_change != nullptr)
+        *next_change = std::min(*next_change, a.predicted_end - config.policy.steal_lookahead);
+    }
+  }
+  return cand;
+}
+
+std::optional<Duration> EngineState::predict(const PendingLaunch& launch, std::uint64_t blocks, int tpcs) const {
+  if (launch.desc.duration_hint) {
+    const auto full = static_cast<double>(waves(launch.plan.total_blocks, launch.blocks_per_tpc, config.device.tpcs));
+    const auto here = static_cast<double>(waves(blocks, launch.blocks_per_tpc, tpcs));
+    return Duration(static_cast<std::int64_t>(static_cast<double>(launch.desc.duration_hint->count()) * here / full));
+  }
+  return predictor.predict(launch.key, blocks, launch.blocks_per_tpc, tpcs);
+}
+
+TpcSet EngineState::pick(const TpcSet& from, int n, TenantId t) const {
+  if (n >= from.count()) return from;
+  const TpcSet others = held_by_others(t);
+  TpcSet out = (from - others).take_lowest(n);
+  const int missing = n - out.count();
+  if (missing > 0) out |= (from & others).take_lowest(missing);
+  return out;
+}
+
+// ---------------------------------------------------------------------------
+// Engine
+
+Engine::Engine(EngineConfig config, std::unique_ptr<Policy> policy)
+    : state_{.config = std::move(config),
+             .device_tpcs = {},
+             .tenants = {},
+             .queues = {},
+             .atoms = {},
+             .free_atoms = {},
+             .predictor = LatencyPredictor(PredictorConfig{}),
+             .rightsizer = RightSizer(RightSizeConfig{}),
+             .owner_ = {}},
+      policy_(std::move(policy)),
+      traits_(policy_->traits()) {
+  const int n = std::clamp(state_.config.device.tpcs, 1, kMaxTpcs);
+  state_.config.device.tpcs = n;
+  state_.device_tpcs = TpcSet::first(n);
+  state_.owner_.assign(kMaxTpcs, kNoTenant);
+  state_.predictor = LatencyPredictor(state_.config.predictor);
+  state_.rightsizer = RightSizer(state_.config.rightsize);
+  preemption_atoms_.target = state_.config.policy.timeslice;
+  preemption_atoms_.per_atom_cost = Duration{0};
+  preemption_atoms_.tolerated_overhead = 1.0;
+}
+
+Result<TenantId> Engine::add_tenant(const TenantSpec& spec) {
+  if (spec.name.empty()) return Status::invalid_argument("a tenant needs a name");
+  for (const TenantState& t : state_.tenants) {
+    if (t.spec.name == spec.name) return Status::invalid_argument("tenant '" + spec.name + "' exists already");
+  }
+  if (spec.quota < 0 || spec.quota > state_.config.device.tpcs) {
+    return Status::out_of_range("tenant '" + spec.name + "': quota " + std::to_string(spec.quota) + " outside 0-" +
+                                std::to_string(state_.config.device.tpcs));
+  }
+  TenantState t;
+  t.id = static_cast<TenantId>(state_.tenants.size());
+  t.spec = spec;
+  // Idle since long ago: a tenant that never had work is not "just drained".
+  t.idle_since = Time(Duration(INT64_MIN / 2));
+  state_.tenants.push_back(std::move(t));
+  Status s = policy_->on_tenants_changed(state_);
+  if (!s.is_ok()) {
+    state_.tenants.pop_back();
+    // Restore the previous assignment (cannot fail: it was accepted before).
+    if (!state_.tenants.empty()) (void)policy_->on_tenants_changed(state_);
+    refresh_owners();
+    return s;
+  }
+  refresh_owners();
+  return state_.tenants.back().id;
+}
+
+void Engine::refresh_owners() {
+  std::fill(state_.owner_.begin(), state_.owner_.end(), kNoTenant);
+  for (const TenantState& t : state_.tenants) {
+    t.owned.for_each([&](int p) { state_.owner_[idx(p)] = t.id; });
+  }
+}
+
+Result<QueueId> Engine::add_queue(TenantId tenant) {
+  if (tenant >= state_.tenants.size()) return Status::not_found("no tenant " + std::to_string(tenant));
+  QueueState q;
+  q.id = static_cast<QueueId>(state_.queues.size());
+  q.tenant = tenant;
+  state_.queues.push_back(std::move(q));
+  state_.tenants[idx(tenant)].queues.push_back(state_.queues.back().id);
+  return state_.queues.back().id;
+}
+
+Result<LaunchId> Engine::submit(QueueId queue, const LaunchDesc& launch, Time now) {
+  if (queue >= state_.queues.size()) return Status::not_found("no queue " + std::to_string(queue));
+  if (launch.grid.count() == 0 || launch.block.count() == 0) {
+    return Status::invalid_argument("launch with an empty grid or block");
+  }
+  QueueState& q = state_.queues[queue];
+  TenantState& t = state_.tenants[idx(q.tenant)];
+  const DeviceShape& dev = state_.config.device;
+
+  PendingLaunch p;
+  p.id = next_launch_++;
+  p.desc = launch;
+  p.submitted = now;
+  p.key = PredictionKey{launch.kernel, q.ordinal++};
+  p.blocks_per_tpc = blocks_per_tpc(dev, launch);
+  p.plan.total_blocks = launch.grid.count();
+  p.predicted_full = state_.predict(p, p.plan.total_blocks, dev.tpcs);
+  if (traits_.atomize) {
+    p.plan = plan_atoms(state_.config.atoms, launch, p.predicted_full);
+  } else if (traits_.preempts_at_timeslice) {
+    p.plan = plan_atoms(preemption_atoms_, launch, p.predicted_full);
+  } else {
+    p.plan = AtomPlan{.count = 1,
+                      .total_blocks = launch.grid.count(),
+                      .unit = 1,
+                      .atom_duration = Duration{},
+                      .reason = AtomReason::kDisabled};
+  }
+  p.need = occupancy_tpc_bound(dev, p.plan.total_blocks, p.blocks_per_tpc);
+  if (traits_.rightsize && !p.plan.split()) {
+    p.need = state_.rightsizer.choose(p.key, p.need);
+  }
+  ++t.need_count[static_cast<std::size_t>(p.need)];
+  t.max_need = std::max(t.max_need, p.need);
+  ++t.pending_launches;
+  ++counters_.launches;
+  if (p.plan.split()) ++counters_.split_launches;
+  const LaunchId id = p.id;
+  q.pending.push_back(std::move(p));
+  return id;
+}
+
+void Engine::sync(QueueId queue) {
+  if (queue < state_.queues.size()) state_.queues[queue].ordinal = 0;
+}
+
+bool Engine::throttled(const QueueState& q, Time now) const {
+  if (!traits_.throttle || q.inflight_atoms == 0) return false;
+  return q.tail_end - now > state_.config.throttle;
+}
+
+void Engine::dispatch(Time now, std::vector<AtomDispatch>& out) {
+  next_wakeup_ = kTimeNever;
+  policy_->on_tick(state_, now);
+
+  order_.clear();
+  for (const QueueState& q : state_.queues) {
+    if (!q.pending.empty()) order_.push_back(q.id);
+  }
+  std::stable_sort(order_.begin(), order_.end(), [&](QueueId a, QueueId b) {
+    const QueueState& qa = state_.queues[a];
+    const QueueState& qb = state_.queues[b];
+    const int ra = policy_->rank(state_, qa.tenant);
+    const int rb = policy_->rank(state_, qb.tenant);
+    if (ra != rb) return ra < rb;
+    return qa.pending.front().submitted < qb.pending.front().submitted;
+  });
+
+  for (QueueId qid : order_) {
+    QueueState& q = state_.queues[qid];
+    while (!q.pending.empty()) {
+      if (throttled(q, now)) {
+        ++counters_.throttled;
+        next_wakeup_ = std::min(next_wakeup_, q.tail_end - state_.config.throttle);
+        break;
+      }
+      const Placement placement = policy_->place(state_, q, q.pending.front(), now);
+      if (placement.waiting()) {
+        next_wakeup_ = std::min(next_wakeup_, placement.retry_at);
+        break;
+      }
+      out.push_back(carve(q, q.pending.front(), placement, now));
+    }
+  }
+  if (next_wakeup_ <= now) next_wakeup_ = kTimeNever;  // nothing will change by itself
+}
+
+AtomDispatch Engine::carve(QueueState& q, PendingLaunch& head, const Placement& placement, Time now) {
+  const EngineConfig& cfg = state_.config;
+  TenantState& t = state_.tenants[idx(q.tenant)];
+  const int ntpcs = std::max(1, placement.tpcs.count());
+
+  std::uint64_t blocks = head.remaining_blocks();
+  if (head.plan.split()) {
+    // Size this atom to the TPCs it actually got: whole waves whose
+    // predicted time is close to the target, and never under the floor of
+    // per-atom cost / tolerated overhead.
+    const AtomConfig& ac = traits_.atomize ? cfg.atoms : preemption_atoms_;
+    const std::uint64_t wave_blocks =
+        static_cast<std::uint64_t>(ntpcs) * static_cast<std::uint64_t>(head.blocks_per_tpc);
+    const auto wave_time = state_.predict(head, wave_blocks, ntpcs);
+    if (wave_time && wave_time->count() > 0) {
+      const double w = static_cast<double>(wave_time->count());
+      const double floor_ns = static_cast<double>(ac.per_atom_cost.count()) / ac.tolerated_overhead;
+      const double target_ns = static_cast<double>(ac.atom_duration().count());
+      const double n_waves = std::max({1.0, std::ceil(floor_ns / w), std::round(target_ns / w)});
+      std::uint64_t want = static_cast<std::uint64_t>(n_waves) * wave_blocks;
+      const std::uint64_t unit = std::max<std::uint64_t>(head.plan.unit, 1);
+      want = std::max(unit, (want + unit - 1) / unit * unit);
+      // A remainder under half an atom rides along with this one.
+      if (want + want / 2 < blocks) blocks = want;
+    }
+  }
+
+  AtomDispatch d;
+  d.launch = head.id;
+  d.queue = q.id;
+  d.tenant = q.tenant;
+  d.blocks = BlockRange{head.next_block, head.next_block + blocks};
+  d.index = head.atoms_dispatched++;
+  d.split = traits_.atomize && head.plan.split();  // preemption pieces cost nothing
+  d.tpcs = placement.tpcs;
+  d.priority = placement.priority;
+  d.predicted = state_.predict(head, blocks, ntpcs);
+  head.next_block += blocks;
+  d.last = head.next_block >= head.plan.total_blocks;
+
+  AtomId id = 0;
+  if (!state_.free_atoms.empty()) {
+    id = state_.free_atoms.back();
+    state_.free_atoms.pop_back();
+  } else {
+    id = static_cast<AtomId>(state_.atoms.size());
+    state_.atoms.emplace_back();
+  }
+  d.atom = id;
+  InflightAtom& a = state_.atoms[id];
+  a.live = true;
+  a.launch = head.id;
+  a.queue = q.id;
+  a.tenant = q.tenant;
+  a.key = head.key;
+  a.blocks = blocks;
+  a.blocks_per_tpc = head.blocks_per_tpc;
+  a.tpcs = placement.tpcs;
+  a.stolen = placement.stolen & placement.tpcs;
+  a.last = d.last;
+  a.whole = d.index == 0 && d.last;
+  a.dispatched = now;
+  const Duration guess = d.predicted.value_or(cfg.throttle);
+  a.predicted_end = std::max(now, q.tail_end) + guess;
+
+  q.tail_end = a.predicted_end;
+  ++q.inflight_atoms;
+  ++t.inflight_atoms;
+  if (!a.stolen.empty()) {
+    ++t.stolen_inflight;
+    ++counters_.stolen_atoms;
+  }
+  a.tenant_slot = static_cast<std::uint32_t>(t.inflight.size());
+  t.inflight.push_back(id);
+  ++counters_.atoms;
+
+  if (d.last) {
+    if (--t.need_count[static_cast<std::size_t>(head.need)] == 0 && head.need == t.max_need) {
+      while (t.max_need > 0 && t.need_count[static_cast<std::size_t>(t.max_need)] == 0) --t.max_need;
+    }
+    --t.pending_launches;
+    q.pending.pop_front();
+  }
+  policy_->on_dispatch(state_, a, now);
+  return d;
+}
+
+Completion Engine::atom_finished(AtomId id, Time start, Time end) {
+  Completion c;
+  if (id >= state_.atoms.size() || !state_.atoms[id].live) return c;  // unknown: ignore
+  InflightAtom& a = state_.atoms[id];
+  QueueState& q = state_.queues[a.queue];
+  TenantState& t = state_.tenants[idx(a.tenant)];
+  const DeviceShape& dev = state_.config.device;
+
+  const Duration ran = std::max(Duration{0}, end - start);
+  const int used = std::min(a.tpcs.count(), occupancy_tpc_bound(dev, a.blocks, a.blocks_per_tpc));
+  state_.predictor.observe(a.key, a.blocks, a.blocks_per_tpc, std::max(used, 1), ran, t.spec.priority);
+  // The right-sizing fit models whole kernels: atoms of split launches are
+  // not samples of it.
+  if (traits_.rightsize && a.whole) state_.rightsizer.observe(a.key, std::max(used, 1), ran);
+
+  // Swap-remove from the tenant's in-flight list.
+  const AtomId moved = t.inflight.back();
+  t.inflight[a.tenant_slot] = moved;
+  state_.atoms[moved].tenant_slot = a.tenant_slot;
+  t.inflight.pop_back();
+  --q.inflight_atoms;
+  if (q.inflight_atoms == 0) q.tail_end = end;
+  --t.inflight_atoms;
+  if (!a.stolen.empty() && t.stolen_inflight > 0) --t.stolen_inflight;
+  if (!t.has_work()) t.idle_since = end;
+
+  c.launch = a.launch;
+  c.queue = a.queue;
+  c.tenant = a.tenant;
+  c.launch_done = a.last;
+  policy_->on_finish(state_, a, end);
+  a.live = false;
+  state_.free_atoms.push_back(id);
+  return c;
+}
+
+}  // namespace lithos::sched

@@ -1,0 +1,220 @@
+// The Engine: the mechanism half of the scheduling core.
+//
+// Given events (a tenant registers, a launch is submitted to a queue, an atom
+// finished on the hardware, the host synchronised a queue) it returns
+// decisions (this atom of that launch goes to the hardware now, on these
+// TPCs, at this hardware priority). The runtime and the simulator drive the
+// same Engine; neither has a copy of the policy logic.
+//
+// Flow of one launch:
+//   submit()  -> PendingLaunch at the tail of its queue; atom plan made
+//   dispatch()-> for the queue's head, if the throttle allows: Policy::place,
+//                the atom's blocks carved, AtomDispatch emitted
+//   atom_finished() -> predictor/right-sizer learn, TPC holdings released,
+//                Completion says whether the launch is now done
+//
+// Not thread-safe: one owner serialises all calls.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "common/ring_queue.hpp"
+#include "common/status.hpp"
+#include "common/time.hpp"
+#include "sched/atom_plan.hpp"
+#include "sched/policy.hpp"
+#include "sched/predictor.hpp"
+#include "sched/rightsize.hpp"
+#include "sched/tpc_set.hpp"
+#include "sched/types.hpp"
+
+namespace lithos::sched {
+
+struct EngineConfig {
+  DeviceShape device = DeviceShape::h100_sxm();
+  Duration throttle = us(100);  // outstanding predicted work per queue (throttling policies)
+  AtomConfig atoms;
+  PredictorConfig predictor;
+  RightSizeConfig rightsize;
+  PolicyConfig policy;
+};
+
+// Handle of an atom in flight; valid from its AtomDispatch until atom_finished.
+using AtomId = std::uint32_t;
+
+// One atom handed to the hardware.
+struct AtomDispatch {
+  AtomId atom = 0;
+  LaunchId launch = 0;
+  QueueId queue = 0;
+  TenantId tenant = 0;
+  BlockRange blocks;        // linear block range of this atom
+  std::uint32_t index = 0;  // 0-based atom number within its launch
+  bool last = false;        // the launch's final atom
+  bool split = false;       // the launch runs as more than one atom
+  TpcSet tpcs;              // where it may run
+  HwPriority priority = HwPriority::kNormal;
+  std::optional<Duration> predicted;  // predicted duration on `tpcs`
+};
+
+struct Completion {
+  LaunchId launch = 0;
+  QueueId queue = 0;
+  TenantId tenant = 0;
+  bool launch_done = false;  // this was the launch's last atom
+};
+
+struct PendingLaunch {
+  LaunchId id = 0;
+  LaunchDesc desc;
+  Time submitted{};
+  PredictionKey key;
+  int blocks_per_tpc = 1;
+  AtomPlan plan;
+  std::optional<Duration> predicted_full;  // on the whole device, at submit
+  std::uint64_t next_block = 0;            // first block not yet dispatched
+  std::uint32_t atoms_dispatched = 0;
+  int need = 1;  // TPCs it can use: occupancy bound (or right-sized count)
+
+  std::uint64_t remaining_blocks() const { return plan.total_blocks - next_block; }
+};
+
+struct QueueState {
+  QueueId id = 0;
+  TenantId tenant = 0;
+  RingQueue<PendingLaunch> pending;  // not fully dispatched, in submit order
+  std::uint32_t ordinal = 0;         // launches since the last sync()
+  std::uint32_t inflight_atoms = 0;
+  Time tail_end{};  // predicted end of its last in-flight atom
+};
+
+struct TenantState {
+  TenantId id = 0;
+  TenantSpec spec;
+  TpcSet owned;                  // guaranteed TPCs (set by the policy)
+  std::vector<AtomId> inflight;  // its atoms in flight (EngineState::atoms)
+  std::vector<QueueId> queues;
+  std::uint32_t pending_launches = 0;
+  std::uint32_t inflight_atoms = 0;
+  std::uint32_t stolen_inflight = 0;  // in-flight atoms that hold borrowed TPCs
+  Time idle_since{};                  // when it last ran out of work
+  // need_count[n]: pending launches whose need is n TPCs; max_need: the
+  // largest n with need_count[n] > 0 (0 when nothing is pending).
+  std::vector<std::uint32_t> need_count = std::vector<std::uint32_t>(kMaxTpcs + 1, 0);
+  int max_need = 0;
+
+  bool has_work() const { return pending_launches > 0 || inflight_atoms > 0; }
+  bool is_high() const { return spec.priority == PriorityClass::kHigh; }
+  // Largest TPC count any pending launch can use: what an active owner
+  // needs of its TPCs in the near future (0 with nothing pending).
+  int demand() const { return max_need; }
+};
+
+struct InflightAtom {
+  bool live = false;
+  LaunchId launch = 0;
+  QueueId queue = 0;
+  TenantId tenant = 0;
+  PredictionKey key;
+  std::uint64_t blocks = 0;
+  int blocks_per_tpc = 1;
+  TpcSet tpcs;
+  TpcSet stolen;
+  bool last = false;
+  bool whole = false;  // the launch's only atom
+  Time dispatched{};
+  Time predicted_end{};
+  std::uint32_t tenant_slot = 0;  // its index in TenantState::inflight
+};
+
+// Everything the Engine knows; policies read it (and write `owned`).
+struct EngineState {
+  EngineConfig config;
+  TpcSet device_tpcs;  // {0, ..., device.tpcs - 1}
+  std::vector<TenantState> tenants;
+  std::vector<QueueState> queues;
+  std::vector<InflightAtom> atoms;  // slots, indexed by AtomId
+  std::vector<AtomId> free_atoms;
+  LatencyPredictor predictor;
+  RightSizer rightsizer;
+
+  // Owner of a TPC (kNoTenant if no quota covers it).
+  TenantId owner_of(int tpc) const { return owner_[static_cast<std::size_t>(tpc)]; }
+  // Whether tenant `t` counts as active at `now`: work pending or in flight,
+  // or drained less than idle_grace ago.
+  bool active(TenantId t, Time now) const;
+  // TPCs that tenant `t` may borrow at `now` (not its own): unowned or owned
+  // by an inactive tenant, not under another tenant's in-flight atom that
+  // runs past now + lookahead. Also returns the earliest time at which a
+  // TPC excluded only by time would become eligible.
+  TpcSet borrowable(TenantId t, Time now, Time* next_change) const;
+  // Predicted duration of `blocks` blocks of `launch` on `tpcs` TPCs.
+  std::optional<Duration> predict(const PendingLaunch& launch, std::uint64_t blocks, int tpcs) const;
+  // `n` TPCs of `from`, preferring those no other tenant than `t` holds, then
+  // the lowest numbers (owners fill their sets from the bottom, lenders lend
+  // from the top).
+  TpcSet pick(const TpcSet& from, int n, TenantId t) const;
+  // TPCs under at least one in-flight atom of tenant `t`.
+  TpcSet held(TenantId t) const;
+  // TPCs held by in-flight atoms of tenants other than `t`.
+  TpcSet held_by_others(TenantId t) const;
+
+  std::vector<TenantId> owner_;  // per TPC; maintained by Engine from TenantState::owned
+};
+
+class Engine {
+ public:
+  Engine(EngineConfig config, std::unique_ptr<Policy> policy);
+
+  const Policy& policy() const { return *policy_; }
+  const EngineState& state() const { return state_; }
+
+  // Registers a tenant. Errors: invalid spec, or the policy rejects the new
+  // assignment (e.g. quotas exceed the device); the tenant is then not added.
+  Result<TenantId> add_tenant(const TenantSpec& spec);
+  Result<QueueId> add_queue(TenantId tenant);
+
+  // Enqueues a launch; it reaches the hardware through dispatch().
+  Result<LaunchId> submit(QueueId queue, const LaunchDesc& launch, Time now);
+  // The host synchronised with `queue`: launch ordinals restart at zero.
+  void sync(QueueId queue);
+
+  // Emits every atom that may go to the hardware now into `out` (appended).
+  void dispatch(Time now, std::vector<AtomDispatch>& out);
+  // The hardware ran atom `id` from `start` to `end`.
+  Completion atom_finished(AtomId id, Time start, Time end);
+
+  // When dispatch() should run again even if no event arrives (kTimeNever:
+  // only after the next event). Valid after a dispatch() call.
+  Time next_wakeup() const { return next_wakeup_; }
+
+  struct Counters {
+    std::uint64_t launches = 0;
+    std::uint64_t atoms = 0;
+    std::uint64_t split_launches = 0;
+    std::uint64_t stolen_atoms = 0;
+    std::uint64_t throttled = 0;  // dispatch visits held back by the throttle
+  };
+  const Counters& counters() const { return counters_; }
+
+ private:
+  bool throttled(const QueueState& q, Time now) const;
+  AtomDispatch carve(QueueState& q, PendingLaunch& head, const Placement& placement, Time now);
+  void refresh_owners();
+
+  EngineState state_;
+  std::unique_ptr<Policy> policy_;
+  PolicyTraits traits_;
+  AtomConfig preemption_atoms_;  // how preemption pieces are planned
+  LaunchId next_launch_ = 1;
+  Time next_wakeup_ = kTimeNever;
+  Counters counters_;
+  std::vector<QueueId> order_;  // scratch for dispatch()
+};
+
+}  // namespace lithos::sched

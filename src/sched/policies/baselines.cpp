@@ -1,0 +1,163 @@
+#include "sched/policies/baselines.hpp"
+
+#include <algorithm>
+
+namespace lithos::sched {
+
+namespace {
+const TenantState& tenant_of(const EngineState& state, TenantId t) {
+  return state.tenants[static_cast<std::size_t>(t)];
+}
+}  // namespace
+
+// ---------------------------------------------------------------------------
+// MPS
+
+std::string_view MpsPolicy::description() const {
+  return client_priority_ ? "MPS with client priority" : "MPS: every kernel on every TPC, arrival order";
+}
+
+Status MpsPolicy::on_tenants_changed(EngineState& state) {
+  for (TenantState& t : state.tenants) t.owned = TpcSet{};
+  return Status::ok();
+}
+
+// Arrival order across all tenants: no class goes first in software; the
+// hardware priority (client priority) is the only difference.
+int MpsPolicy::rank(const EngineState& state, TenantId tenant) const {
+  (void)state;
+  (void)tenant;
+  return 0;
+}
+
+Placement MpsPolicy::place(const EngineState& state, const QueueState& queue, const PendingLaunch& head, Time now) {
+  (void)head;
+  (void)now;
+  Placement p;
+  p.tpcs = state.device_tpcs;
+  p.priority = client_priority_ && !tenant_of(state, queue.tenant).is_high() ? HwPriority::kLow : HwPriority::kNormal;
+  return p;
+}
+
+// ---------------------------------------------------------------------------
+// Time slicing
+
+std::string_view TimeSlicingPolicy::description() const { return "time slicing: one tenant at a time"; }
+
+Status TimeSlicingPolicy::on_tenants_changed(EngineState& state) {
+  for (TenantState& t : state.tenants) t.owned = TpcSet{};
+  return Status::ok();
+}
+
+int TimeSlicingPolicy::rank(const EngineState& state, TenantId tenant) const {
+  (void)state;
+  return tenant == active_ ? 0 : 1;
+}
+
+TenantId TimeSlicingPolicy::next_with_pending(const EngineState& state) const {
+  const auto n = static_cast<TenantId>(state.tenants.size());
+  if (n == 0) return kNoTenant;
+  const TenantId start = active_ == kNoTenant ? 0 : (active_ + 1) % n;
+  for (TenantId i = 0; i < n; ++i) {
+    const TenantId t = (start + i) % n;
+    if (t != active_ && tenant_of(state, t).pending_launches > 0) return t;
+  }
+  return kNoTenant;
+}
+
+void TimeSlicingPolicy::switch_to(TenantId t, Time now, bool pay_switch) {
+  active_ = t;
+  draining_ = false;
+  ready_at_ = pay_switch ? now + switch_cost_ : now;
+  slice_end_ = ready_at_ + slice_;
+}
+
+void TimeSlicingPolicy::on_tick(const EngineState& state, Time now) {
+  slice_ = state.config.policy.timeslice;
+  switch_cost_ = state.config.policy.context_switch;
+  if (active_ == kNoTenant) {
+    const TenantId t = next_with_pending(state);
+    if (t != kNoTenant) switch_to(t, now, false);
+    return;
+  }
+  const TenantState& cur = tenant_of(state, active_);
+  const TenantId other = next_with_pending(state);
+  if (!cur.has_work()) {
+    // The current tenant has nothing left: hand over at once (no drain).
+    if (other != kNoTenant) switch_to(other, now, true);
+    return;
+  }
+  if (other == kNoTenant) {
+    // Nobody waits: the slice is extended, as the hardware does.
+    draining_ = false;
+    if (slice_end_ <= now) slice_end_ = now + slice_;
+    return;
+  }
+  if (now >= slice_end_) draining_ = true;
+  if (draining_ && cur.inflight_atoms == 0) switch_to(other, now, true);
+}
+
+Placement TimeSlicingPolicy::place(const EngineState& state, const QueueState& queue, const PendingLaunch& head,
+                                   Time now) {
+  (void)head;
+  if (queue.tenant != active_) return Placement::wait(draining_ ? kTimeNever : slice_end_);
+  if (draining_) return Placement::wait(kTimeNever);  // resumes when its atoms finish
+  if (now < ready_at_) return Placement::wait(ready_at_);
+  Placement p;
+  p.tpcs = state.device_tpcs;
+  return p;
+}
+
+// ---------------------------------------------------------------------------
+// Static partitions
+
+std::string_view StaticPartitionPolicy::description() const { return "static TPC partitions"; }
+
+Status StaticPartitionPolicy::on_tenants_changed(EngineState& state) {
+  const int device = state.config.device.tpcs;
+  int fixed = 0;
+  int sharers = 0;
+  for (const TenantState& t : state.tenants) {
+    if (t.spec.static_tpcs) {
+      fixed += *t.spec.static_tpcs;
+    } else if (t.is_high()) {
+      fixed += t.spec.quota;
+    } else {
+      ++sharers;
+    }
+  }
+  if (fixed > device) {
+    return Status::invalid_argument("static partitions add up to " + std::to_string(fixed) +
+                                    " TPCs but the device has " + std::to_string(device));
+  }
+  const int share = sharers > 0 ? (device - fixed) / sharers : 0;
+  int next = 0;
+  for (TenantState& t : state.tenants) {
+    int n = 0;
+    if (t.spec.static_tpcs) {
+      n = *t.spec.static_tpcs;
+    } else if (t.is_high()) {
+      n = t.spec.quota;
+    } else {
+      n = share;
+    }
+    if (n < 1) {
+      return Status::invalid_argument("static partition: tenant '" + t.spec.name +
+                                      "' would get no TPC; give it static_tpcs or leave TPCs outside the quotas");
+    }
+    t.owned = TpcSet::range(next, next + n);
+    next += n;
+  }
+  return Status::ok();
+}
+
+Placement StaticPartitionPolicy::place(const EngineState& state, const QueueState& queue, const PendingLaunch& head,
+                                       Time now) {
+  (void)head;
+  (void)now;
+  Placement p;
+  p.tpcs = tenant_of(state, queue.tenant).owned;
+  return p;
+}
+
+}  // namespace lithos::sched

@@ -1,0 +1,78 @@
+// The policies users pick today, behind the same hook table as LithOS so
+// that results come side by side. They model what the hardware and driver
+// do; none of them throttles or splits kernels.
+#pragma once
+
+#include "sched/engine.hpp"
+#include "sched/policy.hpp"
+
+namespace lithos::sched {
+
+// MPS: every kernel of every tenant may use every TPC as soon as it is
+// launched; the hardware serves kernels in arrival order. With client
+// priority, best-effort tenants' atoms go at low hardware priority, so the
+// block scheduler serves high-priority kernels first at block boundaries.
+class MpsPolicy final : public Policy {
+ public:
+  explicit MpsPolicy(bool client_priority) : client_priority_(client_priority) {}
+  std::string_view name() const override { return client_priority_ ? "mps-priority" : "mps"; }
+  std::string_view description() const override;
+  PolicyTraits traits() const override { return {}; }
+  Status on_tenants_changed(EngineState& state) override;
+  int rank(const EngineState& state, TenantId tenant) const override;
+  Placement place(const EngineState& state, const QueueState& queue, const PendingLaunch& head, Time now) override;
+
+ private:
+  bool client_priority_;
+};
+
+// Time slicing (the default without MPS): the GPU runs one tenant's work at a
+// time. When other tenants wait, the current one gets `timeslice`; then no
+// new piece of it starts, its running piece finishes (kernels are cut into
+// slice-long pieces: preemption at about the slice boundary), and after
+// `context_switch` the next tenant with work, round robin, owns the whole GPU.
+class TimeSlicingPolicy final : public Policy {
+ public:
+  std::string_view name() const override { return "time-slicing"; }
+  std::string_view description() const override;
+  // Throttled: work a tenant queued stays in its (software) channel while
+  // another tenant's slice runs, as the driver's channels keep it; only about
+  // one throttle window of it is committed to the hardware. A kernel longer
+  // than a slice is preempted at the slice boundary (compute preemption),
+  // modelled as slice-long pieces.
+  PolicyTraits traits() const override {
+    return {.throttle = true, .atomize = false, .rightsize = false, .preempts_at_timeslice = true};
+  }
+  Status on_tenants_changed(EngineState& state) override;
+  int rank(const EngineState& state, TenantId tenant) const override;
+  void on_tick(const EngineState& state, Time now) override;
+  Placement place(const EngineState& state, const QueueState& queue, const PendingLaunch& head, Time now) override;
+
+  TenantId active() const { return active_; }
+
+ private:
+  TenantId next_with_pending(const EngineState& state) const;
+  void switch_to(TenantId t, Time now, bool pay_switch);
+
+  TenantId active_ = kNoTenant;
+  Duration slice_ = ms(2);
+  Duration switch_cost_ = us(25);
+  Time ready_at_{};
+  Time slice_end_{};
+  bool draining_ = false;
+};
+
+// Static partitions: every tenant owns a fixed set of TPCs and runs only
+// there, whether or not the others use theirs. High-priority tenants get
+// `static_tpcs` or their quota; best-effort tenants get `static_tpcs` or an
+// equal share of what is left.
+class StaticPartitionPolicy final : public Policy {
+ public:
+  std::string_view name() const override { return "static-partition"; }
+  std::string_view description() const override;
+  PolicyTraits traits() const override { return {}; }
+  Status on_tenants_changed(EngineState& state) override;
+  Placement place(const EngineState& state, const QueueState& queue, const PendingLaunch& head, Time now) override;
+};
+
+}  // namespace lithos::sched

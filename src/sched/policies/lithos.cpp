@@ -1,0 +1,86 @@
+#include "sched/policies/lithos.hpp"
+
+#include <algorithm>
+
+#include "sched/occupancy.hpp"
+
+namespace lithos::sched {
+
+std::string_view LithosPolicy::name() const {
+  switch (variant_) {
+    case Variant::kFull: return "lithos";
+    case Variant::kNoAtoms: return "lithos-no-atoms";
+    case Variant::kRightsize: return "lithos-rightsize";
+  }
+  return "lithos";
+}
+
+std::string_view LithosPolicy::description() const {
+  return "quotas as guarantees, TPC stealing and lending, atoms, outstanding-work throttle";
+}
+
+PolicyTraits LithosPolicy::traits() const {
+  return PolicyTraits{
+      .throttle = true,
+      .atomize = variant_ != Variant::kNoAtoms,
+      .rightsize = variant_ == Variant::kRightsize,
+  };
+}
+
+Status LithosPolicy::on_tenants_changed(EngineState& state) {
+  const int device = state.config.device.tpcs;
+  int next = 0;
+  for (TenantState& t : state.tenants) {
+    if (!t.is_high()) {
+      if (t.spec.quota != 0) {
+        return Status::invalid_argument("best-effort tenant '" + t.spec.name + "' has quota " +
+                                        std::to_string(t.spec.quota) +
+                                        ": best-effort tenants own no TPCs, they borrow idle ones");
+      }
+      t.owned = TpcSet{};
+      continue;
+    }
+    if (next + t.spec.quota > device) {
+      return Status::invalid_argument("quotas add up to more than the device's " + std::to_string(device) +
+                                      " TPCs (adding tenant '" + t.spec.name + "')");
+    }
+    t.owned = TpcSet::range(next, next + t.spec.quota);
+    next += t.spec.quota;
+  }
+  return Status::ok();
+}
+
+Placement LithosPolicy::place(const EngineState& state, const QueueState& queue, const PendingLaunch& head, Time now) {
+  const TenantState& t = state.tenants[static_cast<std::size_t>(queue.tenant)];
+  const DeviceShape& dev = state.config.device;
+
+  // How many TPCs the rest of this launch can use at all.
+  int need = occupancy_tpc_bound(dev, head.remaining_blocks(), head.blocks_per_tpc);
+  if (traits().rightsize && head.atoms_dispatched == 0) need = std::min(need, head.need);
+
+  // Own TPCs first, all of them if the kernel can use them.
+  TpcSet chosen = state.pick(t.owned, need, t.id);
+  Time retry = kTimeNever;
+  TpcSet stolen;
+  if (chosen.count() < need) {
+    const TpcSet borrow = state.borrowable(t.id, now, &retry);
+    TpcSet unowned;
+    borrow.for_each([&](int p) {
+      if (state.owner_of(p) == kNoTenant) unowned.set(p);
+    });
+    chosen |= state.pick(unowned, need - chosen.count(), t.id);
+    if (chosen.count() < need && t.stolen_inflight < state.config.policy.max_stolen_atoms) {
+      stolen = state.pick(borrow - unowned, need - chosen.count(), t.id);
+      chosen |= stolen;
+    }
+  }
+  if (chosen.empty()) return Placement::wait(retry);
+
+  Placement p;
+  p.tpcs = chosen;
+  p.stolen = stolen;
+  p.priority = t.is_high() && stolen.empty() ? HwPriority::kHigh : HwPriority::kLow;
+  return p;
+}
+
+}  // namespace lithos::sched

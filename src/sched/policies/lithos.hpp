@@ -1,0 +1,43 @@
+// The LithOS policy (lithos-design.md, "TPC scheduler"), with the stealing
+// rules this project chose where the paper leaves them open:
+//
+// - Quotas are guarantees: each high-priority tenant owns `quota` TPCs
+//   (contiguous, in registration order). Best-effort tenants own none.
+// - An owner's atoms may always use all of its own TPCs, at high hardware
+//   priority; it takes its TPCs back from borrowers simply by starting there:
+//   no new atom of a borrower starts on them while the owner is active, and a
+//   borrower's running atom is waited out (atoms keep that wait short).
+// - Borrowing: a tenant that needs more than it owns may use TPCs that are
+//   unowned or owned by an inactive tenant (no work pending or in flight, and
+//   idle longer than idle_grace), and - beyond the paper - the surplus of an
+//   active owner: TPCs beyond what its pending work can use at all
+//   (occupancy bound or right-sized count) and not under its atoms. A TPC
+//   under another tenant's atom predicted to run past the steal lookahead is
+//   not taken (per-TPC timers). Atoms on borrowed TPCs run at low hardware
+//   priority, and each tenant has at most max_stolen_atoms of them in flight.
+// - Each atom gets no more TPCs than its blocks can use.
+// - The Engine throttles each queue to ~100 us of predicted work in flight
+//   and splits launches into atoms per the atom plan.
+#pragma once
+
+#include "sched/engine.hpp"
+#include "sched/policy.hpp"
+
+namespace lithos::sched {
+
+class LithosPolicy final : public Policy {
+ public:
+  enum class Variant { kFull, kNoAtoms, kRightsize };
+  explicit LithosPolicy(Variant variant) : variant_(variant) {}
+
+  std::string_view name() const override;
+  std::string_view description() const override;
+  PolicyTraits traits() const override;
+  Status on_tenants_changed(EngineState& state) override;
+  Placement place(const EngineState& state, const QueueState& queue, const PendingLaunch& head, Time now) override;
+
+ private:
+  Variant variant_;
+};
+
+}  // namespace lithos::sched

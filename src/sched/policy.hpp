@@ -1,0 +1,135 @@
+// The policy interface: a table of hooks in the spirit of the Linux
+// scheduler's sched_class. The Engine (engine.hpp) owns all state and the
+// mechanism (queues, in-flight accounting, timers, throttle, atom carving,
+// predictor); a Policy only decides. Every hook is called by the Engine on
+// the thread that drives it (the simulator's event loop, or the runtime's
+// dispatcher under its lock): hooks are never called concurrently and must
+// not call back into the Engine.
+//
+// Policies are ordered by nothing: exactly one is active per Engine. Failure
+// rules are stated per hook; the general rule (from sched_ext) is that a
+// policy that cannot decide must make the Engine fall back to the behaviour
+// of plain hardware sharing, never stall work forever.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.hpp"
+#include "common/time.hpp"
+#include "sched/tpc_set.hpp"
+#include "sched/types.hpp"
+
+namespace lithos::sched {
+
+struct EngineState;
+struct QueueState;
+struct PendingLaunch;
+struct InflightAtom;
+
+// What the Engine does for a policy, declared once.
+struct PolicyTraits {
+  bool throttle = false;   // apply the per-queue outstanding-work throttle
+  bool atomize = false;    // split launches into atoms per the atom plan
+  bool rightsize = false;  // size launches with the right-sizer (need < occupancy bound)
+  // Hardware preemption: the GPU can stop a running kernel at a time-slice
+  // boundary (compute preemption) and resume it later. Modelled by cutting
+  // launches into pieces of about PolicyConfig::timeslice that, unlike atoms,
+  // cost nothing extra (AtomDispatch::split stays false).
+  bool preempts_at_timeslice = false;
+};
+
+// A placement decision for the next atom of a queue's head launch.
+struct Placement {
+  // TPCs the atom may use; empty means "not now". The Engine uses the set
+  // as given: shrinking it to what the kernel can use is the policy's call
+  // (baselines leave that to the hardware).
+  TpcSet tpcs;
+  HwPriority priority = HwPriority::kNormal;
+  // When waiting: the earliest time at which the answer may change without
+  // any other event (an atom finishing, a launch arriving). kTimeNever when
+  // only an event can change it.
+  Time retry_at = kTimeNever;
+  // Set by policies that lend TPCs: the subset of `tpcs` owned by another
+  // tenant (bounded by the Engine's stolen-atom accounting).
+  TpcSet stolen;
+
+  bool waiting() const { return tpcs.empty(); }
+  static Placement wait(Time retry) {
+    Placement p;
+    p.retry_at = retry;
+    return p;
+  }
+};
+
+class Policy {
+ public:
+  virtual ~Policy() = default;
+
+  // Short stable name, used on the command line and in JSON ("lithos", "mps").
+  virtual std::string_view name() const = 0;
+  // One line for --help and reports.
+  virtual std::string_view description() const = 0;
+  virtual PolicyTraits traits() const = 0;
+
+  // Called by Engine::add_tenant after the new tenant was appended to
+  // state.tenants. Sets TenantState::owned for every tenant (quotas, static
+  // partitions). Failure: return a non-ok Status (e.g. quotas exceed the
+  // device); the Engine removes the new tenant again and returns the Status
+  // to the caller, so the previous assignment stays in force.
+  virtual Status on_tenants_changed(EngineState& state) = 0;
+
+  // Called by Engine::dispatch before it walks the queues, every time it runs.
+  // For time-driven policy state (e.g. time slices). Cannot fail.
+  virtual void on_tick(const EngineState& state, Time now) {
+    (void)state;
+    (void)now;
+  }
+
+  // Service order: Engine::dispatch visits queues with pending work by
+  // ascending rank, then by the submit time of their head launch.
+  virtual int rank(const EngineState& state, TenantId tenant) const;
+
+  // Called by Engine::dispatch for the head launch of `queue` when the
+  // throttle (if any) lets it send another atom. Returns where the next atom
+  // may run, or Placement::wait(). Cannot fail: a policy that cannot decide
+  // returns every TPC of the device (plain sharing).
+  virtual Placement place(const EngineState& state, const QueueState& queue, const PendingLaunch& head, Time now) = 0;
+
+  // Called after the Engine recorded a dispatched atom / a finished atom.
+  virtual void on_dispatch(const EngineState& state, const InflightAtom& atom, Time now) {
+    (void)state;
+    (void)atom;
+    (void)now;
+  }
+  virtual void on_finish(const EngineState& state, const InflightAtom& atom, Time now) {
+    (void)state;
+    (void)atom;
+    (void)now;
+  }
+};
+
+// Policy settings; policies read them from EngineState::config.policy.
+struct PolicyConfig {
+  Duration timeslice = ms(2);          // time-slicing: length of one slice
+  Duration context_switch = us(25);    // time-slicing: cost of a switch
+  std::uint32_t max_stolen_atoms = 2;  // lithos: in-flight atoms on borrowed TPCs, per tenant
+  Duration steal_lookahead = us(100);  // lithos: a TPC freeing within this counts as free
+  Duration idle_grace = us(20);        // lithos: an owner stays active this long after its work drained
+  bool lend_surplus = true;            // lithos: lend an active owner's TPCs beyond its peak demand
+};
+
+struct PolicyInfo {
+  std::string name;
+  std::string description;
+  bool in_all = true;  // part of `--policy all` (ablations are not)
+};
+
+// Every built-in policy, in the order reports list them.
+std::vector<PolicyInfo> policy_catalog();
+// nullptr with a message listing valid names in *error when `name` is unknown.
+std::unique_ptr<Policy> make_policy(std::string_view name, std::string* error);
+
+}  // namespace lithos::sched

@@ -1,0 +1,500 @@
+// Engine and policy rules, checked through the Engine's real interface.
+//
+// Most tests drive an Engine with a tiny fake hardware: every dispatched atom
+// "runs" for a duration drawn from a seeded generator, starting when its
+// queue's previous atom ends; the test checks the scheduling rules after
+// every dispatch.
+#include "sched/engine.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <queue>
+
+#include "common/rng.hpp"
+#include "sched/occupancy.hpp"
+#include "sched/policy.hpp"
+
+namespace lithos::sched {
+namespace {
+
+LaunchDesc kernel(KernelId id, std::uint32_t blocks, std::uint32_t threads = 256, std::uint32_t regs = 32) {
+  LaunchDesc l;
+  l.kernel = id;
+  l.grid = Dim3{blocks, 1, 1};
+  l.block = Dim3{threads, 1, 1};
+  l.regs_per_thread = regs;
+  return l;
+}
+
+TenantSpec high(const std::string& name, int quota) {
+  TenantSpec t;
+  t.name = name;
+  t.priority = PriorityClass::kHigh;
+  t.quota = quota;
+  return t;
+}
+TenantSpec best_effort(const std::string& name) {
+  TenantSpec t;
+  t.name = name;
+  t.priority = PriorityClass::kBestEffort;
+  return t;
+}
+
+std::unique_ptr<Engine> make_engine(const std::string& policy, EngineConfig cfg = {}) {
+  std::string err;
+  auto p = make_policy(policy, &err);
+  EXPECT_NE(p, nullptr) << err;
+  return std::make_unique<Engine>(cfg, std::move(p));
+}
+
+// A fake GPU: atoms of a queue run back to back; each lasts its true duration.
+class FakeHardware {
+ public:
+  explicit FakeHardware(Engine& e) : engine_(e) {}
+
+  // Dispatches at `now`, returns what was dispatched.
+  std::vector<AtomDispatch> dispatch(Time now, Duration atom_time) {
+    std::vector<AtomDispatch> out;
+    engine_.dispatch(now, out);
+    for (const AtomDispatch& d : out) {
+      Time& tail = stream_end_[d.queue];
+      const Time start = std::max(tail, now);
+      const Time end = start + atom_time;
+      tail = end;
+      pending_.push({end, start, d.atom});
+    }
+    return out;
+  }
+  // Finishes every atom due by `now`; returns the number finished.
+  int finish_until(Time now, std::vector<Completion>* done = nullptr) {
+    int n = 0;
+    while (!pending_.empty() && pending_.top().end <= now) {
+      const Item it = pending_.top();
+      pending_.pop();
+      Completion c = engine_.atom_finished(it.atom, it.start, it.end);
+      if (done != nullptr) done->push_back(c);
+      ++n;
+    }
+    return n;
+  }
+  Time next_end() const { return pending_.empty() ? kTimeNever : pending_.top().end; }
+  bool idle() const { return pending_.empty(); }
+
+ private:
+  struct Item {
+    Time end;
+    Time start;
+    AtomId atom;
+    bool operator>(const Item& o) const { return end > o.end; }
+  };
+  Engine& engine_;
+  std::map<QueueId, Time> stream_end_;
+  std::priority_queue<Item, std::vector<Item>, std::greater<>> pending_;
+};
+
+TEST(Engine, RejectsBadTenants) {
+  auto e = make_engine("lithos");
+  EXPECT_FALSE(e->add_tenant(TenantSpec{}).is_ok());  // no name
+  ASSERT_TRUE(e->add_tenant(high("a", 50)).is_ok());
+  EXPECT_EQ(e->add_tenant(high("a", 1)).status().code(), StatusCode::kInvalidArgument);  // duplicate
+  EXPECT_EQ(e->add_tenant(high("b", 67)).status().code(), StatusCode::kOutOfRange);
+  // 50 + 20 > 66: the lithos policy refuses, and the tenant is not added.
+  auto over = e->add_tenant(high("c", 20));
+  ASSERT_FALSE(over.is_ok());
+  EXPECT_NE(over.status().message().find("quotas"), std::string::npos);
+  EXPECT_EQ(e->state().tenants.size(), 1U);
+  EXPECT_EQ(e->state().tenants[0].owned, TpcSet::range(0, 50));
+  auto be = best_effort("be");
+  be.quota = 3;
+  EXPECT_FALSE(e->add_tenant(be).is_ok());  // best-effort tenants own nothing
+  EXPECT_TRUE(e->add_tenant(best_effort("be")).is_ok());
+}
+
+TEST(Engine, SubmitErrors) {
+  auto e = make_engine("mps");
+  EXPECT_EQ(e->submit(0, kernel(1, 10), Time{}).status().code(), StatusCode::kNotFound);
+  auto t = e->add_tenant(best_effort("x"));
+  auto q = e->add_queue(*t);
+  LaunchDesc empty = kernel(1, 10);
+  empty.grid = Dim3{0, 1, 1};
+  EXPECT_EQ(e->submit(*q, empty, Time{}).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(e->add_queue(7).status().code(), StatusCode::kNotFound);
+}
+
+TEST(Engine, MpsDispatchesEverythingAtOnceOnEveryTpc) {
+  auto e = make_engine("mps");
+  auto a = e->add_tenant(high("a", 10));
+  auto b = e->add_tenant(best_effort("b"));
+  const QueueId qa = *e->add_queue(*a);
+  const QueueId qb = *e->add_queue(*b);
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_TRUE(e->submit(qa, kernel(1, 100), Time{}).is_ok());
+    ASSERT_TRUE(e->submit(qb, kernel(2, 100000), Time{}).is_ok());
+  }
+  std::vector<AtomDispatch> out;
+  e->dispatch(Time{}, out);
+  ASSERT_EQ(out.size(), 10U);
+  for (const auto& d : out) {
+    EXPECT_EQ(d.tpcs, TpcSet::first(66));
+    EXPECT_EQ(d.priority, HwPriority::kNormal);
+    EXPECT_FALSE(d.split);
+    EXPECT_TRUE(d.last);
+  }
+  // In arrival order: submission order interleaves the two queues' heads.
+  EXPECT_EQ(e->next_wakeup(), kTimeNever);
+}
+
+TEST(Engine, MpsClientPriorityLowersBestEffort) {
+  auto e = make_engine("mps-priority");
+  const QueueId qa = *e->add_queue(*e->add_tenant(high("a", 0)));
+  const QueueId qb = *e->add_queue(*e->add_tenant(best_effort("b")));
+  ASSERT_TRUE(e->submit(qa, kernel(1, 10), Time{}).is_ok());
+  ASSERT_TRUE(e->submit(qb, kernel(2, 10), Time{}).is_ok());
+  std::vector<AtomDispatch> out;
+  e->dispatch(Time{}, out);
+  ASSERT_EQ(out.size(), 2U);
+  for (const auto& d : out) {
+    EXPECT_EQ(d.priority, d.queue == qa ? HwPriority::kNormal : HwPriority::kLow);
+  }
+}
+
+TEST(Engine, StaticPartitionsAreFixedAndDisjoint) {
+  auto e = make_engine("static-partition");
+  TenantSpec a = high("a", 40);
+  TenantSpec b = high("b", 10);
+  b.static_tpcs = 14;
+  const QueueId qa = *e->add_queue(*e->add_tenant(a));
+  const QueueId qb = *e->add_queue(*e->add_tenant(b));
+  const QueueId qc = *e->add_queue(*e->add_tenant(best_effort("c")));
+  const QueueId qd = *e->add_queue(*e->add_tenant(best_effort("d")));
+  for (QueueId q : {qa, qb, qc, qd}) ASSERT_TRUE(e->submit(q, kernel(q, 5000), Time{}).is_ok());
+  std::vector<AtomDispatch> out;
+  e->dispatch(Time{}, out);
+  ASSERT_EQ(out.size(), 4U);
+  std::map<QueueId, TpcSet> got;
+  for (const auto& d : out) got[d.queue] = d.tpcs;
+  EXPECT_EQ(got[qa], TpcSet::range(0, 40));
+  EXPECT_EQ(got[qb], TpcSet::range(40, 54));
+  EXPECT_EQ(got[qc], TpcSet::range(54, 60));  // (66 - 54) / 2 each
+  EXPECT_EQ(got[qd], TpcSet::range(60, 66));
+}
+
+TEST(Engine, StaticPartitionRefusesTenantWithoutTpcs) {
+  auto e = make_engine("static-partition");
+  ASSERT_TRUE(e->add_tenant(high("a", 66)).is_ok());
+  auto be = e->add_tenant(best_effort("b"));
+  ASSERT_FALSE(be.is_ok());
+  EXPECT_NE(be.status().message().find("'b'"), std::string::npos);
+}
+
+TEST(Engine, TimeSlicingRunsOneTenantAtATime) {
+  EngineConfig cfg;
+  cfg.policy.timeslice = ms(2);
+  cfg.policy.context_switch = us(25);
+  auto e = make_engine("time-slicing", cfg);
+  const QueueId qa = *e->add_queue(*e->add_tenant(high("a", 0)));
+  const QueueId qb = *e->add_queue(*e->add_tenant(best_effort("b")));
+  for (int i = 0; i < 50; ++i) {
+    ASSERT_TRUE(e->submit(qa, kernel(1, 100), Time{}).is_ok());
+    ASSERT_TRUE(e->submit(qb, kernel(2, 100), Time{}).is_ok());
+  }
+  FakeHardware hw(*e);
+  Time now{};
+  std::map<QueueId, int> inflight;
+  QueueId last_owner = 99;
+  int switches = 0;
+  auto all_done = [&] {
+    return hw.idle() && e->state().tenants[0].pending_launches == 0 && e->state().tenants[1].pending_launches == 0;
+  };
+  for (int step = 0; step < 10000 && !all_done(); ++step) {
+    std::vector<Completion> done;
+    hw.finish_until(now, &done);
+    for (const auto& c : done) --inflight[c.queue];
+    for (const auto& d : hw.dispatch(now, us(300))) {
+      ++inflight[d.queue];
+      if (d.queue != last_owner) {
+        ++switches;
+        last_owner = d.queue;
+      }
+    }
+    // Never both tenants in flight.
+    ASSERT_FALSE(inflight[qa] > 0 && inflight[qb] > 0) << "at " << now.time_since_epoch().count();
+    now = std::min(hw.next_end(), e->next_wakeup());
+    if (now == kTimeNever) break;
+  }
+  EXPECT_TRUE(all_done()) << "work left but nothing scheduled to run";
+  // 50 x 300 us per tenant with 2 ms slices: many switches, not two.
+  EXPECT_GT(switches, 10);
+}
+
+// Runs a random workload under `policy` and checks the LithOS rules after
+// every dispatch.
+struct RuleCheck {
+  int quota_violations = 0;     // a new atom of X on TPCs an active owner keeps
+  int double_assignment = 0;    // a new atom on a TPC another tenant holds, beyond the lookahead
+  int throttle_violations = 0;  // a queue's in-flight work beyond throttle + one atom
+  int stolen_bound_violations = 0;
+  std::uint64_t atoms = 0;
+  std::uint64_t stolen = 0;
+};
+
+RuleCheck run_rules(const std::string& policy, std::uint64_t seed) {
+  EngineConfig cfg;
+  auto e = make_engine(policy, cfg);
+  const TenantId a = *e->add_tenant(high("a", 40));
+  const TenantId b = *e->add_tenant(high("b", 16));
+  const TenantId c = *e->add_tenant(best_effort("c"));
+  const TenantId d = *e->add_tenant(best_effort("d"));
+  std::vector<QueueId> queues;
+  for (TenantId t : {a, b, c, d}) queues.push_back(*e->add_queue(t));
+  queues.push_back(*e->add_queue(c));  // a tenant with two streams
+
+  Rng rng(seed);
+  FakeHardware hw(*e);
+  RuleCheck rc;
+  Time now{};
+  const EngineState& st = e->state();
+  for (int step = 0; step < 4000; ++step) {
+    hw.finish_until(now);
+    // Random arrivals: bursts of launches of random sizes.
+    if (rng.uniform() < 0.3) {
+      const QueueId q = queues[rng.below(queues.size())];
+      const int n = 1 + static_cast<int>(rng.below(6));
+      for (int i = 0; i < n; ++i) {
+        const auto blocks = static_cast<std::uint32_t>(1 + rng.below(3000));
+        (void)e->submit(q, kernel(static_cast<KernelId>(q) * 100 + static_cast<KernelId>(i), blocks), now);
+      }
+    }
+    // Snapshot of what each active owner keeps before this dispatch.
+    std::vector<TpcSet> kept(st.tenants.size());
+    for (const TenantState& t : st.tenants) {
+      if (t.owned.empty()) continue;
+      if (t.pending_launches > 0) {
+        kept[t.id] = (st.held(t.id) | t.owned.take_lowest(t.demand())) & t.owned;
+      } else if (st.active(t.id, now)) {
+        kept[t.id] = t.owned;
+      }
+    }
+    std::vector<TpcSet> held_before(st.tenants.size());
+    // Per tenant: TPCs under one of its atoms predicted to run past the lookahead.
+    std::vector<TpcSet> long_busy(st.tenants.size());
+    for (const TenantState& t : st.tenants) {
+      held_before[t.id] = st.held(t.id);
+      for (AtomId id : t.inflight) {
+        if (st.atoms[id].predicted_end > now + cfg.policy.steal_lookahead) long_busy[t.id] |= st.atoms[id].tpcs;
+      }
+    }
+    std::map<QueueId, std::pair<std::uint32_t, Time>> queue_before;  // in flight, predicted tail
+    for (const QueueState& q : st.queues) queue_before[q.id] = {q.inflight_atoms, q.tail_end};
+
+    const Duration atom_time = us(50 + static_cast<double>(rng.below(400)));
+    for (const AtomDispatch& dsp : hw.dispatch(now, atom_time)) {
+      ++rc.atoms;
+      // The throttle: a queue with work in flight gets another atom only
+      // while its predicted outstanding work is within the window.
+      auto& [inflight, tail] = queue_before[dsp.queue];
+      if (inflight > 0 && tail - now > cfg.throttle) ++rc.throttle_violations;
+      ++inflight;
+      tail = std::max(tail, now) + dsp.predicted.value_or(cfg.throttle);
+      for (const TenantState& o : st.tenants) {
+        if (o.id == dsp.tenant) continue;
+        if (dsp.tpcs.intersects(kept[o.id])) ++rc.quota_violations;
+        (dsp.tpcs & held_before[o.id]).for_each([&](int p) {
+          const bool reclaim = st.owner_of(p) == dsp.tenant;
+          const bool soon = !long_busy[o.id].test(p);
+          if (!reclaim && !soon) ++rc.double_assignment;
+        });
+      }
+    }
+    for (const TenantState& t : st.tenants) {
+      if (t.stolen_inflight > cfg.policy.max_stolen_atoms) ++rc.stolen_bound_violations;
+    }
+    rc.stolen = e->counters().stolen_atoms;
+    const Time next = std::min({hw.next_end(), e->next_wakeup(), now + us(20 + static_cast<double>(rng.below(200)))});
+    now = std::max(now + Duration(1), next);
+  }
+  return rc;
+}
+
+TEST(LithosRules, QuotasHeldNoDoubleAssignmentThrottleAndStealBound) {
+  std::uint64_t stolen = 0;
+  for (std::uint64_t seed : {1ULL, 2ULL, 3ULL, 4ULL, 5ULL}) {
+    const RuleCheck rc = run_rules("lithos", seed);
+    EXPECT_EQ(rc.quota_violations, 0) << "seed " << seed;
+    EXPECT_EQ(rc.double_assignment, 0) << "seed " << seed;
+    EXPECT_EQ(rc.throttle_violations, 0) << "seed " << seed;
+    EXPECT_EQ(rc.stolen_bound_violations, 0) << "seed " << seed;
+    EXPECT_GT(rc.atoms, 500U);
+    stolen += rc.stolen;
+  }
+  EXPECT_GT(stolen, 50U) << "the workload must exercise stealing";
+}
+
+TEST(LithosRules, TheCheckCatchesMpsSharing) {
+  // The same checks flag MPS, which shares every TPC: proof that they can fail.
+  const RuleCheck rc = run_rules("mps", 1);
+  EXPECT_GT(rc.quota_violations + rc.double_assignment, 0);
+}
+
+TEST(LithosRules, StealingGivesTpcsBackWhenTheOwnerWakes) {
+  EngineConfig cfg;
+  cfg.policy.idle_grace = us(20);
+  auto e = make_engine("lithos", cfg);
+  const TenantId hp = *e->add_tenant(high("hp", 66));
+  const TenantId be = *e->add_tenant(best_effort("be"));
+  const QueueId qh = *e->add_queue(hp);
+  const QueueId qb = *e->add_queue(be);
+  // The owner is idle (never had work): best-effort borrows the whole GPU.
+  for (int i = 0; i < 20; ++i) ASSERT_TRUE(e->submit(qb, kernel(7, 100000), Time{}).is_ok());
+  FakeHardware hw(*e);
+  auto first = hw.dispatch(Time{}, us(400));
+  ASSERT_FALSE(first.empty());
+  EXPECT_EQ(first[0].tpcs.count(), 66);
+  EXPECT_EQ(first[0].priority, HwPriority::kLow);
+  EXPECT_LE(e->state().tenants[be].stolen_inflight, cfg.policy.max_stolen_atoms);
+
+  // The owner wakes at 100 us.
+  const Time wake = time_at(us(100));
+  ASSERT_TRUE(e->submit(qh, kernel(9, 5000), wake).is_ok());
+  auto after = hw.dispatch(wake, us(400));
+  bool owner_dispatched = false;
+  for (const auto& d : after) {
+    if (d.tenant == hp) {
+      owner_dispatched = true;
+      EXPECT_EQ(d.tpcs.count(), 66);  // its whole quota, at once
+      EXPECT_EQ(d.priority, HwPriority::kHigh);
+    } else {
+      ADD_FAILURE() << "best-effort atom started on the owner's TPCs after it woke";
+    }
+  }
+  EXPECT_TRUE(owner_dispatched);
+  // Until the owner drains (and its grace passes), no new best-effort atom.
+  Time now = wake;
+  for (int i = 0; i < 50 && e->state().tenants[hp].has_work(); ++i) {
+    hw.finish_until(now);
+    for (const auto& d : hw.dispatch(now, us(400))) EXPECT_NE(d.tenant, be) << "at " << to_us(since_start(now));
+    now = std::min(hw.next_end(), e->next_wakeup());
+  }
+  EXPECT_FALSE(e->state().tenants[hp].has_work());
+  // After the grace period the best-effort tenant borrows again.
+  const Time later = e->state().tenants[hp].idle_since + us(25);
+  hw.finish_until(later);
+  auto again = hw.dispatch(later, us(400));
+  ASSERT_FALSE(again.empty());
+  EXPECT_EQ(again[0].tenant, be);
+}
+
+TEST(LithosRules, ActiveOwnerLendsOnlyBeyondItsDemand) {
+  auto e = make_engine("lithos");
+  const TenantId hp = *e->add_tenant(high("hp", 66));
+  const TenantId be = *e->add_tenant(best_effort("be"));
+  const QueueId qh = *e->add_queue(hp);
+  const QueueId qb = *e->add_queue(be);
+  // 256 threads x 32 regs -> 8 blocks/SM -> 16 per TPC: 160 blocks need 10 TPCs.
+  for (int i = 0; i < 30; ++i) ASSERT_TRUE(e->submit(qh, kernel(1, 160), Time{}).is_ok());
+  ASSERT_TRUE(e->submit(qb, kernel(2, 100000), Time{}).is_ok());
+  std::vector<AtomDispatch> out;
+  e->dispatch(Time{}, out);
+  TpcSet hp_tpcs, be_tpcs;
+  for (const auto& d : out) (d.tenant == hp ? hp_tpcs : be_tpcs) |= d.tpcs;
+  EXPECT_EQ(hp_tpcs, TpcSet::range(0, 10));
+  EXPECT_EQ(be_tpcs, TpcSet::range(10, 66));  // the surplus, lent
+  // A bigger kernel queued by the owner shrinks what may be lent.
+  ASSERT_TRUE(e->submit(qh, kernel(3, 16 * 60), Time{}).is_ok());
+  EXPECT_EQ(e->state().tenants[hp].demand(), 60);
+}
+
+TEST(LithosRules, AtomsRespectTheFloorAndCoverTheGrid) {
+  EngineConfig cfg;
+  cfg.atoms.target = us(400);
+  cfg.atoms.per_atom_cost = us(20);
+  cfg.atoms.tolerated_overhead = 0.08;  // floor 250 us
+  auto e = make_engine("lithos", cfg);
+  const QueueId q = *e->add_queue(*e->add_tenant(best_effort("be")));
+  // Teach the predictor: 26400 blocks at 16/TPC = 25 waves on 66 TPCs; 10 ms.
+  LaunchDesc big = kernel(42, 26400);
+  FakeHardware hw(*e);
+  ASSERT_TRUE(e->submit(q, big, Time{}).is_ok());
+  auto first = hw.dispatch(Time{}, ms(10));
+  ASSERT_EQ(first.size(), 1U);
+  EXPECT_FALSE(first[0].split);  // never seen: runs whole
+  hw.finish_until(time_at(ms(20)));
+  e->sync(q);
+
+  ASSERT_TRUE(e->submit(q, big, time_at(ms(20))).is_ok());
+  std::uint64_t covered = 0;
+  std::uint64_t expect_lo = 0;
+  Time now = time_at(ms(20));
+  int atoms = 0;
+  for (int i = 0; i < 1000 && covered < 26400; ++i) {
+    hw.finish_until(now);
+    for (const auto& d : hw.dispatch(now, us(400))) {
+      EXPECT_TRUE(d.split);
+      EXPECT_EQ(d.blocks.lo, expect_lo);
+      expect_lo = d.blocks.hi;
+      covered += d.blocks.size();
+      ++atoms;
+      ASSERT_TRUE(d.predicted.has_value());
+      if (!d.last) {
+        EXPECT_GE(*d.predicted, us(250)) << "atom " << d.index;
+      }
+      EXPECT_LE(*d.predicted, us(800)) << "atom " << d.index;
+    }
+    now = std::min(hw.next_end(), e->next_wakeup());
+  }
+  EXPECT_EQ(covered, 26400U);
+  EXPECT_GE(atoms, 12);  // 10 ms / ~400 us
+  EXPECT_LE(atoms, 40);
+}
+
+TEST(LithosRules, CooperativeKernelsAreNeverSplit) {
+  auto e = make_engine("lithos");
+  const QueueId q = *e->add_queue(*e->add_tenant(best_effort("be")));
+  LaunchDesc coop = kernel(5, 26400);
+  coop.cooperative = true;
+  coop.duration_hint = ms(10);
+  ASSERT_TRUE(e->submit(q, coop, Time{}).is_ok());
+  std::vector<AtomDispatch> out;
+  e->dispatch(Time{}, out);
+  ASSERT_EQ(out.size(), 1U);
+  EXPECT_FALSE(out[0].split);
+  EXPECT_EQ(out[0].blocks.size(), 26400U);
+}
+
+TEST(LithosRules, ThrottleKeepsAboutOneWindowInFlight) {
+  EngineConfig cfg;
+  cfg.throttle = us(100);
+  auto e = make_engine("lithos", cfg);
+  const QueueId q = *e->add_queue(*e->add_tenant(high("hp", 66)));
+  LaunchDesc k = kernel(1, 1000);
+  k.duration_hint = us(30);
+  for (int i = 0; i < 100; ++i) ASSERT_TRUE(e->submit(q, k, Time{}).is_ok());
+  std::vector<AtomDispatch> out;
+  e->dispatch(Time{}, out);
+  // 30 us each: dispatch stops once more than 100 us is in flight: 4 atoms.
+  EXPECT_EQ(out.size(), 4U);
+  EXPECT_EQ(e->counters().throttled, 1U);
+  EXPECT_EQ(e->next_wakeup(), time_at(us(20)));  // 120 us of work - 100 us window
+  // MPS has no throttle: everything goes at once.
+  auto m = make_engine("mps");
+  const QueueId qm = *m->add_queue(*m->add_tenant(high("hp", 0)));
+  for (int i = 0; i < 100; ++i) ASSERT_TRUE(m->submit(qm, k, Time{}).is_ok());
+  out.clear();
+  m->dispatch(Time{}, out);
+  EXPECT_EQ(out.size(), 100U);
+}
+
+TEST(LithosRules, OrdinalRestartsAfterSync) {
+  auto e = make_engine("lithos");
+  const QueueId q = *e->add_queue(*e->add_tenant(high("hp", 66)));
+  ASSERT_TRUE(e->submit(q, kernel(1, 10), Time{}).is_ok());
+  ASSERT_TRUE(e->submit(q, kernel(1, 10), Time{}).is_ok());
+  EXPECT_EQ(e->state().queues[q].ordinal, 2U);
+  e->sync(q);
+  EXPECT_EQ(e->state().queues[q].ordinal, 0U);
+}
+
+}  // namespace
+}  // namespace lithos::sched
