@@ -1,0 +1,149 @@
+// The GPU model's rules, one at a time, with durations computed by hand.
+#include "sim/gpu_model.hpp"
+
+#include <gtest/gtest.h>
+
+#include "common/rng.hpp"
+
+namespace lithos::sim {
+namespace {
+
+GpuModelConfig config() {
+  GpuModelConfig c;
+  c.tpcs = 66;
+  c.launch_latency_us = 4.0;
+  c.stream_gap_us = 1.0;
+  c.per_atom_cost_us = 15.0;
+  return c;
+}
+
+HwAtom atom(sched::AtomId id, std::uint32_t stream, std::uint64_t blocks, int per_tpc, double block_us,
+            sched::TpcSet allowed = sched::TpcSet::first(66)) {
+  HwAtom a;
+  a.atom = id;
+  a.stream = stream;
+  a.allowed = allowed;
+  a.blocks = blocks;
+  a.blocks_per_tpc = per_tpc;
+  a.block_time = us(block_us);
+  a.serial = us(2);
+  return a;
+}
+
+std::vector<HwCompletion> run_all(GpuModel& m) {
+  std::vector<HwCompletion> all;
+  while (m.next_event_time() != kTimeNever) m.advance(kTimeNever - Duration(1), all);
+  return all;
+}
+
+TEST(GpuModel, OneKernelTakesWavesTimesBlockTimePlusSerial) {
+  GpuModel m(config(), 1);
+  // 264 blocks at 2 per TPC on 66 TPCs: 2 waves of 10 us, then 2 us serial.
+  m.submit(atom(0, 0, 264, 2, 10.0), Time{});
+  auto done = run_all(m);
+  ASSERT_EQ(done.size(), 1U);
+  EXPECT_EQ(done[0].start, time_at(us(4)));         // launch latency
+  EXPECT_EQ(done[0].end, time_at(us(4 + 20 + 2)));  // 2 waves + serial
+}
+
+TEST(GpuModel, FewerTpcsMeanMoreWaves) {
+  GpuModel m(config(), 1);
+  // The same kernel confined to 11 TPCs: 264 / 22 = 12 waves.
+  m.submit(atom(0, 0, 264, 2, 10.0, sched::TpcSet::range(0, 11)), Time{});
+  auto done = run_all(m);
+  ASSERT_EQ(done.size(), 1U);
+  EXPECT_EQ(done[0].end - done[0].start, us(12 * 10 + 2));
+}
+
+TEST(GpuModel, StreamRunsInOrderWithGap) {
+  GpuModel m(config(), 1);
+  m.submit(atom(0, 0, 66, 1, 10.0), Time{});
+  m.submit(atom(1, 0, 66, 1, 10.0), Time{});
+  auto done = run_all(m);
+  ASSERT_EQ(done.size(), 2U);
+  EXPECT_EQ(done[0].end, time_at(us(4 + 10 + 2)));
+  EXPECT_EQ(done[1].start, time_at(us(16 + 1)));  // predecessor's end + gap
+  EXPECT_EQ(done[1].end, time_at(us(17 + 12)));
+}
+
+TEST(GpuModel, SplitAtomsPayPerAtomCost) {
+  GpuModel m(config(), 1);
+  HwAtom a = atom(0, 0, 66, 1, 10.0);
+  a.split = true;
+  m.submit(a, Time{});
+  auto done = run_all(m);
+  ASSERT_EQ(done.size(), 1U);
+  EXPECT_EQ(done[0].start, time_at(us(4 + 15)));
+}
+
+TEST(GpuModel, EarlierKernelKeepsTpcsAtEqualPriority) {
+  // A long kernel of many waves, then a short one on another stream: the
+  // short one gets TPCs only once the long one has issued all its blocks
+  // (head-of-line blocking, as on real hardware without priorities).
+  GpuModel m(config(), 2);
+  m.submit(atom(0, 0, 66 * 10, 1, 100.0), Time{});  // 10 waves of 100 us
+  m.submit(atom(1, 1, 66, 1, 5.0), time_at(us(50)));
+  auto done = run_all(m);
+  ASSERT_EQ(done.size(), 2U);
+  const auto& small = done[0].atom == 1 ? done[0] : done[1];
+  EXPECT_GE(small.start, time_at(us(4 + 900)));  // after the 10th wave started
+}
+
+TEST(GpuModel, HigherPriorityTakesTpcsAtTheNextBlockBoundary) {
+  GpuModel m(config(), 2);
+  m.submit(atom(0, 0, 66 * 10, 1, 100.0), Time{});
+  HwAtom hp = atom(1, 1, 66, 1, 5.0);
+  hp.priority = sched::HwPriority::kHigh;
+  m.submit(hp, time_at(us(50)));
+  auto done = run_all(m);
+  const auto& small = done[0].atom == 1 ? done[0] : done[1];
+  EXPECT_EQ(small.start, time_at(us(104)));  // the first wave's end
+  EXPECT_EQ(small.end, time_at(us(104 + 5 + 2)));
+}
+
+TEST(GpuModel, DisjointMasksRunSideBySide) {
+  GpuModel m(config(), 2);
+  m.submit(atom(0, 0, 66 * 10, 1, 100.0, sched::TpcSet::range(0, 33)), Time{});
+  m.submit(atom(1, 1, 33, 1, 5.0, sched::TpcSet::range(33, 66)), time_at(us(50)));
+  auto done = run_all(m);
+  const auto& small = done[0].atom == 1 ? done[0] : done[1];
+  EXPECT_EQ(small.start, time_at(us(54)));  // no wait at all
+}
+
+TEST(GpuModel, RandomWorkloadConservesWorkAndTime) {
+  GpuModel m(config(), 6);
+  m.set_window(Time{}, time_at(ms(100)));
+  Rng rng(3);
+  Time now{};
+  std::vector<HwCompletion> done;
+  for (sched::AtomId i = 0; i < 3000; ++i) {
+    const auto stream = static_cast<std::uint32_t>(rng.below(6));
+    const int lo = static_cast<int>(rng.below(60));
+    const int hi = lo + 1 + static_cast<int>(rng.below(static_cast<std::uint64_t>(66 - lo)));
+    HwAtom a = atom(i, stream, 1 + rng.below(2000), 1 + static_cast<int>(rng.below(8)),
+                    1.0 + static_cast<double>(rng.below(50)), sched::TpcSet::range(lo, hi));
+    a.priority = static_cast<sched::HwPriority>(rng.below(3));
+    m.submit(a, now);
+    now += us(static_cast<double>(rng.below(20)));
+    m.advance(now, done);
+  }
+  auto rest = run_all(m);
+  done.insert(done.end(), rest.begin(), rest.end());
+  EXPECT_EQ(done.size(), 3000U);
+  EXPECT_EQ(m.conservation_violations(), 0U);
+  EXPECT_EQ(m.time_violations(), 0U);
+  EXPECT_EQ(m.free_tpcs(), sched::TpcSet::first(66));  // everything released
+  for (const auto& c : done) EXPECT_LE(c.start, c.end);
+}
+
+TEST(GpuModel, BusyTimeIsCountedInsideTheWindowOnly) {
+  GpuModel m(config(), 1);
+  m.set_window(time_at(us(0)), time_at(us(14)));
+  // 66 TPCs busy from 4 us to 24 us (2 waves of 10): 10 us fall in the window.
+  m.submit(atom(0, 0, 132, 1, 10.0), Time{});
+  run_all(m);
+  EXPECT_DOUBLE_EQ(m.busy_tpc_ns(), 66.0 * 10'000.0);
+}
+
+}  // namespace
+}  // namespace lithos::sim
