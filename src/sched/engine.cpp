@@ -219,14 +219,23 @@ void Engine::dispatch(Time now, std::vector<AtomDispatch>& out) {
   for (const QueueState& q : state_.queues) {
     if (!q.pending.empty()) order_.push_back(q.id);
   }
-  std::stable_sort(order_.begin(), order_.end(), [&](QueueId a, QueueId b) {
+  // Insertion sort: a handful of queues, and no allocation on this path.
+  auto before = [&](QueueId a, QueueId b) {
     const QueueState& qa = state_.queues[a];
     const QueueState& qb = state_.queues[b];
     const int ra = policy_->rank(state_, qa.tenant);
     const int rb = policy_->rank(state_, qb.tenant);
     if (ra != rb) return ra < rb;
-    return qa.pending.front().submitted < qb.pending.front().submitted;
-  });
+    const Time sa = qa.pending.front().submitted;
+    const Time sb = qb.pending.front().submitted;
+    return sa != sb ? sa < sb : a < b;
+  };
+  for (std::size_t i = 1; i < order_.size(); ++i) {
+    const QueueId q = order_[i];
+    std::size_t j = i;
+    for (; j > 0 && before(q, order_[j - 1]); --j) order_[j] = order_[j - 1];
+    order_[j] = q;
+  }
 
   for (QueueId qid : order_) {
     QueueState& q = state_.queues[qid];

@@ -143,6 +143,22 @@ std::string format_table(const Comparison& cmp) {
     util.push_back(c);
   }
   t.row("TPC utilisation", util);
+  // The online predictor's accuracy (every policy runs it; only lithos acts on it).
+  auto pred_row = [&](const std::string& label, auto&& get) {
+    std::vector<std::string> cells{"-"};
+    for (const auto& p : cmp.policies) cells.push_back(get(p));
+    t.row(label, cells);
+  };
+  pred_row("HP predictions off >50us", [](const PolicySummary& p) {
+    return p.predictor_high.predicted > 0 ? fmt::format("{:.2f}%", p.predictor_high.miss_share * 100) : "-";
+  });
+  pred_row("HP prediction P99 error us", [](const PolicySummary& p) {
+    return p.predictor_high.predicted > 0 ? num(p.predictor_high.p99_abs_error_us) : "-";
+  });
+  pred_row("BE predictions off >50us", [](const PolicySummary& p) {
+    return p.predictor_best_effort.predicted > 0 ? fmt::format("{:.2f}%", p.predictor_best_effort.miss_share * 100)
+                                                 : "-";
+  });
 
   std::string out = fmt::format("lithos sim: scenario {} ({}), seed {}, {:g} s simulated, first {:g} s excluded\n",
                                 cmp.scenario, cmp.source, cmp.seed, cmp.duration_s, cmp.warmup_s);

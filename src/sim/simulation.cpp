@@ -224,6 +224,9 @@ class Simulation {
       if (r.kernels.empty()) r.first_launch = *id;
       r.kernels.push_back(tk);
     };
+    r.kernels.reserve(tc.trace_requests.empty()
+                          ? tc.request.size()
+                          : tc.trace_requests[t.requests_started % tc.trace_requests.size()].size());
     if (!tc.trace_requests.empty()) {
       const auto& tr = tc.trace_requests[t.requests_started % tc.trace_requests.size()];
       for (const TraceKernel& k : tr) add(k.kernel_class, k.duration_us, tc.trace_cv);
