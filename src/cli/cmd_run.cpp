@@ -1,0 +1,298 @@
+// `lithos run`: start an unmodified program with liblithos.so engaged.
+//
+//   lithos run [--tpcs N | --tpc-set LIST] [--stats] [--stats-file F] -- CMD ARGS...
+//
+// It finds liblithos.so (../lib/liblithos.so beside this binary, or
+// $LITHOS_LIBRARY), makes sure a slot map exists for the GPU when a TPC set is
+// asked for (loading it from the calibration cache, calibrating once if
+// there is none), puts the library first in LD_PRELOAD, sets the LITHOS_*
+// variables the library reads (docs/interposer.md), and execs the program:
+// the exit status is the program's own.
+//
+// Without a usable NVIDIA driver or GPU it says so in one line on stderr and
+// execs the program untouched (no LD_PRELOAD, no LITHOS_* added): it runs, or
+// fails, exactly as it would without lithos.
+#include <limits.h>
+#include <stdlib.h>
+#include <unistd.h>
+#include <CLI/CLI.hpp>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cli/commands.hpp"
+#include "gpu/cuda_probe.hpp"
+#include "gpu/driver.hpp"
+#include "gpu/slot_map.hpp"
+#include "sched/tpc_set.hpp"
+
+namespace lithos::cli {
+
+namespace {
+
+struct RunArgs {
+  int tpcs = 0;
+  std::string tpc_set;
+  bool stats = false;
+  std::string stats_file;
+  std::string slot_map;
+  std::string log;
+  std::string backend = "auto";
+  int device = 0;
+  std::vector<std::string> command;
+};
+
+constexpr int kBadInput = 2;
+constexpr int kFailure = 1;
+
+// Where liblithos.so is: $LITHOS_LIBRARY, else ../lib/liblithos.so relative
+// to this executable (the build tree and an install share that layout).
+std::optional<std::string> find_library() {
+  if (const char* env = std::getenv("LITHOS_LIBRARY"); env != nullptr && *env != '\0') {
+    if (::access(env, R_OK) == 0) return std::string(env);
+    std::fprintf(stderr, "lithos run: LITHOS_LIBRARY=%s: %s\n", env, std::strerror(errno));
+    return std::nullopt;
+  }
+  char self[PATH_MAX];
+  const ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n <= 0) {
+    std::fprintf(stderr, "lithos run: cannot read /proc/self/exe: %s (set LITHOS_LIBRARY)\n", std::strerror(errno));
+    return std::nullopt;
+  }
+  self[n] = '\0';
+  std::string dir(self);
+  dir.resize(dir.rfind('/') == std::string::npos ? 0 : dir.rfind('/'));
+  const std::string candidate = dir + "/../lib/liblithos.so";
+  char resolved[PATH_MAX];
+  if (::realpath(candidate.c_str(), resolved) == nullptr || ::access(resolved, R_OK) != 0) {
+    std::fprintf(stderr, "lithos run: cannot find liblithos.so at %s (build it, or set LITHOS_LIBRARY)\n",
+                 candidate.c_str());
+    return std::nullopt;
+  }
+  return std::string(resolved);
+}
+
+// Replaces this process by the program; returns only on failure (126/127,
+// the shells' codes for "cannot execute" / "not found").
+int exec_program(const std::vector<std::string>& command) {
+  std::vector<char*> argv;
+  argv.reserve(command.size() + 1);
+  for (const std::string& a : command) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  std::fflush(nullptr);
+  ::execvp(argv[0], argv.data());
+  const int err = errno;
+  std::fprintf(stderr, "lithos run: cannot run '%s': %s\n", argv[0], std::strerror(err));
+  return err == ENOENT ? 127 : 126;
+}
+
+void set_env(const char* name, const std::string& value) { ::setenv(name, value.c_str(), 1); }
+
+// The program, untouched, because lithos cannot work here.
+int run_without_lithos(const RunArgs& a, const std::string& why) {
+  std::fprintf(stderr, "lithos: %s; running %s without lithos\n", why.c_str(), a.command[0].c_str());
+  return exec_program(a.command);
+}
+
+int run(RunArgs a) {
+  if (a.command.empty()) {
+    std::fprintf(stderr, "lithos run: no program given (lithos run [options] -- PROGRAM ARGS...)\n");
+    return kBadInput;
+  }
+  // Flags first; LITHOS_TPCS / LITHOS_TPC_SET from the environment stand in
+  // for missing flags (and are checked the same way).
+  if (a.tpcs == 0 && a.tpc_set.empty()) {
+    const char* env_n = std::getenv("LITHOS_TPCS");
+    const char* env_set = std::getenv("LITHOS_TPC_SET");
+    if (env_n != nullptr && *env_n != '\0' && env_set != nullptr && *env_set != '\0') {
+      std::fprintf(stderr,
+                   "lithos run: LITHOS_TPCS and LITHOS_TPC_SET are both set in the environment; "
+                   "unset one (or pass --tpcs / --tpc-set)\n");
+      return kBadInput;
+    }
+    if (env_n != nullptr && *env_n != '\0') {
+      char* end = nullptr;
+      const long v = std::strtol(env_n, &end, 10);
+      if (end == env_n || *end != '\0' || v < 1 || v > sched::kMaxTpcs) {
+        std::fprintf(stderr, "lithos run: LITHOS_TPCS=%s is not a TPC count between 1 and %d\n", env_n,
+                     sched::kMaxTpcs);
+        return kBadInput;
+      }
+      a.tpcs = static_cast<int>(v);
+    } else if (env_set != nullptr && *env_set != '\0') {
+      a.tpc_set = env_set;
+    }
+  }
+  std::optional<sched::TpcSet> set;
+  if (!a.tpc_set.empty()) {
+    auto parsed = sched::TpcSet::parse(a.tpc_set);
+    if (!parsed) {
+      std::fprintf(stderr, "lithos run: --tpc-set '%s': %s (expected logical TPCs like 0-7,12)\n", a.tpc_set.c_str(),
+                   parsed.status().message().c_str());
+      return kBadInput;
+    }
+    if (parsed->empty()) {
+      std::fprintf(stderr, "lithos run: --tpc-set '%s' is empty\n", a.tpc_set.c_str());
+      return kBadInput;
+    }
+    set = *parsed;
+  }
+  const bool masks = a.tpcs > 0 || set.has_value();
+  const auto library = find_library();
+  if (!library) return kFailure;
+
+  // A slot map is needed for masks through the descriptor hook.
+  std::string slot_map_path = a.slot_map;
+  if (slot_map_path.empty()) {
+    if (const char* env = std::getenv("LITHOS_SLOT_MAP"); env != nullptr) slot_map_path = env;
+  }
+  std::optional<gpu::SlotMap> map;
+  const bool needs_map = masks && a.backend != "green" && a.backend != "off";
+  if (needs_map && !slot_map_path.empty()) {
+    auto loaded = gpu::slot_map_load(slot_map_path);
+    if (!loaded) {
+      std::fprintf(stderr, "lithos run: slot map %s: %s\n", slot_map_path.c_str(), loaded.status().message().c_str());
+      return kBadInput;
+    }
+    map = std::move(loaded).value();
+    auto api = gpu::load_driver_api();
+    if (!api) return run_without_lithos(a, api.status().message());
+  } else if (needs_map) {
+    // The calibration cache, or a calibration now (in a forked child under a
+    // watchdog: this process never initialises CUDA before the exec).
+    gpu::CalibrateRunOptions opt;
+    opt.device = a.device;
+    auto r = gpu::calibrate_device(opt);
+    if (!r) {
+      // No driver or no GPU: the program runs without lithos. (Checked
+      // after the calibration child, so this process initialises CUDA only
+      // now.)
+      auto api = gpu::load_driver_api();
+      if (!api) return run_without_lithos(a, api.status().message());
+      if (a.backend == "auto" && r.status().code() == StatusCode::kUnavailable &&
+          r.status().message().find("watchdog") == std::string::npos) {
+        std::fprintf(stderr, "lithos: no slot map (%s); using the green-context backend\n",
+                     r.status().message().c_str());
+        a.backend = "green";
+      } else {
+        std::fprintf(stderr,
+                     "lithos run: cannot get this GPU's slot map: %s\n"
+                     "lithos run: run `lithos calibrate` to see the details\n",
+                     r.status().to_string().c_str());
+        return kFailure;
+      }
+    }
+    if (r && !r->from_cache) {
+      std::fprintf(stderr, "lithos: calibrated the slot map of %s in %.1f s (%d live TPCs), cached at %s\n",
+                   r->map.gpu_name.c_str(), r->seconds, r->map.live_tpcs(), r->cache_path.c_str());
+    }
+    if (r) slot_map_path = r->cache_path;
+    if (r && !r->save_error.empty()) {
+      slot_map_path = "/tmp/lithos-slot-map-" + std::to_string(::getuid()) + ".txt";
+      if (auto st = gpu::slot_map_save(slot_map_path, r->map); !st.is_ok()) {
+        std::fprintf(stderr, "lithos run: cannot save the slot map (%s; %s)\n", r->save_error.c_str(),
+                     st.message().c_str());
+        return kFailure;
+      }
+    }
+    if (r) map = r->map;
+  } else {
+    auto api = gpu::load_driver_api();
+    if (!api) return run_without_lithos(a, api.status().message());
+    // No mask asked for: hand the library the cached map anyway when there
+    // is one, so that the in-process API (lithos.h) can set stream masks.
+    if (slot_map_path.empty() && a.backend != "off") {
+      if (auto info = gpu::device_info(*api, a.device)) {
+        const std::string cached = gpu::slot_map_cache_path(gpu::default_cache_dir(), info->uuid, info->driver_version);
+        if (::access(cached.c_str(), R_OK) == 0) slot_map_path = cached;
+      }
+    }
+  }
+
+  // The TPC set against this GPU's live TPCs: refused before any launch.
+  if (map) {
+    const int live = map->live_tpcs();
+    if (a.tpcs > live) {
+      std::fprintf(stderr, "lithos run: --tpcs %d: this GPU (%s) has %d live TPCs; give 1-%d\n", a.tpcs,
+                   map->gpu_name.c_str(), live, live);
+      return kBadInput;
+    }
+    if (set) {
+      if (auto m = gpu::mask_for(*map, *set); !m) {
+        std::fprintf(stderr, "lithos run: --tpc-set %s: %s\n", a.tpc_set.c_str(), m.status().message().c_str());
+        return kBadInput;
+      }
+    }
+  }
+
+  // The environment the library reads (docs/interposer.md).
+  const char* old_preload = std::getenv("LD_PRELOAD");
+  set_env("LD_PRELOAD", old_preload != nullptr && *old_preload != '\0' ? *library + ":" + old_preload : *library);
+  ::unsetenv("LITHOS_TPCS");
+  ::unsetenv("LITHOS_TPC_SET");
+  if (a.tpcs > 0) set_env("LITHOS_TPCS", std::to_string(a.tpcs));
+  if (set) set_env("LITHOS_TPC_SET", set->to_string());
+  if (!slot_map_path.empty()) set_env("LITHOS_SLOT_MAP", slot_map_path);
+  if (a.stats) set_env("LITHOS_STATS", "1");
+  if (!a.stats_file.empty()) set_env("LITHOS_STATS_FILE", a.stats_file);
+  if (!a.log.empty()) set_env("LITHOS_LOG", a.log);
+  if (a.backend != "auto") set_env("LITHOS_BACKEND", a.backend);
+  return exec_program(a.command);
+}
+
+}  // namespace
+
+CommandRunner add_run_command(CLI::App& app) {
+  auto args = std::make_shared<RunArgs>();
+  CLI::App* sub = app.add_subcommand(
+      "run",
+      "Run an unmodified CUDA program with lithos engaged: every kernel launch it makes (driver API, CUDA "
+      "runtime, PyTorch, Triton, cuBLAS/cuDNN, CUDA graphs) is seen by liblithos.so and, with --tpcs or "
+      "--tpc-set, confined to those TPCs. The exit status is the program's own. Without an NVIDIA driver or GPU "
+      "the program runs as if lithos were not there.");
+  sub->footer(
+      "Usage: lithos run [--tpcs N | --tpc-set LIST] [--stats] [--stats-file F] -- PROGRAM ARGS...\n"
+      "\n"
+      "Examples:\n"
+      "  lithos run --tpcs 8 --stats -- python3 infer.py      confine to the first 8 live TPCs, print coverage\n"
+      "  lithos run --tpc-set 0-7,16-23 -- ./app --batch 4    confine to these logical TPCs\n"
+      "  lithos run --stats -- ./app                          whole GPU; just count launches\n"
+      "\n"
+      "A TPC is a pair of SMs: logical TPC t = SMs 2t and 2t+1 as %smid numbers them (0-65 on an H100 SXM).\n"
+      "The first run with a TPC set on a GPU calibrates its slot map (a few seconds, `lithos calibrate`) and\n"
+      "caches it per GPU UUID and driver version.\n"
+      "\n"
+      "Environment (set for the program; docs/interposer.md has them all): LD_PRELOAD (liblithos.so first),\n"
+      "LITHOS_TPCS, LITHOS_TPC_SET, LITHOS_SLOT_MAP, LITHOS_STATS, LITHOS_STATS_FILE, LITHOS_LOG,\n"
+      "LITHOS_BACKEND. LITHOS_LIBRARY overrides where liblithos.so is found. Use `--` before the program\n"
+      "when its arguments start with '-'.");
+  auto* n = sub->add_option("--tpcs", args->tpcs, "Confine every launch to the first N live logical TPCs")
+                ->check(CLI::Range(1, sched::kMaxTpcs));
+  auto* s = sub->add_option("--tpc-set", args->tpc_set, "Confine every launch to these logical TPCs (e.g. 0-7,12)");
+  n->excludes(s);
+  s->excludes(n);
+  sub->add_flag("--stats", args->stats,
+                "Print coverage statistics to stderr when the program exits (launches seen per API path, masks "
+                "applied or not and why)");
+  sub->add_option("--stats-file", args->stats_file,
+                  "Also append the statistics as one JSON line per process to this file (%p = pid)");
+  sub->add_option("--slot-map", args->slot_map, "Use this slot map file instead of the calibration cache");
+  sub->add_option("--log", args->log, "liblithos.so log level (default warn)")
+      ->check(CLI::IsMember({"off", "error", "warn", "info", "debug"}));
+  sub->add_option("--backend", args->backend,
+                  "How launches are confined: auto (launch-descriptor hook, else green contexts), descriptor, "
+                  "green, or off (observe only)")
+      ->check(CLI::IsMember({"auto", "descriptor", "green", "off"}));
+  sub->add_option("--device", args->device, "CUDA device whose slot map is used (default 0)")
+      ->check(CLI::NonNegativeNumber);
+  sub->add_option("command", args->command, "The program and its arguments")->required();
+  return [args] { return run(*args); };
+}
+
+}  // namespace lithos::cli

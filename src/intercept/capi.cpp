@@ -1,0 +1,85 @@
+// The exported lithos_* C API (lithos.h) and the statistics report at exit.
+#include "intercept/lithos.h"
+
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "intercept/real_driver.hpp"
+#include "intercept/runtime.hpp"
+
+#ifndef LITHOS_VERSION
+#define LITHOS_VERSION "0"
+#endif
+
+#define LITHOS_API extern "C" __attribute__((visibility("default")))
+
+namespace {
+
+using lithos::intercept::Runtime;
+
+static_assert(LITHOS_OK == lithos::intercept::kApiOk && LITHOS_EINVAL == lithos::intercept::kApiInvalid &&
+              LITHOS_ENOSLOTMAP == lithos::intercept::kApiNoSlotMap &&
+              LITHOS_EUNSUPPORTED == lithos::intercept::kApiUnsupported &&
+              LITHOS_EINTERNAL == lithos::intercept::kApiInternal);
+
+lithos::sched::TpcSet set_of(const uint64_t words[2]) { return lithos::sched::TpcSet::from_words(words[0], words[1]); }
+
+// Runs at exit (after the program's atexit handlers: liblithos.so is loaded
+// before them). Prints the statistics if asked for; a process that loaded the
+// driver without any hook call still gets its (loud) report.
+__attribute__((destructor)) void report_at_exit() {
+  Runtime* rt = Runtime::instance_if_created();
+  if (rt == nullptr) {
+    if (!lithos::intercept::RealDriver::instance().driver_in_process()) return;
+    rt = &Runtime::instance();
+  }
+  rt->report_at_exit();
+}
+
+}  // namespace
+
+LITHOS_API int lithos_stream_set_tpcs(struct CUstream_st* stream, const uint64_t words[2]) {
+  if (words == nullptr) return LITHOS_EINVAL;
+  return Runtime::instance().set_stream_tpcs(stream, set_of(words));
+}
+
+LITHOS_API int lithos_stream_clear_tpcs(struct CUstream_st* stream) {
+  return Runtime::instance().clear_stream_tpcs(stream);
+}
+
+LITHOS_API int lithos_set_process_tpcs(const uint64_t words[2]) {
+  if (words == nullptr) return Runtime::instance().set_process_tpcs(nullptr);
+  const lithos::sched::TpcSet s = set_of(words);
+  return Runtime::instance().set_process_tpcs(&s);
+}
+
+LITHOS_API int lithos_live_tpcs(uint64_t words[2]) {
+  if (words == nullptr) return LITHOS_EINVAL;
+  lithos::sched::TpcSet s;
+  const int n = Runtime::instance().live_tpcs(&s);
+  if (n >= 0) {
+    words[0] = s.word(0);
+    words[1] = s.word(1);
+  }
+  return n;
+}
+
+LITHOS_API int lithos_stats_json(char* buffer, size_t size) {
+  try {
+    Runtime& rt = Runtime::instance();
+    const std::string json = lithos::intercept::stats_json(rt.stats_header(), rt.counters().snapshot());
+    if (buffer != nullptr && size > 0) {
+      const std::size_t n = json.size() < size - 1 ? json.size() : size - 1;
+      std::memcpy(buffer, json.data(), n);
+      buffer[n] = '\0';
+    }
+    return static_cast<int>(json.size());
+  } catch (...) {
+    return LITHOS_EINTERNAL;
+  }
+}
+
+LITHOS_API const char* lithos_backend(void) { return lithos::intercept::backend_name(Runtime::instance().backend()); }
+
+LITHOS_API const char* lithos_version(void) { return "lithos " LITHOS_VERSION; }

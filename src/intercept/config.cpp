@@ -1,0 +1,141 @@
+#include "intercept/config.hpp"
+
+#include <charconv>
+#include <cstring>
+
+namespace lithos::intercept {
+
+namespace {
+
+bool truthy(const char* v) {
+  return v != nullptr && (std::strcmp(v, "1") == 0 || std::strcmp(v, "true") == 0 || std::strcmp(v, "yes") == 0 ||
+                          std::strcmp(v, "on") == 0);
+}
+
+bool falsy_or_empty(const char* v) {
+  return v == nullptr || *v == '\0' || std::strcmp(v, "0") == 0 || std::strcmp(v, "false") == 0 ||
+         std::strcmp(v, "no") == 0 || std::strcmp(v, "off") == 0;
+}
+
+}  // namespace
+
+const char* backend_choice_name(BackendChoice b) {
+  switch (b) {
+    case BackendChoice::kAuto: return "auto";
+    case BackendChoice::kDescriptor: return "descriptor";
+    case BackendChoice::kGreen: return "green";
+    case BackendChoice::kOff: return "off";
+  }
+  return "auto";
+}
+
+std::string Config::describe_request() const {
+  switch (request) {
+    case MaskRequest::kFirstN: return "the first " + std::to_string(first_n) + " live TPCs";
+    case MaskRequest::kSet: return "TPCs " + tpc_set.to_string();
+    case MaskRequest::kNone: break;
+  }
+  return "the whole GPU";
+}
+
+Config config_from_env(const EnvLookup& lookup) {
+  Config c;
+  auto get = [&](const char* name) -> const char* {
+    const char* v = lookup ? lookup(name) : nullptr;
+    return v != nullptr && *v != '\0' ? v : nullptr;
+  };
+  auto problem = [&](const char* name, const char* value, const std::string& why) {
+    c.problems.push_back(std::string(name) + "='" + value + "': " + why);
+  };
+
+  if (const char* v = get("LITHOS_LOG")) {
+    const std::string s = v;
+    if (s == "off" || s == "none" || s == "0")
+      c.log_level = LogLevel::kOff;
+    else if (s == "error")
+      c.log_level = LogLevel::kError;
+    else if (s == "warn" || s == "warning")
+      c.log_level = LogLevel::kWarn;
+    else if (s == "info")
+      c.log_level = LogLevel::kInfo;
+    else if (s == "debug")
+      c.log_level = LogLevel::kDebug;
+    else
+      problem("LITHOS_LOG", v, "expected off, error, warn, info or debug");
+  }
+
+  const char* tpcs = get("LITHOS_TPCS");
+  const char* set = get("LITHOS_TPC_SET");
+  if (tpcs != nullptr && set != nullptr) {
+    c.problems.push_back("LITHOS_TPCS and LITHOS_TPC_SET are both set: give one; running on the whole GPU");
+  } else if (tpcs != nullptr) {
+    int n = 0;
+    const char* end = tpcs + std::strlen(tpcs);
+    const auto [ptr, ec] = std::from_chars(tpcs, end, n);
+    if (ec != std::errc() || ptr != end) {
+      problem("LITHOS_TPCS", tpcs, "not a whole number");
+    } else if (n < 1 || n > sched::kMaxTpcs) {
+      problem("LITHOS_TPCS", tpcs, "must be between 1 and " + std::to_string(sched::kMaxTpcs));
+    } else {
+      c.request = MaskRequest::kFirstN;
+      c.first_n = n;
+    }
+  } else if (set != nullptr) {
+    auto parsed = sched::TpcSet::parse(set);
+    if (!parsed) {
+      problem("LITHOS_TPC_SET", set, parsed.status().message());
+    } else if (parsed->empty()) {
+      problem("LITHOS_TPC_SET", set, "the set is empty");
+    } else {
+      c.request = MaskRequest::kSet;
+      c.tpc_set = *parsed;
+    }
+  }
+
+  if (const char* v = get("LITHOS_SLOT_MAP")) c.slot_map_path = v;
+
+  if (const char* v = get("LITHOS_STATS")) {
+    if (truthy(v))
+      c.stats = true;
+    else if (!falsy_or_empty(v))
+      problem("LITHOS_STATS", v, "expected 1 or 0");
+  }
+  if (const char* v = get("LITHOS_STATS_FILE")) c.stats_file = v;
+
+  if (const char* v = get("LITHOS_BACKEND")) {
+    const std::string s = v;
+    if (s == "auto")
+      c.backend = BackendChoice::kAuto;
+    else if (s == "descriptor")
+      c.backend = BackendChoice::kDescriptor;
+    else if (s == "green")
+      c.backend = BackendChoice::kGreen;
+    else if (s == "off")
+      c.backend = BackendChoice::kOff;
+    else
+      problem("LITHOS_BACKEND", v, "expected auto, descriptor, green or off");
+  }
+
+  if (const char* v = get("LITHOS_TEST_FAULT")) {
+    if (std::strcmp(v, "launch") == 0)
+      c.fault_launch = true;
+    else
+      problem("LITHOS_TEST_FAULT", v, "expected launch");
+  }
+  return c;
+}
+
+std::string expand_stats_path(const std::string& pattern, int pid) {
+  std::string out;
+  for (std::size_t i = 0; i < pattern.size(); ++i) {
+    if (pattern[i] == '%' && i + 1 < pattern.size() && pattern[i + 1] == 'p') {
+      out += std::to_string(pid);
+      ++i;
+    } else {
+      out += pattern[i];
+    }
+  }
+  return out;
+}
+
+}  // namespace lithos::intercept

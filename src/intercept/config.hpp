@@ -1,0 +1,58 @@
+// The interposer's configuration: read once from the environment when the
+// library first needs it, then never changed (the process-wide mask can be
+// changed later only through the C API in lithos.h, by the scheduler).
+//
+// Environment (docs/interposer.md has the full table):
+//   LITHOS_TPCS=N          confine every launch to the first N live logical TPCs
+//   LITHOS_TPC_SET=LIST    ... or to this set of logical TPCs ("0-7,12")
+//   LITHOS_SLOT_MAP=FILE   the calibrated slot map (`lithos run` sets it)
+//   LITHOS_STATS=1         print coverage statistics to stderr at exit
+//   LITHOS_STATS_FILE=F    also write them as one JSON line to F ("%p" = pid)
+//   LITHOS_LOG=LEVEL       off | error | warn (default) | info | debug
+//   LITHOS_BACKEND=B       auto (default) | descriptor | green | off
+//   LITHOS_TEST_FAULT=WHAT tests only: make an internal step fail ("launch")
+// A malformed value is reported (problems) and ignored: the library then runs
+// as if that variable were unset, it never stops the host program.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "intercept/log.hpp"
+#include "sched/tpc_set.hpp"
+
+namespace lithos::intercept {
+
+enum class MaskRequest { kNone, kFirstN, kSet };
+enum class BackendChoice { kAuto, kDescriptor, kGreen, kOff };
+
+const char* backend_choice_name(BackendChoice b);
+
+struct Config {
+  MaskRequest request = MaskRequest::kNone;
+  int first_n = 0;            // kFirstN: how many live TPCs
+  sched::TpcSet tpc_set;      // kSet: the logical TPCs
+  std::string slot_map_path;  // "" = none
+  bool stats = false;         // print statistics at exit
+  std::string stats_file;     // "" = none
+  LogLevel log_level = LogLevel::kWarn;
+  BackendChoice backend = BackendChoice::kAuto;
+  bool fault_launch = false;  // LITHOS_TEST_FAULT=launch
+  // One line per ignored, malformed variable ("LITHOS_TPCS='x': ...").
+  std::vector<std::string> problems;
+
+  // "the first 8 live TPCs", "TPCs 0-7,12", "the whole GPU".
+  std::string describe_request() const;
+};
+
+// Looks a variable up; returns null when unset.
+using EnvLookup = std::function<const char*(const char*)>;
+
+// Parses the LITHOS_* variables. Pure: tests pass their own lookup.
+Config config_from_env(const EnvLookup& lookup);
+
+// Expands "%p" in a statistics file name to `pid`.
+std::string expand_stats_path(const std::string& pattern, int pid);
+
+}  // namespace lithos::intercept

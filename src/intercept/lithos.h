@@ -1,0 +1,61 @@
+/* lithos.h: the C API liblithos.so exports to code running inside the
+ * intercepted process (the in-process scheduler, tests, tools).
+ *
+ * Find the functions at run time, since the library is preloaded rather than
+ * linked: dlsym(RTLD_DEFAULT, "lithos_stream_set_tpcs"). All functions are
+ * thread-safe, never throw and never stop the process; they return 0 (or a
+ * count) on success and a negative LITHOS_E* code otherwise.
+ *
+ * TPC sets are bitmaps over *logical* TPCs (TPC t = SMs 2t and 2t+1 as %smid
+ * numbers them): bit t of words[t / 64]. A set that contains a TPC with no
+ * live mask slot on this GPU is refused (LITHOS_EINVAL): lithos never emits a
+ * mask that could leave a launch with no TPC to run on.
+ */
+#ifndef LITHOS_H_
+#define LITHOS_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct CUstream_st; /* CUstream in cuda.h */
+
+#define LITHOS_OK 0
+#define LITHOS_EINVAL (-1)      /* null argument, empty set, or a TPC without a live slot */
+#define LITHOS_ENOSLOTMAP (-2)  /* no slot map loaded (LITHOS_SLOT_MAP; `lithos run` sets it) */
+#define LITHOS_EUNSUPPORTED (-3) /* the backend in use cannot do it (green-context, off) */
+#define LITHOS_EINTERNAL (-4)   /* lithos failed inside; nothing changed */
+
+/* Confines the kernels launched on `stream` from now on to the TPCs in
+ * words[0..1] (it overrides the process-wide set for that stream). The mask
+ * is applied when a launch's descriptor is built: for kernels launched with
+ * cuLaunchKernel & co. that is the launch itself; for CUDA graphs it is when
+ * the graph exec's descriptors are built (docs/interposer.md).
+ * Stream handles: NULL or CU_STREAM_LEGACY (0x1) name the legacy default
+ * stream, CU_STREAM_PER_THREAD (0x2) the per-thread default streams of every
+ * thread. The setting is forgotten when the stream is destroyed. */
+int lithos_stream_set_tpcs(struct CUstream_st* stream, const uint64_t words[2]);
+/* Removes the stream's own set: its launches follow the process-wide set. */
+int lithos_stream_clear_tpcs(struct CUstream_st* stream);
+/* Replaces the process-wide set (LITHOS_TPCS / LITHOS_TPC_SET); words ==
+ * NULL means the whole GPU. */
+int lithos_set_process_tpcs(const uint64_t words[2]);
+/* Writes the live logical TPCs of the slot map to words[0..1]; returns how
+ * many there are. */
+int lithos_live_tpcs(uint64_t words[2]);
+/* Writes the coverage statistics as one JSON object (NUL-terminated, cut to
+ * `size`); returns the full length, like snprintf. */
+int lithos_stats_json(char* buffer, size_t size);
+/* The backend in use: "descriptor", "green-context", "none (unmasked)", ... */
+const char* lithos_backend(void);
+/* "lithos <version>". */
+const char* lithos_version(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* LITHOS_H_ */

@@ -1,0 +1,62 @@
+// The real CUDA driver behind the hooks: libcuda.so.1's own entry points,
+// found with the C library's dlsym (never ours) on the driver's handle.
+//
+// Resolution is lazy. Hooks need the driver (a program holding one of our
+// hooks has the driver loaded, or is about to call it): function() loads
+// libcuda.so.1 when it is not loaded yet. The dlsym/cuGetProcAddress mapping
+// only compares addresses and never loads the driver (RTLD_NOLOAD).
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <mutex>
+#include <optional>
+
+#include "intercept/hook_table.hpp"
+
+namespace lithos::intercept {
+
+using DlsymFn = void* (*)(void* handle, const char* symbol);
+
+// The C library's dlsym, found with dlvsym(RTLD_NEXT, "dlsym", <version>).
+// Null only on a C library that has none of the versions tried.
+DlsymFn real_dlsym() noexcept;
+
+// Address of lithos's own hook for `id` (defined in hooks.cpp).
+void* hook_address(HookId id) noexcept;
+
+class RealDriver {
+ public:
+  static RealDriver& instance() noexcept;
+
+  // The driver's function behind hook `id`; loads the driver on first use.
+  // Null when libcuda.so.1 cannot be loaded or lacks the symbol.
+  void* function(HookId id) noexcept {
+    void* p = real_[static_cast<std::size_t>(hook_index(id))].load(std::memory_order_acquire);
+    if (p != nullptr) return p;
+    resolve(true);
+    return real_[static_cast<std::size_t>(hook_index(id))].load(std::memory_order_acquire);
+  }
+  // Any other exported driver symbol (cuGetExportTable, cuDeviceGetCount...).
+  void* symbol(const char* name) noexcept;
+  // The hook whose real function is at `p`, if any; never loads the driver.
+  std::optional<HookId> hook_of_real(const void* p) noexcept;
+  // Whether libcuda.so.1 is in the process (loaded by anyone); never loads it.
+  bool driver_in_process() noexcept;
+  // True once a load of libcuda.so.1 was tried and failed.
+  bool driver_missing() const noexcept { return state_.load(std::memory_order_acquire) == kMissing; }
+
+ private:
+  enum : int { kUnresolved = 0, kResolved = 1, kMissing = 2 };
+  RealDriver() = default;
+  // Finds the driver (RTLD_NOLOAD; with may_load, loads it) and every
+  // hooked symbol. Returns whether the driver is resolved.
+  bool resolve(bool may_load) noexcept;
+
+  std::mutex mu_;
+  std::atomic<int> state_{kUnresolved};
+  std::atomic<void*> handle_{nullptr};
+  std::array<std::atomic<void*>, kHookCount> real_{};
+};
+
+}  // namespace lithos::intercept

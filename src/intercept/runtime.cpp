@@ -1,0 +1,940 @@
+#include "intercept/cuda_abi.hpp"  // first: cuda.h in ABI mode
+
+#include "intercept/runtime.hpp"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <stdexcept>
+
+#include "gpu/descriptor_hook.hpp"
+#include "gpu/driver.hpp"
+#include "gpu/green_context.hpp"
+#include "intercept/log.hpp"
+#include "intercept/real_driver.hpp"
+
+extern "C" char* program_invocation_short_name;  // glibc
+
+namespace lithos::intercept {
+
+namespace {
+
+// This thread's frame. initial-exec TLS: liblithos.so is loaded at start-up
+// (LD_PRELOAD), so its TLS is static and costs one %fs-relative load.
+constinit thread_local ThreadFrame t_frame __attribute__((tls_model("initial-exec")));
+
+std::atomic<Runtime*> g_runtime{nullptr};
+
+void descriptor_callback(void* user, std::uint8_t* qmd) { static_cast<Runtime*>(user)->on_descriptor(qmd); }
+
+using CtxGetDeviceFn = CUresult (*)(CUdevice*);
+using DeviceGetUuidFn = CUresult (*)(CUuuid*, CUdevice);
+using DeviceGetCountFn = CUresult (*)(int*);
+
+std::string uuid_text(const CUuuid& u) {
+  const auto* b = reinterpret_cast<const unsigned char*>(u.bytes);
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
+                b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
+  return buf;
+}
+
+// Raises this thread's "internal" flag for the lifetime of the object:
+// lithos's own driver calls made meanwhile pass through the hooks untouched.
+class InternalScope {
+ public:
+  InternalScope() noexcept : saved_(t_frame.internal) { t_frame.internal = true; }
+  ~InternalScope() { t_frame.internal = saved_; }
+  InternalScope(const InternalScope&) = delete;
+  InternalScope& operator=(const InternalScope&) = delete;
+
+ private:
+  bool saved_;
+};
+
+}  // namespace
+
+const char* backend_name(Backend b) {
+  switch (b) {
+    case Backend::kPending: return "pending (no launch yet)";
+    case Backend::kIdle: return "descriptor (idle: no mask asked for)";
+    case Backend::kDescriptor: return "descriptor";
+    case Backend::kGreen: return "green-context";
+    case Backend::kNone: return "none (unmasked)";
+    case Backend::kOff: return "off (observe only)";
+  }
+  return "?";
+}
+
+// The green-context backend's state: the driver table of lithos's own calls
+// and one partition per device ordinal (created on its first primary-context
+// retain, kept for the life of the process).
+struct Runtime::GreenState {
+  std::optional<gpu::DriverApi> api;
+  std::unordered_map<int, std::unique_ptr<gpu::GreenPartition>> partitions;
+  std::unordered_map<int, std::unique_ptr<gpu::GreenTpcCatalog>> catalogs;
+};
+
+// ---------------------------------------------------------------------------
+// Creation and configuration
+
+Runtime::Runtime() {
+  try {
+    config_ = config_from_env([](const char* name) -> const char* { return std::getenv(name); });
+  } catch (...) {
+    config_ = Config{};
+    config_.problems.push_back("could not read the LITHOS_* environment (out of memory); using defaults");
+  }
+  log_set_level(config_.log_level);
+}
+
+Runtime& Runtime::instance() noexcept {
+  alignas(Runtime) static unsigned char storage[sizeof(Runtime)];
+  static Runtime* const self = [] {
+    auto* r = new (storage) Runtime();
+    g_runtime.store(r, std::memory_order_release);
+    return r;
+  }();
+  return *self;
+}
+
+Runtime* Runtime::instance_if_created() noexcept { return g_runtime.load(std::memory_order_acquire); }
+
+ThreadFrame& Runtime::frame() noexcept { return t_frame; }
+
+void Runtime::engage() noexcept {
+  try {
+    const std::lock_guard<std::mutex> lock(mu_);
+    engage_locked();
+  } catch (...) {
+    counters_.bump(counters_.internal_errors);
+    LITHOS_LOG_ONCE(LogLevel::kError, "internal error while reading the configuration; running unmasked");
+  }
+}
+
+void Runtime::engage_locked() {
+  if (engaged_) return;
+  engaged_ = true;
+  for (const std::string& p : config_.problems) LITHOS_LOG(LogLevel::kError, "ignoring %s", p.c_str());
+
+  if (!config_.slot_map_path.empty()) {
+    auto loaded = gpu::slot_map_load(config_.slot_map_path);
+    if (loaded) {
+      map_ = std::move(loaded).value();
+      LITHOS_LOG(LogLevel::kInfo, "slot map %s: %s %s, %d live TPCs", config_.slot_map_path.c_str(),
+                 map_->gpu_name.c_str(), map_->gpu_uuid.c_str(), map_->live_tpcs());
+    } else {
+      LITHOS_LOG(LogLevel::kError, "cannot use the slot map %s: %s", config_.slot_map_path.c_str(),
+                 loaded.status().message().c_str());
+    }
+  }
+
+  if (config_.request == MaskRequest::kNone) return;
+  if (config_.backend == BackendChoice::kOff) {
+    LITHOS_LOG(LogLevel::kWarn, "LITHOS_BACKEND=off: %s is not applied", config_.describe_request().c_str());
+    return;
+  }
+  if (config_.backend == BackendChoice::kGreen) return;  // the green backend needs no slot map
+  if (!map_) {
+    process_skip_.store(SkipReason::kNoSlotMap, std::memory_order_release);
+    LITHOS_LOG(LogLevel::kError,
+               "%s was asked for but no slot map is loaded (LITHOS_SLOT_MAP%s): running on the whole GPU. "
+               "Run `lithos calibrate`, or start the program with `lithos run`",
+               config_.describe_request().c_str(), config_.slot_map_path.empty() ? " is unset" : " is unusable");
+    return;
+  }
+  sched::TpcSet wanted = config_.tpc_set;
+  if (config_.request == MaskRequest::kFirstN) {
+    const sched::TpcSet live = map_->live_set();
+    if (config_.first_n > live.count()) {
+      LITHOS_LOG(LogLevel::kWarn, "LITHOS_TPCS=%d but this GPU has %d live TPCs: using all of them", config_.first_n,
+                 live.count());
+    }
+    wanted = live.take_lowest(config_.first_n);
+  }
+  auto mask = gpu::mask_for(*map_, wanted);
+  if (!mask) {
+    process_skip_.store(SkipReason::kRequestRefused, std::memory_order_release);
+    LITHOS_LOG(LogLevel::kError, "refusing %s: %s; running on the whole GPU", config_.describe_request().c_str(),
+               mask.status().message().c_str());
+    return;
+  }
+  publish_process_mask_locked(&mask.value(), wanted);
+}
+
+void Runtime::publish_process_mask_locked(const gpu::SlotMask* slots, const sched::TpcSet& tpcs) {
+  if (slots == nullptr) {
+    process_mask_.store(nullptr, std::memory_order_release);
+    process_skip_.store(SkipReason::kNotRequested, std::memory_order_release);
+    process_mask_text_ = "whole GPU";
+    return;
+  }
+  auto entry = std::make_unique<MaskEntry>();
+  entry->slots = *slots;
+  entry->tpcs = tpcs;
+  entry->whole = map_ && tpcs == map_->live_set();
+  const MaskEntry* raw = entry.get();
+  process_mask_text_ = "TPCs " + tpcs.to_string() + " (" + std::to_string(tpcs.count()) +
+                       (map_ ? " of " + std::to_string(map_->live_tpcs()) + " live" : std::string()) + ")" +
+                       (entry->whole ? ", every live TPC: no mask written" : "");
+  mask_entries_.push_back(std::move(entry));  // kept: a launch may still read an older entry
+  process_mask_.store(raw, std::memory_order_release);
+}
+
+// ---------------------------------------------------------------------------
+// Attaching to the driver (first launch)
+
+void Runtime::attach_slow() noexcept {
+  InternalScope internal;
+  try {
+    const std::lock_guard<std::mutex> lock(mu_);
+    if (attached_.load(std::memory_order_acquire)) return;
+    engage_locked();
+    RealDriver& driver = RealDriver::instance();
+    cu_ctx_get_device_ = driver.symbol("cuCtxGetDevice");
+    cu_device_get_uuid_ = driver.symbol("cuDeviceGetUuid_v2");
+    if (cu_device_get_uuid_ == nullptr) cu_device_get_uuid_ = driver.symbol("cuDeviceGetUuid");
+
+    Backend b = backend_.load(std::memory_order_acquire);
+    if (config_.backend == BackendChoice::kOff) {
+      b = Backend::kOff;
+    } else if (b == Backend::kPending && config_.backend == BackendChoice::kGreen) {
+      // Forced green, but no primary context was retained through lithos
+      // before this launch (a cuCtxCreate program): nothing confines it.
+      b = Backend::kNone;
+      LITHOS_LOG(LogLevel::kError,
+                 "LITHOS_BACKEND=green: this program's context was not created through "
+                 "cuDevicePrimaryCtxRetain, so the green-context partition cannot apply; running unmasked");
+    } else if (b == Backend::kPending) {
+      // The callback is subscribed only once a mask must be written (the
+      // driver takes one subscriber, which CUPTI tools need otherwise; and
+      // the callback costs ~0.2 us per launch, docs/interposer.md): not for
+      // no set, nor for a set of every live TPC.
+      const MaskEntry* process = process_mask_.load(std::memory_order_acquire);
+      const bool wanted =
+          (process != nullptr && !process->whole) || stream_mask_count_.load(std::memory_order_acquire) > 0;
+      if (wanted) {
+        b = install_callback_locked();
+      } else {
+        auto get_export_table = reinterpret_cast<gpu::GetExportTableFn>(driver.symbol("cuGetExportTable"));
+        const void* table = nullptr;
+        b = get_export_table != nullptr && get_export_table(&table, gpu::kDescriptorTableId) == 0 && table != nullptr
+                ? Backend::kIdle
+                : Backend::kNone;
+      }
+    }
+
+    // Which devices the slot map describes.
+    if (map_ && !map_->gpu_uuid.empty()) {
+      int count = 0;
+      auto get_count = reinterpret_cast<DeviceGetCountFn>(driver.symbol("cuDeviceGetCount"));
+      if (get_count != nullptr && get_count(&count) == CUDA_SUCCESS && count == 1 && cu_device_get_uuid_ != nullptr) {
+        CUuuid u{};
+        const bool match = reinterpret_cast<DeviceGetUuidFn>(cu_device_get_uuid_)(&u, 0) == CUDA_SUCCESS &&
+                           uuid_text(u) == map_->gpu_uuid;
+        device_check_.store(match ? DeviceCheck::kAll : DeviceCheck::kNone, std::memory_order_release);
+        if (!match) {
+          LITHOS_LOG(LogLevel::kError,
+                     "the slot map is for %s but this process sees %s: masks disabled (run `lithos calibrate`)",
+                     map_->gpu_uuid.c_str(), uuid_text(u).c_str());
+        }
+      } else {
+        device_check_.store(DeviceCheck::kPerLaunch, std::memory_order_release);
+      }
+    }
+    backend_.store(b, std::memory_order_release);
+    LITHOS_LOG(LogLevel::kInfo, "engaged: backend %s; process mask: %s", backend_name(b), process_mask_text_.c_str());
+  } catch (...) {
+    backend_.store(Backend::kNone, std::memory_order_release);
+    counters_.bump(counters_.internal_errors);
+    LITHOS_LOG_ONCE(LogLevel::kError, "internal error while attaching to the driver; launches run unmasked");
+  }
+  attached_.store(true, std::memory_order_release);
+}
+
+Backend Runtime::install_callback_locked() {
+  RealDriver& driver = RealDriver::instance();
+  auto get_export_table = reinterpret_cast<gpu::GetExportTableFn>(driver.symbol("cuGetExportTable"));
+  const Status st = get_export_table == nullptr
+                        ? Status::unavailable("the driver has no cuGetExportTable")
+                        : gpu::install_descriptor_callback(get_export_table, &descriptor_callback, this);
+  if (st.is_ok()) return Backend::kDescriptor;
+  LITHOS_LOG(LogLevel::kError,
+             "launch-descriptor hook unavailable (%s); launches run unmasked (the green-context fallback applies "
+             "only when it is chosen before the program creates its context; see docs/interposer.md)",
+             st.message().c_str());
+  return Backend::kNone;
+}
+
+bool Runtime::ensure_callback() noexcept {
+  const Backend now = backend_.load(std::memory_order_acquire);
+  if (now == Backend::kDescriptor) return true;
+  if (now != Backend::kIdle && now != Backend::kPending) return false;
+  // Under mu_: an attach in progress finishes first (and then either saw the
+  // stored mask and installed the callback, or left the backend idle).
+  InternalScope internal;
+  try {
+    const std::lock_guard<std::mutex> lock(mu_);
+    if (backend_.load(std::memory_order_acquire) == Backend::kIdle) {
+      backend_.store(install_callback_locked(), std::memory_order_release);
+    }
+  } catch (...) {
+    counters_.bump(counters_.internal_errors);
+    return false;
+  }
+  const Backend b = backend_.load(std::memory_order_acquire);
+  return b == Backend::kDescriptor || b == Backend::kPending;  // pending: attach installs it
+}
+
+bool Runtime::device_ok() noexcept {
+  switch (device_check_.load(std::memory_order_acquire)) {
+    case DeviceCheck::kAll: return true;
+    case DeviceCheck::kNone: return false;
+    case DeviceCheck::kPerLaunch: break;
+  }
+  if (cu_ctx_get_device_ == nullptr || cu_device_get_uuid_ == nullptr || !map_) return false;
+  CUdevice dev = 0;
+  if (reinterpret_cast<CtxGetDeviceFn>(cu_ctx_get_device_)(&dev) != CUDA_SUCCESS || dev < 0 ||
+      dev >= static_cast<int>(device_matches_.size())) {
+    return false;
+  }
+  auto& known = device_matches_[static_cast<std::size_t>(dev)];
+  const std::int8_t k = known.load(std::memory_order_acquire);
+  if (k != 0) return k > 0;
+  CUuuid u{};
+  bool match = false;
+  try {
+    match = reinterpret_cast<DeviceGetUuidFn>(cu_device_get_uuid_)(&u, dev) == CUDA_SUCCESS &&
+            uuid_text(u) == map_->gpu_uuid;
+  } catch (...) {
+    match = false;
+  }
+  known.store(match ? 1 : -1, std::memory_order_release);
+  return match;
+}
+
+// ---------------------------------------------------------------------------
+// The launch path
+
+std::uintptr_t Runtime::stream_key(CUstream_st* stream, bool ptsz) noexcept {
+  if (stream == nullptr) {
+    return ptsz ? reinterpret_cast<std::uintptr_t>(CU_STREAM_PER_THREAD)
+                : reinterpret_cast<std::uintptr_t>(CU_STREAM_LEGACY);
+  }
+  return reinterpret_cast<std::uintptr_t>(stream);
+}
+
+std::optional<gpu::SlotMask> Runtime::choose(CUstream_st* stream, bool ptsz, SkipReason* why) noexcept {
+  const Backend b = backend_.load(std::memory_order_acquire);
+  if (b == Backend::kIdle) {
+    // No mask to write: none asked for, the request failed, or the set is
+    // every live TPC.
+    const MaskEntry* e = process_mask_.load(std::memory_order_acquire);
+    *why = e != nullptr && e->whole ? SkipReason::kWholeLiveSet : process_skip_.load(std::memory_order_acquire);
+    return std::nullopt;
+  }
+  if (b != Backend::kDescriptor) {
+    // kGreen: the context confines.
+    *why = b == Backend::kGreen || b == Backend::kOff ? SkipReason::kNotRequested : SkipReason::kNoBackend;
+    if (b == Backend::kNone && config_.request == MaskRequest::kNone &&
+        stream_mask_count_.load(std::memory_order_relaxed) == 0 &&
+        process_mask_.load(std::memory_order_relaxed) == nullptr) {
+      *why = SkipReason::kNotRequested;
+    }
+    return std::nullopt;
+  }
+  MaskEntry entry;
+  bool found = false;
+  if (stream_mask_count_.load(std::memory_order_acquire) > 0) {
+    try {
+      const std::shared_lock<std::shared_mutex> lock(streams_mu_);
+      const auto it = stream_masks_.find(stream_key(stream, ptsz));
+      if (it != stream_masks_.end()) {
+        entry = it->second;
+        found = true;
+      }
+    } catch (...) {
+      *why = SkipReason::kInternalError;
+      return std::nullopt;
+    }
+  }
+  if (!found) {
+    const MaskEntry* e = process_mask_.load(std::memory_order_acquire);
+    if (e == nullptr) {
+      *why = process_skip_.load(std::memory_order_acquire);
+      return std::nullopt;
+    }
+    entry = *e;
+  }
+  if (entry.whole) {
+    *why = SkipReason::kWholeLiveSet;
+    return std::nullopt;
+  }
+  if (!device_ok()) {
+    *why = SkipReason::kOtherDevice;
+    return std::nullopt;
+  }
+  return entry.slots;
+}
+
+void Runtime::begin_launch(HookId id, CUstream_st* stream, bool ptsz, const void* function) {
+  attach();
+  if (config_.fault_launch) throw std::runtime_error("injected fault (LITHOS_TEST_FAULT=launch)");
+  ThreadFrame& f = t_frame;
+  f.kind = CallKind::kLaunch;
+  f.descriptors = 0;
+  SkipReason why = SkipReason::kNotRequested;
+  const auto mask = choose(stream, ptsz, &why);
+  f.has_mask = mask.has_value();
+  if (mask) {
+    f.mask = *mask;
+  } else if (backend_.load(std::memory_order_relaxed) != Backend::kGreen) {  // green: confined by routing
+    counters_.skip(why);
+  }
+  if (log_enabled(LogLevel::kDebug)) {
+    const std::string name = kernel_name(function);
+    LITHOS_LOG(LogLevel::kDebug, "%s %s stream %p: %s", hook_info(id).name, name.empty() ? "?" : name.c_str(),
+               static_cast<void*>(stream), mask ? "masked" : skip_reason_name(why));
+  }
+}
+
+void Runtime::end_launch() noexcept {
+  const ThreadFrame& f = t_frame;
+  if (f.kind == CallKind::kLaunch && f.descriptors == 0 &&
+      backend_.load(std::memory_order_relaxed) == Backend::kDescriptor) {
+    counters_.bump(counters_.launches_without_descriptor);
+  }
+}
+
+void Runtime::on_descriptor(std::uint8_t* qmd) noexcept {
+  ThreadFrame& f = t_frame;
+  gpu::SlotMask mask{};
+  bool apply = false;
+  switch (f.kind) {
+    case CallKind::kLaunch:
+      counters_.bump(counters_.descriptors_in_launch);
+      ++f.descriptors;
+      apply = f.has_mask;
+      mask = f.mask;
+      break;
+    case CallKind::kGraph:
+      counters_.bump(counters_.descriptors_in_graph);
+      ++f.descriptors;
+      apply = f.has_mask;
+      mask = f.mask;
+      break;
+    case CallKind::kNone: {
+      counters_.bump(counters_.descriptors_outside);
+      if (f.internal) return;
+      // Not inside a hooked call (driver-internal kernels, a descriptor
+      // built later or on another path): the process mask still applies
+      // when it is known to describe this device.
+      const MaskEntry* e = process_mask_.load(std::memory_order_acquire);
+      if (e != nullptr && !e->whole && device_check_.load(std::memory_order_relaxed) == DeviceCheck::kAll) {
+        apply = true;
+        mask = e->slots;
+      }
+      break;
+    }
+  }
+  if (!apply) return;
+  const gpu::QmdVersion v = gpu::qmd_detect(qmd);
+  qmd_version_.store(static_cast<int>(v), std::memory_order_relaxed);
+  if (v == gpu::QmdVersion::kUnknown) {
+    counters_.skip(SkipReason::kUnknownQmd);
+    LITHOS_LOG_ONCE(LogLevel::kError,
+                    "unknown launch-descriptor layout (version bytes 0x%02x/0x%02x): masks refused, launches run on "
+                    "the whole GPU",
+                    qmd[72], qmd[58]);
+    return;
+  }
+  if (!gpu::qmd_mask_tested_on_hardware(v)) {
+    LITHOS_LOG_ONCE(LogLevel::kWarn,
+                    "launch-descriptor layout %s: the mask is written from public facts and is "
+                    "untested on hardware",
+                    gpu::qmd_version_name(v));
+  }
+  try {
+    const Status st = gpu::qmd_write_mask(qmd, v, mask);
+    if (st.is_ok()) {
+      counters_.bump(counters_.masks_applied);
+    } else {
+      counters_.skip(SkipReason::kWriteFailed);
+      LITHOS_LOG_ONCE(LogLevel::kError, "a mask was refused by the %s layout: %s", gpu::qmd_version_name(v),
+                      st.message().c_str());
+    }
+  } catch (...) {
+    counters_.bump(counters_.internal_errors);
+  }
+}
+
+void Runtime::internal_error(HookId id, const char* what) noexcept {
+  counters_.bump(counters_.internal_errors);
+  counters_.skip(SkipReason::kInternalError);
+  auto& logged = hook_error_logged_[static_cast<std::size_t>(hook_index(id))];
+  if (!logged.exchange(true, std::memory_order_relaxed)) {
+    LITHOS_LOG(LogLevel::kError, "internal error in the %s hook (%s): the call went to the driver unchanged",
+               hook_info(id).name, what);
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Graphs
+
+Runtime::GraphCall Runtime::begin_graph(CUgraphExec_st* exec, CUstream_st* stream, bool ptsz) noexcept {
+  GraphCall call;
+  attach();
+  ThreadFrame& f = t_frame;
+  f.kind = CallKind::kGraph;
+  f.descriptors = 0;
+  f.has_mask = false;
+  if (backend_.load(std::memory_order_acquire) != Backend::kDescriptor) return call;
+  SkipReason why = SkipReason::kNotRequested;
+  const auto mask = choose(stream, ptsz, &why);
+  if (mask) {
+    f.has_mask = true;
+    f.mask = *mask;
+  }
+  if (exec != nullptr) {
+    try {
+      const std::lock_guard<std::mutex> lock(graphs_mu_);
+      const auto it = graphs_.find(exec);
+      if (it != graphs_.end()) {
+        call.known = true;
+        call.built = it->second.built;
+        call.had_mask = it->second.has_mask;
+        call.mask = it->second.mask;
+      }
+    } catch (...) {
+      counters_.bump(counters_.internal_errors);
+    }
+  }
+  return call;
+}
+
+void Runtime::end_graph_instantiate(bool ok, CUgraphExec_st* exec) noexcept {
+  if (!ok || exec == nullptr || backend_.load(std::memory_order_acquire) != Backend::kDescriptor) return;
+  const ThreadFrame& f = t_frame;
+  try {
+    const std::lock_guard<std::mutex> lock(graphs_mu_);
+    graphs_[exec] = ExecRecord{f.descriptors > 0, f.has_mask, f.mask};
+  } catch (...) {
+    counters_.bump(counters_.internal_errors);
+  }
+}
+
+void Runtime::end_graph_launch(bool ok, CUgraphExec_st* exec, const GraphCall& call) noexcept {
+  if (exec == nullptr || backend_.load(std::memory_order_acquire) != Backend::kDescriptor) return;
+  const ThreadFrame& f = t_frame;
+  if (f.descriptors > 0) {
+    try {
+      const std::lock_guard<std::mutex> lock(graphs_mu_);
+      graphs_[exec] = ExecRecord{true, f.has_mask, f.mask};
+    } catch (...) {
+      counters_.bump(counters_.internal_errors);
+    }
+    return;
+  }
+  if (ok && call.known && call.built && (call.had_mask != f.has_mask || (f.has_mask && !(call.mask == f.mask)))) {
+    counters_.bump(counters_.graph_stale);
+    LITHOS_LOG_ONCE(LogLevel::kWarn,
+                    "a CUDA graph was launched with a mask other than the one its launch descriptors were built "
+                    "with; it runs with the old one (counted as graph_stale; see docs/interposer.md, "
+                    "\"CUDA graphs\")");
+  }
+}
+
+void Runtime::forget_graph_exec(CUgraphExec_st* exec) noexcept {
+  if (exec == nullptr) return;
+  try {
+    const std::lock_guard<std::mutex> lock(graphs_mu_);
+    graphs_.erase(exec);
+  } catch (...) {
+    counters_.bump(counters_.internal_errors);
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Streams and kernel names
+
+void Runtime::forget_stream(CUstream_st* stream, bool ptsz) noexcept {
+  if (stream != nullptr && backend_.load(std::memory_order_acquire) == Backend::kGreen) {
+    try {
+      const std::lock_guard<std::mutex> lock(green_routes_mu_);
+      const auto it = green_routes_.find(stream_key(stream, ptsz));
+      if (it != green_routes_.end()) {
+        // Pending work on the partition's stream completes first (driver rule).
+        if (cu_stream_destroy_ != nullptr)
+          reinterpret_cast<CUresult (*)(CUstream)>(cu_stream_destroy_)(it->second.stream);
+        if (cu_event_destroy_ != nullptr) {
+          reinterpret_cast<CUresult (*)(CUevent)>(cu_event_destroy_)(static_cast<CUevent>(it->second.in));
+          reinterpret_cast<CUresult (*)(CUevent)>(cu_event_destroy_)(static_cast<CUevent>(it->second.out));
+        }
+        green_routes_.erase(it);
+      }
+    } catch (...) {
+      counters_.bump(counters_.internal_errors);
+    }
+  }
+  if (stream == nullptr || stream_mask_count_.load(std::memory_order_acquire) == 0) return;
+  try {
+    const std::unique_lock<std::shared_mutex> lock(streams_mu_);
+    stream_masks_.erase(stream_key(stream, ptsz));
+    stream_mask_count_.store(stream_masks_.size(), std::memory_order_release);
+  } catch (...) {
+    counters_.bump(counters_.internal_errors);
+  }
+}
+
+void Runtime::note_kernel_name(const void* handle, const char* name) noexcept {
+  if (handle == nullptr || name == nullptr) return;
+  try {
+    const std::lock_guard<std::mutex> lock(names_mu_);
+    names_[handle] = name;
+  } catch (...) {
+    counters_.bump(counters_.internal_errors);
+  }
+}
+
+void Runtime::note_function_of_kernel(const void* function, const void* kernel) noexcept {
+  if (function == nullptr || kernel == nullptr) return;
+  try {
+    const std::lock_guard<std::mutex> lock(names_mu_);
+    const auto it = names_.find(kernel);
+    if (it != names_.end()) names_[function] = it->second;
+  } catch (...) {
+    counters_.bump(counters_.internal_errors);
+  }
+}
+
+std::string Runtime::kernel_name(const void* handle) const noexcept {
+  try {
+    const std::lock_guard<std::mutex> lock(names_mu_);
+    const auto it = names_.find(handle);
+    return it != names_.end() ? it->second : std::string();
+  } catch (...) {
+    return {};
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Green-context backend
+
+void Runtime::after_primary_ctx_retain(CUctx_st** ctx, int ordinal) noexcept {
+  if (ctx == nullptr || *ctx == nullptr || config_.request == MaskRequest::kNone) return;
+  if (config_.backend != BackendChoice::kGreen && config_.backend != BackendChoice::kAuto) return;
+  const Backend now = backend_.load(std::memory_order_acquire);
+  if (now != Backend::kPending && now != Backend::kGreen) return;
+  InternalScope internal;
+  try {
+    const std::lock_guard<std::mutex> lock(mu_);
+    engage_locked();
+    RealDriver& driver = RealDriver::instance();
+    if (backend_.load(std::memory_order_acquire) == Backend::kPending) {
+      if (config_.backend == BackendChoice::kAuto) {
+        // Prefer the descriptor hook: only its absence selects green.
+        auto get_export_table = reinterpret_cast<gpu::GetExportTableFn>(driver.symbol("cuGetExportTable"));
+        const void* table = nullptr;
+        if (get_export_table != nullptr && get_export_table(&table, gpu::kDescriptorTableId) == 0 && table != nullptr) {
+          return;  // attach() installs the descriptor callback at the first launch
+        }
+      }
+      if (!green_) green_ = std::make_unique<GreenState>();
+      if (!green_->api) {
+        auto api = gpu::load_driver_api();
+        if (!api) {
+          LITHOS_LOG(LogLevel::kError, "green-context backend unavailable: %s", api.status().message().c_str());
+          backend_.store(Backend::kNone, std::memory_order_release);
+          return;
+        }
+        green_->api = std::move(api).value();
+      }
+      if (!green_->api->has_green_contexts()) {
+        LITHOS_LOG(LogLevel::kError,
+                   "green-context backend unavailable: the driver lacks green contexts; "
+                   "running unmasked");
+        backend_.store(Backend::kNone, std::memory_order_release);
+        return;
+      }
+    } else if (backend_.load(std::memory_order_acquire) != Backend::kGreen) {
+      return;
+    }
+    auto found = green_->partitions.find(ordinal);
+    if (found == green_->partitions.end()) {
+      const gpu::DriverApi& api = *green_->api;
+      CUcontext previous = nullptr;
+      api.cuCtxGetCurrent(&previous);
+      api.cuCtxSetCurrent(*ctx);
+      auto catalog = gpu::GreenTpcCatalog::build(api, ordinal);
+      std::unique_ptr<gpu::GreenPartition> partition;
+      if (catalog) {
+        green_->catalogs[ordinal] = std::make_unique<gpu::GreenTpcCatalog>(std::move(catalog).value());
+        const gpu::GreenTpcCatalog& cat = *green_->catalogs[ordinal];
+        const sched::TpcSet wanted =
+            config_.request == MaskRequest::kFirstN ? cat.tpcs().take_lowest(config_.first_n) : config_.tpc_set;
+        auto made = gpu::GreenPartition::create(cat, wanted);
+        if (made) {
+          partition = std::move(made).value();
+          process_mask_text_ = "TPCs " + wanted.to_string() + " (" + std::to_string(wanted.count()) + " of " +
+                               std::to_string(cat.tpcs().count()) + ", green context)";
+        } else {
+          LITHOS_LOG(LogLevel::kError, "green-context partition refused: %s; running unmasked",
+                     made.status().message().c_str());
+        }
+      } else {
+        LITHOS_LOG(LogLevel::kError, "green-context catalogue failed: %s; running unmasked",
+                   catalog.status().message().c_str());
+      }
+      api.cuCtxSetCurrent(previous);
+      found = green_->partitions.emplace(ordinal, std::move(partition)).first;
+      if (found->second) {
+        LITHOS_LOG(LogLevel::kInfo, "backend green-context: device %d confined to %s", ordinal,
+                   process_mask_text_.c_str());
+      }
+    }
+    if (!found->second) {
+      if (backend_.load(std::memory_order_acquire) == Backend::kPending) {
+        backend_.store(Backend::kNone, std::memory_order_release);
+      }
+      return;
+    }
+    {
+      *ctx = found->second->context();
+      void* expected = nullptr;
+      green_partition_.compare_exchange_strong(expected, found->second.get());
+      RealDriver& drv = RealDriver::instance();
+      cu_event_record_ = drv.symbol("cuEventRecord");
+      cu_stream_wait_event_ = drv.symbol("cuStreamWaitEvent");
+      cu_event_create_ = drv.symbol("cuEventCreate");
+      cu_event_destroy_ = drv.symbol("cuEventDestroy_v2");
+      cu_stream_destroy_ = drv.symbol("cuStreamDestroy_v2");
+      backend_.store(Backend::kGreen, std::memory_order_release);
+    }
+  } catch (...) {
+    counters_.bump(counters_.internal_errors);
+    LITHOS_LOG_ONCE(LogLevel::kError, "internal error in the green-context backend; running unmasked");
+  }
+}
+
+Runtime::GreenRoute::GreenRoute(GreenRoute&& o) noexcept
+    : rt_(o.rt_), user_(o.user_), target_(o.target_), out_event_(o.out_event_) {
+  o.target_ = nullptr;
+  o.rt_ = nullptr;
+}
+
+Runtime::GreenRoute::~GreenRoute() {
+  if (target_ == nullptr || rt_ == nullptr) return;
+  using RecordFn = CUresult (*)(CUevent, CUstream);
+  using WaitFn = CUresult (*)(CUstream, CUevent, unsigned int);
+  const auto out = static_cast<CUevent>(out_event_);
+  if (reinterpret_cast<RecordFn>(rt_->cu_event_record_)(out, target_) != CUDA_SUCCESS ||
+      reinterpret_cast<WaitFn>(rt_->cu_stream_wait_event_)(user_, out, 0) != CUDA_SUCCESS) {
+    LITHOS_LOG_ONCE(LogLevel::kError, "green-context route: cannot order the caller's stream after the partition's");
+  }
+  rt_->green_routes_mu_.unlock();
+}
+
+Runtime::GreenRoute Runtime::green_route(CUstream_st* stream, bool ptsz) noexcept {
+  GreenRoute route;
+  if (backend_.load(std::memory_order_acquire) != Backend::kGreen) return route;
+  auto* partition = static_cast<gpu::GreenPartition*>(green_partition_.load(std::memory_order_acquire));
+  if (partition == nullptr || cu_event_record_ == nullptr || cu_stream_wait_event_ == nullptr ||
+      cu_event_create_ == nullptr) {
+    return route;
+  }
+  using RecordFn = CUresult (*)(CUevent, CUstream);
+  using WaitFn = CUresult (*)(CUstream, CUevent, unsigned int);
+  using CreateFn = CUresult (*)(CUevent*, unsigned int);
+  // The caller's stream as an explicit handle (a null stream means the
+  // legacy or the per-thread default stream, by the entry point).
+  CUstream_st* user = stream != nullptr ? stream : (ptsz ? CU_STREAM_PER_THREAD : CU_STREAM_LEGACY);
+  try {
+    green_routes_mu_.lock();
+  } catch (...) {
+    return route;
+  }
+  bool ok = false;
+  GreenStream gs;
+  try {
+    InternalScope internal;
+    const auto key = reinterpret_cast<std::uintptr_t>(user);
+    auto it = green_routes_.find(key);
+    if (it == green_routes_.end()) {
+      auto made = partition->create_stream(CU_STREAM_NON_BLOCKING, 0);
+      CUevent in = nullptr;
+      CUevent out = nullptr;
+      if (made && reinterpret_cast<CreateFn>(cu_event_create_)(&in, CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS &&
+          reinterpret_cast<CreateFn>(cu_event_create_)(&out, CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS) {
+        it = green_routes_.emplace(key, GreenStream{made.value(), in, out}).first;
+      }
+    }
+    if (it != green_routes_.end()) {
+      gs = it->second;
+      const auto in = static_cast<CUevent>(gs.in);
+      ok = reinterpret_cast<RecordFn>(cu_event_record_)(in, user) == CUDA_SUCCESS &&
+           reinterpret_cast<WaitFn>(cu_stream_wait_event_)(gs.stream, in, 0) == CUDA_SUCCESS;
+    }
+  } catch (...) {
+    ok = false;
+  }
+  if (!ok) {
+    green_routes_mu_.unlock();
+    counters_.skip(SkipReason::kNoBackend);
+    LITHOS_LOG_ONCE(LogLevel::kError, "green-context route unavailable for a stream; that launch runs unconfined");
+    return route;
+  }
+  counters_.bump(counters_.green_routed);
+  route.rt_ = this;
+  route.user_ = user;
+  route.target_ = gs.stream;
+  route.out_event_ = gs.out;
+  return route;
+}
+
+// ---------------------------------------------------------------------------
+// C API
+
+int Runtime::set_stream_tpcs(CUstream_st* stream, const sched::TpcSet& tpcs) noexcept {
+  engage();
+  if (tpcs.empty()) return kApiInvalid;
+  const Backend b = backend_.load(std::memory_order_acquire);
+  if (b == Backend::kGreen || b == Backend::kOff || b == Backend::kNone || config_.backend == BackendChoice::kOff ||
+      config_.backend == BackendChoice::kGreen) {
+    return kApiUnsupported;
+  }
+  if (!map_) return kApiNoSlotMap;
+  try {
+    auto mask = gpu::mask_for(*map_, tpcs);
+    if (!mask) {
+      LITHOS_LOG(LogLevel::kWarn, "stream mask refused: %s", mask.status().message().c_str());
+      return kApiInvalid;
+    }
+    {
+      const std::unique_lock<std::shared_mutex> lock(streams_mu_);
+      stream_masks_[stream_key(stream, false)] = MaskEntry{mask.value(), tpcs, tpcs == map_->live_set()};
+      stream_mask_count_.store(stream_masks_.size(), std::memory_order_release);
+    }
+    if (tpcs == map_->live_set()) return kApiOk;  // nothing to write: no callback needed
+    return ensure_callback() ? kApiOk : kApiUnsupported;
+  } catch (...) {
+    counters_.bump(counters_.internal_errors);
+    return kApiInternal;
+  }
+}
+
+int Runtime::clear_stream_tpcs(CUstream_st* stream) noexcept {
+  try {
+    const std::unique_lock<std::shared_mutex> lock(streams_mu_);
+    stream_masks_.erase(stream_key(stream, false));
+    stream_mask_count_.store(stream_masks_.size(), std::memory_order_release);
+    return kApiOk;
+  } catch (...) {
+    counters_.bump(counters_.internal_errors);
+    return kApiInternal;
+  }
+}
+
+int Runtime::set_process_tpcs(const sched::TpcSet* tpcs) noexcept {
+  engage();
+  try {
+    const std::lock_guard<std::mutex> lock(mu_);
+    if (tpcs == nullptr) {
+      publish_process_mask_locked(nullptr, {});
+      return kApiOk;
+    }
+    if (tpcs->empty()) return kApiInvalid;
+    const Backend b = backend_.load(std::memory_order_acquire);
+    if (b == Backend::kGreen || b == Backend::kOff || b == Backend::kNone || config_.backend == BackendChoice::kOff ||
+        config_.backend == BackendChoice::kGreen) {
+      return kApiUnsupported;
+    }
+    if (!map_) return kApiNoSlotMap;
+    auto mask = gpu::mask_for(*map_, *tpcs);
+    if (!mask) {
+      LITHOS_LOG(LogLevel::kWarn, "process mask refused: %s", mask.status().message().c_str());
+      return kApiInvalid;
+    }
+    publish_process_mask_locked(&mask.value(), *tpcs);
+    if (*tpcs == map_->live_set()) return kApiOk;  // nothing to write: no callback needed
+  } catch (...) {
+    counters_.bump(counters_.internal_errors);
+    return kApiInternal;
+  }
+  return ensure_callback() ? kApiOk : kApiUnsupported;
+}
+
+int Runtime::live_tpcs(sched::TpcSet* out) noexcept {
+  engage();
+  if (out == nullptr) return kApiInvalid;
+  if (!map_) return kApiNoSlotMap;
+  try {
+    *out = map_->live_set();
+    return out->count();
+  } catch (...) {
+    return kApiInternal;
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Reporting
+
+StatsHeader Runtime::stats_header() noexcept {
+  StatsHeader h;
+  try {
+    h.pid = static_cast<int>(::getpid());
+    h.program = program_invocation_short_name != nullptr ? program_invocation_short_name : "?";
+    h.backend = backend_name(backend_.load(std::memory_order_acquire));
+    const int v = qmd_version_.load(std::memory_order_relaxed);
+    if (v != 0) h.qmd_version = gpu::qmd_version_name(static_cast<gpu::QmdVersion>(v));
+    if (mu_.try_lock()) {
+      h.process_mask = process_mask_text_;
+      mu_.unlock();
+    } else {
+      h.process_mask = "?";
+    }
+    h.slot_map = config_.slot_map_path;
+    h.driver_used = RealDriver::instance().driver_in_process();
+  } catch (...) {
+    h.backend = "?";
+  }
+  return h;
+}
+
+void Runtime::report_at_exit() noexcept {
+  if (!config_.stats && config_.stats_file.empty()) return;
+  try {
+    const StatsHeader h = stats_header();
+    const StatsSnapshot s = counters_.snapshot();
+    bool any_call = false;
+    for (const auto c : s.calls) any_call = any_call || c != 0;
+    // A process that never touched CUDA (a shell under `lithos run`) stays silent.
+    if (!h.driver_used && !any_call && s.descriptors() == 0) return;
+    if (config_.stats) {
+      const std::string text = stats_text(h, s);
+      log_raw(text.data(), text.size());
+    }
+    if (!config_.stats_file.empty()) {
+      const std::string path = expand_stats_path(config_.stats_file, h.pid);
+      const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+      if (fd < 0) {
+        LITHOS_LOG(LogLevel::kError, "cannot write the statistics to %s: %s", path.c_str(), std::strerror(errno));
+        return;
+      }
+      const std::string json = stats_json(h, s);
+      const ssize_t w = ::write(fd, json.data(), json.size());
+      if (w != static_cast<ssize_t>(json.size())) {
+        LITHOS_LOG(LogLevel::kError, "short write of the statistics to %s", path.c_str());
+      }
+      ::close(fd);
+    }
+  } catch (...) {
+    // Exit path: nothing more to do.
+  }
+}
+
+}  // namespace lithos::intercept

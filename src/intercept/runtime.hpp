@@ -1,0 +1,258 @@
+// The interposer's state and the work its hooks do around the real driver
+// calls: choosing the mask of each launch, the launch-descriptor callback that
+// writes it, the per-stream masks of the C API, the graph-exec records, the
+// green-context fallback and the statistics report at exit.
+//
+// Threading: hooks run on any application thread. The launch path reads
+// atomics and this thread's frame only; per-stream masks sit behind a
+// shared_mutex taken only once some stream has a mask; graph records and
+// kernel names behind plain mutexes (graph calls and handle lookups are rare).
+// The descriptor callback runs on the launching thread inside the driver
+// (under its locks): it reads this thread's frame and atomics, never locks,
+// never allocates, never calls the driver.
+//
+// Failure rule: nothing here may stop the host. Public functions are
+// noexcept; whatever can throw inside is caught, counted as an internal error
+// and logged once, and the launch goes on unmasked.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <shared_mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "gpu/qmd.hpp"
+#include "gpu/slot_map.hpp"
+#include "intercept/config.hpp"
+#include "intercept/hook_table.hpp"
+#include "intercept/stats.hpp"
+#include "sched/tpc_set.hpp"
+
+// The driver's opaque handle types (cuda.h typedefs pointers to these).
+struct CUstream_st;
+struct CUgraphExec_st;
+struct CUctx_st;
+
+namespace lithos::intercept {
+
+// What this thread is doing inside a hooked call. The descriptor callback,
+// which fires synchronously on the launching thread, reads it.
+enum class CallKind : std::uint8_t { kNone, kLaunch, kGraph };
+struct ThreadFrame {
+  CallKind kind = CallKind::kNone;
+  bool has_mask = false;          // a mask is wanted for descriptors built now
+  bool internal = false;          // lithos's own driver calls: hooks forward untouched
+  std::uint32_t descriptors = 0;  // descriptors built during the current call
+  gpu::SlotMask mask{};
+};
+
+enum class Backend : std::uint8_t {
+  kPending,     // not decided yet (no launch so far)
+  kIdle,        // descriptor hook available, callback not subscribed: no mask to write yet
+  kDescriptor,  // launch-descriptor callback installed: per-launch masks
+  kGreen,       // green context per device: one static partition per process
+  kNone,        // no mechanism available: launches run unmasked
+  kOff,         // LITHOS_BACKEND=off: observe only
+};
+const char* backend_name(Backend b);
+
+// C API result codes (lithos.h mirrors them).
+inline constexpr int kApiOk = 0;
+inline constexpr int kApiInvalid = -1;      // null argument, empty set, or no live TPC in it
+inline constexpr int kApiNoSlotMap = -2;    // no slot map loaded (LITHOS_SLOT_MAP)
+inline constexpr int kApiUnsupported = -3;  // the backend in use cannot do this (green, off)
+inline constexpr int kApiInternal = -4;     // lithos failed inside; nothing changed
+
+class Runtime {
+ public:
+  // Created on first use, never destroyed (hooks can run during exit).
+  static Runtime& instance() noexcept;
+  // Null when no hook or API call has created it.
+  static Runtime* instance_if_created() noexcept;
+
+  const Config& config() const noexcept { return config_; }
+  Counters& counters() noexcept { return counters_; }
+  static ThreadFrame& frame() noexcept;
+
+  // ---- hook work (hooks.cpp) ----
+  // Before a kernel launch on `stream`: decide the mask, put it in this
+  // thread's frame. Throws only under LITHOS_TEST_FAULT=launch.
+  void begin_launch(HookId id, CUstream_st* stream, bool ptsz, const void* function);
+  // After it: counts a launch whose descriptor never showed.
+  void end_launch() noexcept;
+
+  // Graph instantiate / upload / launch. `exec` is null for instantiate.
+  struct GraphCall {
+    bool known = false;  // the exec has a record
+    bool built = false;  // its descriptors were built before this call
+    bool had_mask = false;
+    gpu::SlotMask mask{};
+  };
+  GraphCall begin_graph(CUgraphExec_st* exec, CUstream_st* stream, bool ptsz) noexcept;
+  void end_graph_instantiate(bool ok, CUgraphExec_st* exec) noexcept;
+  void end_graph_launch(bool ok, CUgraphExec_st* exec, const GraphCall& call) noexcept;
+  void forget_graph_exec(CUgraphExec_st* exec) noexcept;
+
+  void forget_stream(CUstream_st* stream, bool ptsz) noexcept;
+  void note_kernel_name(const void* handle, const char* name) noexcept;
+  void note_function_of_kernel(const void* function, const void* kernel) noexcept;
+  // The name lithos recorded for a CUfunction/CUkernel ("" if unknown).
+  std::string kernel_name(const void* handle) const noexcept;
+
+  // cuDevicePrimaryCtxRetain succeeded with *ctx for `ordinal`: under the
+  // green-context backend, replaces *ctx by the partition's context.
+  void after_primary_ctx_retain(CUctx_st** ctx, int ordinal) noexcept;
+
+  // Green-context backend: work for `stream` is sent to a stream of the
+  // partition instead (launches on the context's own streams were measured
+  // to run on every SM), ordered with the user's stream by two events:
+  //   record(in, S); wait(G, in); <launch on G>; record(out, G); wait(S, out).
+  // One lock is held from begin to end, so the events of concurrent
+  // launches never mix (green mode serialises launches; it is a fallback).
+  class GreenRoute {
+   public:
+    GreenRoute() = default;
+    GreenRoute(GreenRoute&& o) noexcept;
+    GreenRoute& operator=(GreenRoute&&) = delete;
+    ~GreenRoute();
+    explicit operator bool() const { return target_ != nullptr; }
+    CUstream_st* target() const { return target_; }
+
+   private:
+    friend class Runtime;
+    Runtime* rt_ = nullptr;
+    CUstream_st* user_ = nullptr;    // the caller's stream (explicit handle)
+    CUstream_st* target_ = nullptr;  // the partition's stream
+    void* out_event_ = nullptr;
+  };
+  // An empty route when the backend is not green (or anything fails: the
+  // launch then goes to the caller's stream).
+  GreenRoute green_route(CUstream_st* stream, bool ptsz) noexcept;
+
+  // The descriptor callback (registered with gpu::install_descriptor_callback).
+  void on_descriptor(std::uint8_t* qmd) noexcept;
+
+  void internal_error(HookId id, const char* what) noexcept;
+
+  // ---- C API (capi.cpp); return kApi* codes ----
+  int set_stream_tpcs(CUstream_st* stream, const sched::TpcSet& tpcs) noexcept;
+  int clear_stream_tpcs(CUstream_st* stream) noexcept;
+  int set_process_tpcs(const sched::TpcSet* tpcs) noexcept;  // null: whole GPU
+  int live_tpcs(sched::TpcSet* out) noexcept;
+
+  // ---- reporting ----
+  StatsHeader stats_header() noexcept;
+  // Prints / writes the statistics if LITHOS_STATS / LITHOS_STATS_FILE ask.
+  void report_at_exit() noexcept;
+  Backend backend() const noexcept { return backend_.load(std::memory_order_acquire); }
+
+ private:
+  Runtime();
+
+  // Once: logs config problems, loads the slot map, computes the process
+  // mask. Called with mu_ held.
+  void engage_locked();
+  void engage() noexcept;
+  // Once, on the first launch-like hook (the driver is initialised then):
+  // installs the descriptor callback, checks the device, logs the backend.
+  void attach() noexcept {
+    if (!attached_.load(std::memory_order_acquire)) attach_slow();
+  }
+  void attach_slow() noexcept;
+  // Subscribes the descriptor callback (mu_ held): kDescriptor, or kNone
+  // when the driver refuses. Done only once some mask is wanted, because the
+  // driver allows one subscriber and CUPTI tools (torch.profiler, Nsight)
+  // need that slot (docs/interposer.md).
+  Backend install_callback_locked();
+  // After the C API stored a mask: installs the callback if the backend was
+  // idle. Returns false when no backend can apply the mask.
+  bool ensure_callback() noexcept;
+
+  // The mask wanted for work on `stream`, or why there is none.
+  std::optional<gpu::SlotMask> choose(CUstream_st* stream, bool ptsz, SkipReason* why) noexcept;
+  bool device_ok() noexcept;
+  static std::uintptr_t stream_key(CUstream_st* stream, bool ptsz) noexcept;
+  // Sets the process mask (null: whole GPU). Called with mu_ held.
+  void publish_process_mask_locked(const gpu::SlotMask* slots, const sched::TpcSet& tpcs);
+
+  Config config_;
+  Counters counters_;
+
+  std::mutex mu_;  // engage/attach/process-mask publication
+  bool engaged_ = false;
+  std::atomic<bool> attached_{false};
+  std::atomic<Backend> backend_{Backend::kPending};
+
+  std::optional<gpu::SlotMap> map_;
+  // The process-wide mask: an immutable entry swapped atomically; replaced
+  // entries are kept (never freed) because a launch may still read them.
+  // `whole`: the set is every live TPC. No mask is written for it (the
+  // descriptor is left as the driver built it: the same TPCs), and it needs
+  // no descriptor callback, so "lithos on the whole GPU" costs only the hook.
+  struct MaskEntry {
+    gpu::SlotMask slots;
+    sched::TpcSet tpcs;
+    bool whole = false;
+  };
+  std::atomic<const MaskEntry*> process_mask_{nullptr};
+  std::vector<std::unique_ptr<MaskEntry>> mask_entries_;  // guarded by mu_
+  std::atomic<SkipReason> process_skip_{SkipReason::kNotRequested};
+  std::string process_mask_text_ = "whole GPU";  // guarded by mu_
+
+  // Per-stream masks.
+  mutable std::shared_mutex streams_mu_;
+  std::unordered_map<std::uintptr_t, MaskEntry> stream_masks_;
+  std::atomic<std::size_t> stream_mask_count_{0};
+
+  // Which devices the slot map describes: all launches (single matching
+  // device), none, or checked per launch (several devices).
+  enum class DeviceCheck : std::uint8_t { kAll, kNone, kPerLaunch };
+  std::atomic<DeviceCheck> device_check_{DeviceCheck::kAll};
+  std::array<std::atomic<std::int8_t>, 64> device_matches_{};  // 0 unknown, 1 yes, -1 no
+  void* cu_ctx_get_device_ = nullptr;
+  void* cu_device_get_uuid_ = nullptr;
+
+  std::atomic<int> qmd_version_{0};  // last gpu::QmdVersion seen
+
+  // Graph exec records.
+  struct ExecRecord {
+    bool built = false;
+    bool has_mask = false;
+    gpu::SlotMask mask{};
+  };
+  std::mutex graphs_mu_;
+  std::unordered_map<const void*, ExecRecord> graphs_;
+
+  // Kernel names by CUfunction / CUkernel handle.
+  mutable std::mutex names_mu_;
+  std::unordered_map<const void*, std::string> names_;
+
+  // Green-context backend: one partition per device ordinal; launches are
+  // routed to the first device's partition (multi-GPU green mode is not
+  // supported). The routes map user streams to partition streams + events.
+  struct GreenState;
+  std::unique_ptr<GreenState> green_;            // guarded by mu_
+  std::atomic<void*> green_partition_{nullptr};  // gpu::GreenPartition*
+  struct GreenStream {
+    CUstream_st* stream = nullptr;
+    void* in = nullptr;   // CUevent
+    void* out = nullptr;  // CUevent
+  };
+  std::mutex green_routes_mu_;  // held for the whole of a routed launch
+  std::unordered_map<std::uintptr_t, GreenStream> green_routes_;
+  void* cu_event_record_ = nullptr;
+  void* cu_stream_wait_event_ = nullptr;
+  void* cu_event_create_ = nullptr;
+  void* cu_event_destroy_ = nullptr;
+  void* cu_stream_destroy_ = nullptr;
+
+  std::array<std::atomic<bool>, kHookCount> hook_error_logged_{};
+};
+
+}  // namespace lithos::intercept

@@ -1,0 +1,95 @@
+#include "intercept/config.hpp"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+
+namespace lithos::intercept {
+namespace {
+
+Config parse(const std::map<std::string, std::string>& env) {
+  return config_from_env([&](const char* name) -> const char* {
+    const auto it = env.find(name);
+    return it == env.end() ? nullptr : it->second.c_str();
+  });
+}
+
+TEST(Config, DefaultsAskForNothing) {
+  const Config c = parse({});
+  EXPECT_EQ(c.request, MaskRequest::kNone);
+  EXPECT_FALSE(c.stats);
+  EXPECT_TRUE(c.stats_file.empty());
+  EXPECT_EQ(c.log_level, LogLevel::kWarn);
+  EXPECT_EQ(c.backend, BackendChoice::kAuto);
+  EXPECT_TRUE(c.problems.empty());
+  EXPECT_EQ(c.describe_request(), "the whole GPU");
+}
+
+TEST(Config, ReadsEveryVariable) {
+  const Config c = parse({{"LITHOS_TPCS", "8"},
+                          {"LITHOS_SLOT_MAP", "/x/map.txt"},
+                          {"LITHOS_STATS", "1"},
+                          {"LITHOS_STATS_FILE", "/tmp/s-%p.json"},
+                          {"LITHOS_LOG", "debug"},
+                          {"LITHOS_BACKEND", "green"},
+                          {"LITHOS_TEST_FAULT", "launch"}});
+  EXPECT_EQ(c.request, MaskRequest::kFirstN);
+  EXPECT_EQ(c.first_n, 8);
+  EXPECT_EQ(c.slot_map_path, "/x/map.txt");
+  EXPECT_TRUE(c.stats);
+  EXPECT_EQ(c.stats_file, "/tmp/s-%p.json");
+  EXPECT_EQ(c.log_level, LogLevel::kDebug);
+  EXPECT_EQ(c.backend, BackendChoice::kGreen);
+  EXPECT_TRUE(c.fault_launch);
+  EXPECT_TRUE(c.problems.empty());
+  EXPECT_EQ(c.describe_request(), "the first 8 live TPCs");
+}
+
+TEST(Config, TpcSetIsParsed) {
+  const Config c = parse({{"LITHOS_TPC_SET", "0-3, 10"}});
+  EXPECT_EQ(c.request, MaskRequest::kSet);
+  EXPECT_EQ(c.tpc_set.to_string(), "0-3,10");
+  EXPECT_EQ(c.describe_request(), "TPCs 0-3,10");
+}
+
+TEST(Config, MalformedValuesAreReportedAndIgnored) {
+  for (const auto& [name, value] : std::map<std::string, std::string>{{"LITHOS_TPCS", "eight"},
+                                                                      {"LITHOS_TPCS", "0"},
+                                                                      {"LITHOS_TPCS", "129"},
+                                                                      {"LITHOS_TPCS", "8x"},
+                                                                      {"LITHOS_TPC_SET", "7-3"},
+                                                                      {"LITHOS_TPC_SET", "a,b"},
+                                                                      {"LITHOS_TPC_SET", "200"}}) {
+    const Config c = parse({{name, value}});
+    EXPECT_EQ(c.request, MaskRequest::kNone) << name << "=" << value;
+    ASSERT_EQ(c.problems.size(), 1U) << name << "=" << value;
+    EXPECT_NE(c.problems[0].find(name), std::string::npos);
+  }
+  EXPECT_EQ(parse({{"LITHOS_LOG", "loud"}}).problems.size(), 1U);
+  EXPECT_EQ(parse({{"LITHOS_BACKEND", "magic"}}).backend, BackendChoice::kAuto);
+  EXPECT_EQ(parse({{"LITHOS_STATS", "maybe"}}).problems.size(), 1U);
+  EXPECT_EQ(parse({{"LITHOS_TEST_FAULT", "x"}}).problems.size(), 1U);
+}
+
+TEST(Config, BothSetsAreRefused) {
+  const Config c = parse({{"LITHOS_TPCS", "4"}, {"LITHOS_TPC_SET", "0-3"}});
+  EXPECT_EQ(c.request, MaskRequest::kNone);
+  EXPECT_EQ(c.problems.size(), 1U);
+}
+
+TEST(Config, EmptyValuesAreUnset) {
+  const Config c = parse({{"LITHOS_TPCS", ""}, {"LITHOS_STATS", "0"}, {"LITHOS_LOG", ""}});
+  EXPECT_EQ(c.request, MaskRequest::kNone);
+  EXPECT_FALSE(c.stats);
+  EXPECT_TRUE(c.problems.empty());
+}
+
+TEST(Config, StatsPathExpandsPid) {
+  EXPECT_EQ(expand_stats_path("/tmp/s-%p.json", 42), "/tmp/s-42.json");
+  EXPECT_EQ(expand_stats_path("/tmp/s.json", 42), "/tmp/s.json");
+  EXPECT_EQ(expand_stats_path("%p%p%", 7), "77%");
+}
+
+}  // namespace
+}  // namespace lithos::intercept

@@ -1,0 +1,387 @@
+// A FAKE CUDA driver for the CPU tests: built as libcuda.so.1 in its own
+// directory, put first on LD_LIBRARY_PATH, so that liblithos.so and the test
+// programs load it instead of (or where there is no) real driver.
+//
+// It behaves like the real driver in the ways lithos depends on:
+//  - cuGetProcAddress(_v2) picks the exported variant from the symbol, the
+//    version and the per-thread-stream flags (cuLaunchKernel vs _ptsz,
+//    cuGraphInstantiate legacy vs WithFlags, cuGetProcAddress v1 vs v2);
+//  - cuGetExportTable hands out the launch-descriptor callback table (entry 3
+//    subscribes, entry 6 enables domain 0xb / cbid 1), and every kernel
+//    launch builds a 384-byte QMD V04_00 (version byte 0x40 at 72) and calls
+//    the subscribed callback on the launching thread before "uploading" it;
+//  - graphs build their descriptors at instantiation; a launch of the exec
+//    "runs" the descriptors built then (the H100 freezes the mask per exec).
+// It records every call (name, arguments) per thread for the tests to read
+// through the fake_* functions, and returns a settable result.
+//
+// Switches (environment, read at each use): FAKE_CUDA_NO_DEVICE=1 (cuInit
+// fails with CUDA_ERROR_NO_DEVICE), FAKE_CUDA_NO_EXPORT_TABLE=1,
+// FAKE_QMD_VERSION=<byte> (descriptor version byte), FAKE_CUDA_DEVICES=<n>.
+#include "intercept/cuda_abi.hpp"  // first: every ABI variant declared
+
+#include <atomic>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#define FAKE_API extern "C" __attribute__((visibility("default")))
+
+// What the tests read back.
+struct FakeCall {
+  char name[64];
+  std::uintptr_t args[12];
+  int nargs;
+};
+
+namespace {
+
+thread_local FakeCall t_last_call{};
+thread_local std::uint8_t t_last_qmd[384];
+thread_local bool t_have_qmd = false;
+std::atomic<unsigned long> g_descriptors{0};
+std::atomic<unsigned long> g_calls{0};
+std::atomic<int> g_result{CUDA_SUCCESS};
+
+template <class T>
+std::uintptr_t to_word(T v) {
+  if constexpr (std::is_pointer_v<T>) {
+    return reinterpret_cast<std::uintptr_t>(v);
+  } else if constexpr (std::is_enum_v<T>) {
+    return static_cast<std::uintptr_t>(v);
+  } else {
+    return static_cast<std::uintptr_t>(static_cast<std::uint64_t>(v));
+  }
+}
+
+template <class... A>
+void record(const char* name, A... a) {
+  FakeCall c{};
+  std::strncpy(c.name, name, sizeof c.name - 1);
+  const std::uintptr_t v[] = {0, to_word(a)...};
+  c.nargs = static_cast<int>(sizeof...(A));
+  for (int i = 0; i < c.nargs && i < 12; ++i) c.args[i] = v[i + 1];
+  t_last_call = c;
+  g_calls.fetch_add(1);
+}
+
+CUresult result() { return static_cast<CUresult>(g_result.load()); }
+
+bool env_on(const char* name) {
+  const char* v = std::getenv(name);
+  return v != nullptr && std::strcmp(v, "1") == 0;
+}
+
+// The launch-descriptor callback table.
+using DriverCallback = void (*)(void* user, int domain, int cbid, const void* params);
+std::mutex g_cb_mutex;
+struct Subscriber {
+  DriverCallback cb = nullptr;
+  void* user = nullptr;
+  bool enabled = false;
+};
+std::vector<Subscriber> g_subscribers;
+
+int fake_subscribe(std::uint32_t* handle, DriverCallback cb, void* user) {
+  const std::lock_guard<std::mutex> lock(g_cb_mutex);
+  g_subscribers.push_back({cb, user, false});
+  *handle = static_cast<std::uint32_t>(g_subscribers.size());
+  return 0;
+}
+int fake_enable(std::uint32_t on, std::uint32_t handle, int domain, int cbid) {
+  const std::lock_guard<std::mutex> lock(g_cb_mutex);
+  if (handle == 0 || handle > g_subscribers.size()) return 1;
+  if (domain == 0xb && cbid == 1) g_subscribers[handle - 1].enabled = on != 0;
+  return 0;
+}
+int fake_unused_entry() { return 0; }
+const void* g_table[8] = {
+    reinterpret_cast<const void*>(&fake_unused_entry), reinterpret_cast<const void*>(&fake_unused_entry),
+    reinterpret_cast<const void*>(&fake_unused_entry), reinterpret_cast<const void*>(&fake_subscribe),
+    reinterpret_cast<const void*>(&fake_unused_entry), reinterpret_cast<const void*>(&fake_unused_entry),
+    reinterpret_cast<const void*>(&fake_enable),       reinterpret_cast<const void*>(&fake_unused_entry)};
+const unsigned char kDescriptorTableId[16] = {0x2c, 0x8e, 0x0a, 0xd8, 0x07, 0x10, 0xab, 0x4e,
+                                              0x90, 0xdd, 0x54, 0x71, 0x9f, 0xe5, 0xf7, 0x4b};
+
+// Builds one descriptor, lets the subscribers edit it, keeps a copy.
+void build_descriptor(std::uint8_t* out) {
+  std::uint8_t qmd[384] = {};
+  const char* v = std::getenv("FAKE_QMD_VERSION");
+  qmd[72] = v != nullptr ? static_cast<std::uint8_t>(std::strtoul(v, nullptr, 0)) : 0x40;
+  struct {
+    std::uint32_t size;
+    std::uint32_t pad;
+    void* slots[10];
+  } params{88, 0, {}};
+  params.slots[3] = qmd;  // pointer slot 4 (byte offset 32)
+  std::vector<Subscriber> subs;
+  {
+    const std::lock_guard<std::mutex> lock(g_cb_mutex);
+    subs = g_subscribers;
+  }
+  for (const Subscriber& s : subs) {
+    if (s.enabled) s.cb(s.user, 0xb, 1, &params);
+  }
+  g_descriptors.fetch_add(1);
+  std::memcpy(out, qmd, sizeof qmd);
+  std::memcpy(t_last_qmd, qmd, sizeof qmd);
+  t_have_qmd = true;
+}
+
+CUresult launch() {
+  std::uint8_t q[384];
+  build_descriptor(q);
+  return result();
+}
+
+// Graph execs: descriptors built at instantiation, replayed at launch.
+std::mutex g_graph_mutex;
+std::map<std::uintptr_t, std::vector<std::uint8_t>> g_execs;
+std::uintptr_t g_next_exec = 0x5000;
+
+CUresult instantiate(CUgraphExec* out) {
+  std::vector<std::uint8_t> q(384);
+  build_descriptor(q.data());
+  const std::lock_guard<std::mutex> lock(g_graph_mutex);
+  const std::uintptr_t id = g_next_exec += 0x10;
+  g_execs[id] = q;
+  if (out != nullptr) *out = reinterpret_cast<CUgraphExec>(id);
+  return result();
+}
+
+CUresult graph_launch(CUgraphExec exec) {
+  const std::lock_guard<std::mutex> lock(g_graph_mutex);
+  const auto it = g_execs.find(reinterpret_cast<std::uintptr_t>(exec));
+  if (it == g_execs.end()) return CUDA_ERROR_INVALID_HANDLE;
+  std::memcpy(t_last_qmd, it->second.data(), 384);
+  t_have_qmd = true;
+  return result();
+}
+
+// Not exported: cuGetProcAddress hands it out for cuLaunchCooperativeKernel,
+// like a driver returning an internal entry point.
+CUresult internal_cooperative(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                              CUstream, void**) {
+  record("internal_cooperative");
+  return launch();
+}
+
+CUresult generic_stub() { return CUDA_ERROR_NOT_SUPPORTED; }
+
+}  // namespace
+
+// ---- test access --------------------------------------------------------------
+FAKE_API const FakeCall* fake_last_call() { return &t_last_call; }
+FAKE_API const std::uint8_t* fake_last_qmd() { return t_have_qmd ? t_last_qmd : nullptr; }
+FAKE_API unsigned long fake_descriptors() { return g_descriptors.load(); }
+FAKE_API unsigned long fake_calls() { return g_calls.load(); }
+FAKE_API void fake_set_result(int r) { g_result.store(r); }
+FAKE_API int fake_subscribers() {
+  const std::lock_guard<std::mutex> lock(g_cb_mutex);
+  return static_cast<int>(g_subscribers.size());
+}
+
+// ---- the driver ---------------------------------------------------------------
+FAKE_API CUresult cuInit(unsigned int flags) {
+  record("cuInit", flags);
+  return env_on("FAKE_CUDA_NO_DEVICE") ? CUDA_ERROR_NO_DEVICE : CUDA_SUCCESS;
+}
+FAKE_API CUresult cuDriverGetVersion(int* v) {
+  if (v != nullptr) *v = 13000;
+  return CUDA_SUCCESS;
+}
+FAKE_API CUresult cuDeviceGetCount(int* n) {
+  const char* v = std::getenv("FAKE_CUDA_DEVICES");
+  if (env_on("FAKE_CUDA_NO_DEVICE")) return CUDA_ERROR_NO_DEVICE;
+  if (n != nullptr) *n = v != nullptr ? std::atoi(v) : 1;
+  return CUDA_SUCCESS;
+}
+FAKE_API CUresult cuDeviceGet(CUdevice* d, int ordinal) {
+  if (d != nullptr) *d = ordinal;
+  return CUDA_SUCCESS;
+}
+FAKE_API CUresult cuDeviceGetUuid_v2(CUuuid* u, CUdevice dev) {
+  if (u == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  const unsigned char b[16] = {0x00, 0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77,
+                               0x88, 0x99, 0xaa, 0xbb, 0xcc, 0xdd, 0xee, static_cast<unsigned char>(0xff - dev)};
+  std::memcpy(u->bytes, b, 16);
+  return CUDA_SUCCESS;
+}
+FAKE_API CUresult cuDeviceGetUuid(CUuuid* u, CUdevice dev) { return cuDeviceGetUuid_v2(u, dev); }
+FAKE_API CUresult cuCtxGetDevice(CUdevice* d) {
+  if (d != nullptr) *d = 0;
+  return CUDA_SUCCESS;
+}
+FAKE_API CUresult cuDevicePrimaryCtxRetain(CUcontext* ctx, CUdevice dev) {
+  record("cuDevicePrimaryCtxRetain", ctx, dev);
+  if (ctx != nullptr) *ctx = reinterpret_cast<CUcontext>(0xc0de);
+  return result();
+}
+FAKE_API CUresult cuGetExportTable(const void** table, const CUuuid* id) {
+  if (table == nullptr || id == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (!env_on("FAKE_CUDA_NO_EXPORT_TABLE") && std::memcmp(id->bytes, kDescriptorTableId, 16) == 0) {
+    *table = g_table;
+    return CUDA_SUCCESS;
+  }
+  *table = nullptr;
+  return CUDA_ERROR_INVALID_VALUE;
+}
+
+FAKE_API CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,
+                                 unsigned int by, unsigned int bz, unsigned int shmem, CUstream s, void** params,
+                                 void** extra) {
+  record("cuLaunchKernel", f, gx, gy, gz, bx, by, bz, shmem, s, params, extra);
+  return launch();
+}
+FAKE_API CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,
+                                      unsigned int by, unsigned int bz, unsigned int shmem, CUstream s, void** params,
+                                      void** extra) {
+  record("cuLaunchKernel_ptsz", f, gx, gy, gz, bx, by, bz, shmem, s, params, extra);
+  return launch();
+}
+FAKE_API CUresult cuLaunchKernelEx(const CUlaunchConfig* c, CUfunction f, void** params, void** extra) {
+  record("cuLaunchKernelEx", c, f, params, extra);
+  return launch();
+}
+FAKE_API CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig* c, CUfunction f, void** params, void** extra) {
+  record("cuLaunchKernelEx_ptsz", c, f, params, extra);
+  return launch();
+}
+// Exported without its _ptsz twin: lithos's cuLaunchCooperativeKernel_ptsz
+// hook must then answer CUDA_ERROR_NOT_FOUND rather than call null.
+FAKE_API CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
+                                            unsigned int bx, unsigned int by, unsigned int bz, unsigned int shmem,
+                                            CUstream s, void** params) {
+  record("cuLaunchCooperativeKernel", f, gx, gy, gz, bx, by, bz, shmem, s, params);
+  return launch();
+}
+FAKE_API CUresult cuGraphInstantiate(CUgraphExec* e, CUgraph g, CUgraphNode* err, char* log, size_t n) {
+  record("cuGraphInstantiate", e, g, err, log, n);
+  return instantiate(e);
+}
+FAKE_API CUresult cuGraphInstantiateWithFlags(CUgraphExec* e, CUgraph g, unsigned long long flags) {
+  record("cuGraphInstantiateWithFlags", e, g, flags);
+  return instantiate(e);
+}
+FAKE_API CUresult cuGraphLaunch(CUgraphExec e, CUstream s) {
+  record("cuGraphLaunch", e, s);
+  return graph_launch(e);
+}
+FAKE_API CUresult cuGraphLaunch_ptsz(CUgraphExec e, CUstream s) {
+  record("cuGraphLaunch_ptsz", e, s);
+  return graph_launch(e);
+}
+FAKE_API CUresult cuGraphExecDestroy(CUgraphExec e) {
+  record("cuGraphExecDestroy", e);
+  const std::lock_guard<std::mutex> lock(g_graph_mutex);
+  g_execs.erase(reinterpret_cast<std::uintptr_t>(e));
+  return result();
+}
+FAKE_API CUresult cuStreamDestroy_v2(CUstream s) {
+  record("cuStreamDestroy_v2", s);
+  return result();
+}
+FAKE_API CUresult cuModuleGetFunction(CUfunction* f, CUmodule m, const char* name) {
+  record("cuModuleGetFunction", f, m, name);
+  if (f != nullptr) *f = reinterpret_cast<CUfunction>(0xf00);
+  return result();
+}
+FAKE_API CUresult cuLibraryGetKernel(CUkernel* k, CUlibrary lib, const char* name) {
+  record("cuLibraryGetKernel", k, lib, name);
+  if (k != nullptr) *k = reinterpret_cast<CUkernel>(0xbee);
+  return result();
+}
+FAKE_API CUresult cuKernelGetFunction(CUfunction* f, CUkernel k) {
+  record("cuKernelGetFunction", f, k);
+  if (f != nullptr) *f = reinterpret_cast<CUfunction>(0xf01);
+  return result();
+}
+FAKE_API CUresult cuMemAlloc_v2(CUdeviceptr* p, size_t n) {
+  record("cuMemAlloc_v2", p, n);
+  if (p != nullptr) *p = 0x1000;
+  return result();
+}
+
+FAKE_API CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int version, cuuint64_t flags,
+                                      CUdriverProcAddressQueryResult* status);
+
+FAKE_API CUresult cuGetProcAddress(const char* symbol, void** pfn, int version, cuuint64_t flags) {
+  record("cuGetProcAddress", symbol, pfn, version, flags);
+  CUdriverProcAddressQueryResult st{};
+  const CUresult r = cuGetProcAddress_v2(symbol, pfn, version, flags, &st);
+  record("cuGetProcAddress", symbol, pfn, version, flags);
+  return r;
+}
+
+// The exported address of a fake function (what the real driver exports).
+FAKE_API void* fake_address_of(const char* name);
+
+FAKE_API CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int version, cuuint64_t flags,
+                                      CUdriverProcAddressQueryResult* status) {
+  record("cuGetProcAddress_v2", symbol, pfn, version, flags, status);
+  if (symbol == nullptr || pfn == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  const bool ptds = (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) != 0;
+  const std::string s = symbol;
+  void* out = nullptr;
+  if (s == "cuLaunchKernel" || s == "cuLaunchKernelEx" || s == "cuGraphLaunch") {
+    out = fake_address_of((s + (ptds ? "_ptsz" : "")).c_str());
+  } else if (s == "cuGraphInstantiate") {
+    out = fake_address_of(version >= 12000 ? "cuGraphInstantiateWithFlags" : "cuGraphInstantiate");
+  } else if (s == "cuGetProcAddress") {
+    out = fake_address_of(version >= 12000 ? "cuGetProcAddress_v2" : "cuGetProcAddress");
+  } else if (s == "cuMemAlloc" || s == "cuDeviceGetUuid") {
+    out = fake_address_of((s + "_v2").c_str());
+  } else if (s == "cuLaunchCooperativeKernel") {
+    out = reinterpret_cast<void*>(&internal_cooperative);
+  } else if (s.rfind("cuFakeMissing", 0) == 0) {
+    out = nullptr;
+  } else {
+    out = fake_address_of(symbol);
+    // Entry points the fake does not implement resolve to a stub that
+    // answers CUDA_ERROR_NOT_SUPPORTED (lithos's own driver loader only
+    // needs them to exist).
+    if (out == nullptr && s.rfind("cu", 0) == 0) out = reinterpret_cast<void*>(&generic_stub);
+  }
+  *pfn = out;
+  if (status != nullptr) *status = out != nullptr ? CU_GET_PROC_ADDRESS_SUCCESS : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+  return out != nullptr ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
+}
+
+FAKE_API void* fake_address_of(const char* name) {
+  static const std::map<std::string, void*> table = {
+      {"cuInit", reinterpret_cast<void*>(&cuInit)},
+      {"cuDriverGetVersion", reinterpret_cast<void*>(&cuDriverGetVersion)},
+      {"cuDeviceGetCount", reinterpret_cast<void*>(&cuDeviceGetCount)},
+      {"cuDeviceGet", reinterpret_cast<void*>(&cuDeviceGet)},
+      {"cuDeviceGetUuid", reinterpret_cast<void*>(&cuDeviceGetUuid)},
+      {"cuDeviceGetUuid_v2", reinterpret_cast<void*>(&cuDeviceGetUuid_v2)},
+      {"cuCtxGetDevice", reinterpret_cast<void*>(&cuCtxGetDevice)},
+      {"cuDevicePrimaryCtxRetain", reinterpret_cast<void*>(&cuDevicePrimaryCtxRetain)},
+      {"cuGetExportTable", reinterpret_cast<void*>(&cuGetExportTable)},
+      {"cuLaunchKernel", reinterpret_cast<void*>(&cuLaunchKernel)},
+      {"cuLaunchKernel_ptsz", reinterpret_cast<void*>(&cuLaunchKernel_ptsz)},
+      {"cuLaunchKernelEx", reinterpret_cast<void*>(&cuLaunchKernelEx)},
+      {"cuLaunchKernelEx_ptsz", reinterpret_cast<void*>(&cuLaunchKernelEx_ptsz)},
+      {"cuLaunchCooperativeKernel", reinterpret_cast<void*>(&cuLaunchCooperativeKernel)},
+      {"cuGraphInstantiate", reinterpret_cast<void*>(&cuGraphInstantiate)},
+      {"cuGraphInstantiateWithFlags", reinterpret_cast<void*>(&cuGraphInstantiateWithFlags)},
+      {"cuGraphLaunch", reinterpret_cast<void*>(&cuGraphLaunch)},
+      {"cuGraphLaunch_ptsz", reinterpret_cast<void*>(&cuGraphLaunch_ptsz)},
+      {"cuGraphExecDestroy", reinterpret_cast<void*>(&cuGraphExecDestroy)},
+      {"cuStreamDestroy", reinterpret_cast<void*>(&cuStreamDestroy_v2)},
+      {"cuStreamDestroy_v2", reinterpret_cast<void*>(&cuStreamDestroy_v2)},
+      {"cuModuleGetFunction", reinterpret_cast<void*>(&cuModuleGetFunction)},
+      {"cuLibraryGetKernel", reinterpret_cast<void*>(&cuLibraryGetKernel)},
+      {"cuKernelGetFunction", reinterpret_cast<void*>(&cuKernelGetFunction)},
+      {"cuMemAlloc_v2", reinterpret_cast<void*>(&cuMemAlloc_v2)},
+      {"cuGetProcAddress", reinterpret_cast<void*>(&cuGetProcAddress)},
+      {"cuGetProcAddress_v2", reinterpret_cast<void*>(&cuGetProcAddress_v2)},
+  };
+  const auto it = table.find(name != nullptr ? name : "");
+  return it != table.end() ? it->second : nullptr;
+}
