@@ -1,0 +1,28 @@
+// Subcommands of the `lithos` program. Each lives in its own cmd_*.cpp and
+// registers itself on the top-level CLI11 app; main.cpp only wires them up.
+//
+// Contract for every command: parse errors and bad input print one clear
+// message on stderr (naming what was wrong and what is valid) and exit with
+// status 2; failures while running exit 1; success 0. `--json` output goes to
+// stdout and nothing else is printed there.
+#pragma once
+
+#include <functional>
+
+namespace CLI {
+class App;
+}
+
+namespace lithos::cli {
+
+// The function a subcommand runs once CLI11 has parsed its options; its
+// return value is the process exit status.
+using CommandRunner = std::function<int()>;
+
+// Each adds a subcommand to `app` and returns the runner to call when that
+// subcommand was selected.
+CommandRunner add_sim_command(CLI::App& app);
+CommandRunner add_calibrate_command(CLI::App& app);
+CommandRunner add_run_command(CLI::App& app);
+
+}  // namespace lithos::cli
