@@ -24,10 +24,7 @@ std::size_t class_index(PriorityClass cls) { return static_cast<std::size_t>(cls
 
 }  // namespace
 
-// Kernel ids are small integers in the simulator and hashes in the runtime;
-// mixing both fields through a multiply-xorshift finaliser spreads either
-// over the table.
-std::size_t LatencyPredictor::KeyHash::operator()(const PredictionKey& k) const noexcept {
+std::size_t PredictionKeyHash::operator()(const PredictionKey& k) const noexcept {
   std::uint64_t h = k.kernel ^ (std::uint64_t{k.ordinal} * 0x9E3779B97F4A7C15ULL);
   h ^= h >> 32;
   h *= 0xD6E8FEB86659FD93ULL;

@@ -31,6 +31,13 @@ struct PredictionKey {
   friend bool operator==(const PredictionKey&, const PredictionKey&) = default;
 };
 
+// Hash of a PredictionKey. Kernel ids are small integers in the simulator and
+// hashes in the runtime; mixing both fields through a multiply-xorshift
+// finaliser spreads either over a table.
+struct PredictionKeyHash {
+  std::size_t operator()(const PredictionKey& k) const noexcept;
+};
+
 struct PredictorConfig {
   double ewma_alpha = 0.25;          // weight of the newest sample
   Duration miss_threshold = us(50);  // a prediction off by more than this is a miss
@@ -67,9 +74,6 @@ class LatencyPredictor {
   const PredictorConfig& config() const { return config_; }
 
  private:
-  struct KeyHash {
-    std::size_t operator()(const PredictionKey& k) const noexcept;
-  };
   struct Entry {
     double wave_ns = 0.0;
     std::uint64_t samples = 0;
@@ -85,7 +89,7 @@ class LatencyPredictor {
   const Entry* find(const PredictionKey& key) const;
 
   PredictorConfig config_;
-  std::unordered_map<PredictionKey, Entry, KeyHash> by_key_;
+  std::unordered_map<PredictionKey, Entry, PredictionKeyHash> by_key_;
   std::unordered_map<KernelId, Entry> by_kernel_;
   ErrorStats errors_[2];
 };

@@ -90,15 +90,6 @@ int smallest_tpcs_within_slip(const LatencyFit& fit, double slip, int max_tpcs, 
   return lo;
 }
 
-// Same mixing as LatencyPredictor::KeyHash (private there).
-std::size_t RightSizer::KeyHash::operator()(const PredictionKey& k) const noexcept {
-  std::uint64_t h = k.kernel ^ (std::uint64_t{k.ordinal} * 0x9E3779B97F4A7C15ULL);
-  h ^= h >> 32;
-  h *= 0xD6E8FEB86659FD93ULL;
-  h ^= h >> 32;
-  return static_cast<std::size_t>(h);
-}
-
 RightSizer::RightSizer(RightSizeConfig config) : config_(config) {}
 
 // Until a fit exists the choice alternates between the full allocation (after

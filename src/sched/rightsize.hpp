@@ -71,11 +71,8 @@ class RightSizer {
   const RightSizeConfig& config() const { return config_; }
 
  private:
-  struct KeyHash {
-    std::size_t operator()(const PredictionKey& k) const noexcept;
-  };
   RightSizeConfig config_;
-  std::unordered_map<PredictionKey, FitAccumulator, KeyHash> fits_;
+  std::unordered_map<PredictionKey, FitAccumulator, PredictionKeyHash> fits_;
 };
 
 }  // namespace lithos::sched
