@@ -133,12 +133,28 @@ for phase in $PHASES; do
       step bench_mask8_$r 120 $PIN "$LITHOS" run --tpcs 8 -- "$BIN/icpt_bench" 40 200
       [ "$LIVE" -gt 0 ] && step bench_lithosall_$r 120 $PIN "$LITHOS" run --tpcs "$LIVE" -- "$BIN/icpt_bench" 40 200
     done
-    for r in 1 2 3 4; do
-      step e2e_plain_$r 240 "$PY" "$SCRIPTS/torch_overhead.py"
+    # End to end: interleaved rounds of whole processes, every one pinned to
+    # the same cores, so that a plain and a lithos process of one round see
+    # the same machine; the summary reports the per-round paired difference.
+    EPIN=""
+    taskset -c 2-7 true 2>/dev/null && EPIN="taskset -c 2-7"
+    echo "e2e pinning: ${EPIN:-none}" >>"$W/bench_pinning.txt"
+    # Odd rounds run plain first, even rounds lithos first (ABBA), so that an
+    # effect of running second cancels out of the paired differences.
+    e2e_lithos() {
       if [ "$LIVE" -gt 0 ]; then
-        step e2e_lithosall_$r 240 "$LITHOS" run --tpcs "$LIVE" -- "$PY" "$SCRIPTS/torch_overhead.py"
+        step e2e_lithosall_$1 240 $EPIN "$LITHOS" run --tpcs "$LIVE" -- "$PY" "$SCRIPTS/torch_overhead.py"
       else
-        step e2e_lithosall_$r 240 "$LITHOS" run -- "$PY" "$SCRIPTS/torch_overhead.py"
+        step e2e_lithosall_$1 240 $EPIN "$LITHOS" run -- "$PY" "$SCRIPTS/torch_overhead.py"
+      fi
+    }
+    for r in 1 2 3 4 5 6 7 8; do
+      if [ $((r % 2)) -eq 1 ]; then
+        step e2e_plain_$r 240 $EPIN "$PY" "$SCRIPTS/torch_overhead.py"
+        e2e_lithos $r
+      else
+        e2e_lithos $r
+        step e2e_plain_$r 240 $EPIN "$PY" "$SCRIPTS/torch_overhead.py"
       fi
     done
     ;;

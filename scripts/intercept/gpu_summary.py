@@ -82,7 +82,9 @@ def bench(prefix, key="runtime_median_us"):
 
 def e2e(prefix, key="OVERHEAD_TORCH", field="median_ms"):
     vals = []
-    for f in sorted(glob.glob(os.path.join(W, prefix + "_*.log"))):
+    # In round order (e2e_plain_1, _2, ..., _10), so that rounds pair up.
+    logs = glob.glob(os.path.join(W, prefix + "_*.log"))
+    for f in sorted(logs, key=lambda f: int(re.search(r"_(\d+)\.log$", f).group(1))):
         m = re.search(r"^%s (.*)$" % key, open(f).read(), re.M)
         if m:
             vals.append(json.loads(m.group(1))[field])
@@ -109,6 +111,9 @@ for tag, key in (("b8", "OVERHEAD_TORCH"), ("b1", "OVERHEAD_TORCH_B1")):
         ov[f"e2e_{tag}_{field}_plain"], ov[f"e2e_{tag}_{field}_lithos"] = p, l
         if p and l:
             ov[f"e2e_{tag}_{field}_slowdown_pct"] = 100 * (statistics.median(l) - statistics.median(p)) / statistics.median(p)
+            n = min(len(p), len(l))
+            paired = [100 * (l[i] - p[i]) / p[i] for i in range(n)]
+            ov[f"e2e_{tag}_{field}_paired_pct"] = paired
 S["overhead"] = ov
 
 t = read("sweep.json")
@@ -182,9 +187,10 @@ for tag in ("b8", "b1"):
               f"{statistics.median(o[f'e2e_{tag}_median_ms_lithos']):.3f} ms/iter: "
               f"{o[f'e2e_{tag}_median_ms_slowdown_pct']:+.2f}% (window minima: "
               f"{o.get(f'e2e_{tag}_min_ms_slowdown_pct', float('nan')):+.2f}%)")
-if False and "e2e_slowdown_pct" in o:
-    print(f"ResNet-50 b8 fp16 eager loop: plain {statistics.median(o['e2e_plain_ms']):.3f} ms/iter, lithos (all TPCs) "
-          f"{statistics.median(o['e2e_lithosall_ms']):.3f} ms/iter: {o['e2e_slowdown_pct']:+.2f}%")
+        pp = o.get(f"e2e_{tag}_median_ms_paired_pct")
+        if pp:
+            print(f"  paired per round (lithos - plain, same cores, order alternated): median {statistics.median(pp):+.2f}%, "
+                  f"range {min(pp):+.2f}% .. {max(pp):+.2f}% over {len(pp)} rounds")
 if S["sweep"]:
     for k, v in S["sweep"]["kernels"].items():
         print(f"sweep {k:<34} 1 TPC {v['ms'][0]:8.3f} ms  all {v['ms'][-1]:7.3f} ms  unmasked {v['unmasked_ms']:7.3f} ms"
