@@ -123,39 +123,46 @@ for phase in $PHASES; do
     LIVE=$(live_count)
     PIN=""
     taskset -c 2 true 2>/dev/null && PIN="taskset -c 2"
-    echo "pinning: ${PIN:-none}" >"$W/bench_pinning.txt"
-    # Interleaved rounds: no lithos; lithos with no mask (callback not
-    # subscribed); a real 8-TPC mask written into every descriptor; every
-    # live TPC (callback subscribed, no mask written).
-    for r in 1 2 3 4 5; do
-      step bench_plain_$r 120 $PIN "$BIN/icpt_bench" 40 200
-      step bench_lithos_$r 120 $PIN "$LITHOS" run -- "$BIN/icpt_bench" 40 200
-      step bench_mask8_$r 120 $PIN "$LITHOS" run --tpcs 8 -- "$BIN/icpt_bench" 40 200
-      [ "$LIVE" -gt 0 ] && step bench_lithosall_$r 120 $PIN "$LITHOS" run --tpcs "$LIVE" -- "$BIN/icpt_bench" 40 200
-    done
-    # End to end: interleaved rounds of whole processes, every one pinned to
-    # the same cores, so that a plain and a lithos process of one round see
-    # the same machine; the summary reports the per-round paired difference.
     EPIN=""
     taskset -c 2-7 true 2>/dev/null && EPIN="taskset -c 2-7"
-    echo "e2e pinning: ${EPIN:-none}" >>"$W/bench_pinning.txt"
-    # Odd rounds run plain first, even rounds lithos first (ABBA), so that an
-    # effect of running second cancels out of the paired differences.
-    e2e_lithos() {
-      if [ "$LIVE" -gt 0 ]; then
-        step e2e_lithosall_$1 240 $EPIN "$LITHOS" run --tpcs "$LIVE" -- "$PY" "$SCRIPTS/torch_overhead.py"
-      else
-        step e2e_lithosall_$1 240 $EPIN "$LITHOS" run -- "$PY" "$SCRIPTS/torch_overhead.py"
-      fi
+    echo "pinning: ${PIN:-none}; e2e pinning: ${EPIN:-none}" >"$W/bench_pinning.txt"
+    ALL="--tpcs $LIVE"
+    [ "$LIVE" -gt 0 ] || ALL=""
+    # Configurations: no lithos; lithos loaded but disabled (LITHOS_DISABLE:
+    # the cost of being there); hooks with no mask (callback not subscribed);
+    # a real 8-TPC mask written into every descriptor; every live TPC. Each
+    # round runs them in a rotated order, so no configuration always comes
+    # first or last; the summary pairs each with the plain run of its round.
+    run_cfg() {  # run_cfg KIND CFG ROUND CMD...
+      local kind=$1 cfg=$2 r=$3
+      shift 3
+      case $cfg in
+        plain) step ${kind}_plain_$r 240 "$@" ;;
+        disabled) step ${kind}_disabled_$r 240 env LITHOS_DISABLE=1 $LITHOS_PIN "$LITHOS" run -- "$@" ;;
+        lithos) step ${kind}_lithos_$r 240 $LITHOS_PIN "$LITHOS" run -- "$@" ;;
+        mask8) step ${kind}_mask8_$r 240 $LITHOS_PIN "$LITHOS" run --tpcs 8 -- "$@" ;;
+        lithosall) step ${kind}_lithosall_$r 240 $LITHOS_PIN "$LITHOS" run $ALL -- "$@" ;;
+      esac
     }
-    for r in 1 2 3 4 5 6 7 8; do
-      if [ $((r % 2)) -eq 1 ]; then
-        step e2e_plain_$r 240 $EPIN "$PY" "$SCRIPTS/torch_overhead.py"
-        e2e_lithos $r
-      else
-        e2e_lithos $r
-        step e2e_plain_$r 240 $EPIN "$PY" "$SCRIPTS/torch_overhead.py"
-      fi
+    rotate() {  # rotate N WORDS...: the words starting at index N mod count
+      local n=$1
+      shift
+      local a=("$@") i
+      for ((i = 0; i < ${#a[@]}; i++)); do echo -n "${a[$(((i + n) % ${#a[@]}))]} "; done
+    }
+    BENCH_CFGS=(plain disabled lithos mask8 lithosall)
+    for r in 1 2 3 4 5 6; do
+      for cfg in $(rotate $r "${BENCH_CFGS[@]}"); do
+        if [ "$cfg" = plain ]; then LITHOS_PIN=""; run_cfg bench plain $r $PIN "$BIN/icpt_bench" 40 200
+        else LITHOS_PIN="$PIN"; run_cfg bench $cfg $r "$BIN/icpt_bench" 40 200; fi
+      done
+    done
+    E2E_CFGS=(plain disabled lithosall)
+    for r in 1 2 3 4 5 6 7 8 9; do
+      for cfg in $(rotate $r "${E2E_CFGS[@]}"); do
+        if [ "$cfg" = plain ]; then LITHOS_PIN=""; run_cfg e2e plain $r $EPIN "$PY" "$SCRIPTS/torch_overhead.py"
+        else LITHOS_PIN="$EPIN"; run_cfg e2e $cfg $r "$PY" "$SCRIPTS/torch_overhead.py"; fi
+      done
     done
     ;;
   sweep)

@@ -93,10 +93,10 @@ def e2e(prefix, key="OVERHEAD_TORCH", field="median_ms"):
 
 ov = {"e2e_plain_ms": e2e("e2e_plain"), "e2e_lithosall_ms": e2e("e2e_lithosall")}
 for path in ("runtime", "driver"):
-    for cfg in ("plain", "lithos", "mask8", "lithosall"):
+    for cfg in ("plain", "disabled", "lithos", "mask8", "lithosall"):
         ov[f"bench_{cfg}_{path}_us"] = bench("bench_" + cfg, path + "_median_us")
     p = ov[f"bench_plain_{path}_us"]
-    for cfg in ("lithos", "mask8", "lithosall"):
+    for cfg in ("disabled", "lithos", "mask8", "lithosall"):
         v = ov[f"bench_{cfg}_{path}_us"]
         if p and v:
             ov[f"added_{cfg}_{path}_us"] = statistics.median(v) - statistics.median(p)
@@ -107,13 +107,16 @@ if ov["e2e_plain_ms"] and ov["e2e_lithosall_ms"]:
     ov["e2e_slowdown_pct"] = 100 * (statistics.median(ov["e2e_lithosall_ms"]) - p) / p
 for tag, key in (("b8", "OVERHEAD_TORCH"), ("b1", "OVERHEAD_TORCH_B1")):
     for field in ("median_ms", "min_ms"):
-        p, l = e2e("e2e_plain", key, field), e2e("e2e_lithosall", key, field)
-        ov[f"e2e_{tag}_{field}_plain"], ov[f"e2e_{tag}_{field}_lithos"] = p, l
-        if p and l:
-            ov[f"e2e_{tag}_{field}_slowdown_pct"] = 100 * (statistics.median(l) - statistics.median(p)) / statistics.median(p)
-            n = min(len(p), len(l))
-            paired = [100 * (l[i] - p[i]) / p[i] for i in range(n)]
-            ov[f"e2e_{tag}_{field}_paired_pct"] = paired
+        p = e2e("e2e_plain", key, field)
+        ov[f"e2e_{tag}_{field}_plain"] = p
+        for cfg, name in (("lithosall", "lithos"), ("disabled", "disabled")):
+            l = e2e("e2e_" + cfg, key, field)
+            ov[f"e2e_{tag}_{field}_{name}"] = l
+            if p and l:
+                ov[f"e2e_{tag}_{field}_{name}_slowdown_pct"] = (
+                    100 * (statistics.median(l) - statistics.median(p)) / statistics.median(p))
+                n = min(len(p), len(l))
+                ov[f"e2e_{tag}_{field}_{name}_paired_pct"] = [100 * (l[i] - p[i]) / p[i] for i in range(n)]
 S["overhead"] = ov
 
 t = read("sweep.json")
@@ -176,21 +179,22 @@ for path in ("runtime", "driver"):
     if not p:
         continue
     parts = []
-    for cfg, label in (("lithos", "no mask"), ("mask8", "8-TPC mask"), ("lithosall", "all TPCs")):
+    for cfg, label in (("disabled", "loaded, disabled"), ("lithos", "no mask"), ("mask8", "8-TPC mask"),
+                       ("lithosall", "all TPCs")):
         if f"added_{cfg}_{path}_us" in o:
             parts.append(f"{label} {o[f'added_{cfg}_{path}_us']:+.3f} (paired {o[f'added_{cfg}_{path}_us_paired']:+.3f})")
     print(f"tiny launch, {path:<7}: plain {statistics.median(p):.3f} us/launch; added by lithos: " + ", ".join(parts))
 for tag in ("b8", "b1"):
-    if f"e2e_{tag}_median_ms_slowdown_pct" in o:
-        print(f"ResNet-50 {tag} fp16 eager loop, {len(o[f'e2e_{tag}_median_ms_plain'])} processes each: plain "
-              f"{statistics.median(o[f'e2e_{tag}_median_ms_plain']):.3f} ms/iter, lithos (all TPCs) "
-              f"{statistics.median(o[f'e2e_{tag}_median_ms_lithos']):.3f} ms/iter: "
-              f"{o[f'e2e_{tag}_median_ms_slowdown_pct']:+.2f}% (window minima: "
-              f"{o.get(f'e2e_{tag}_min_ms_slowdown_pct', float('nan')):+.2f}%)")
-        pp = o.get(f"e2e_{tag}_median_ms_paired_pct")
+    p = o.get(f"e2e_{tag}_median_ms_plain")
+    if not p:
+        continue
+    print(f"ResNet-50 {tag} fp16 eager loop, {len(p)} rounds, plain {statistics.median(p):.3f} ms/iter; "
+          "paired per round vs plain (same cores, order rotated):")
+    for name, label in (("disabled", "lithos loaded, disabled"), ("lithos", "lithos, all TPCs")):
+        pp = o.get(f"e2e_{tag}_median_ms_{name}_paired_pct")
         if pp:
-            print(f"  paired per round (lithos - plain, same cores, order alternated): median {statistics.median(pp):+.2f}%, "
-                  f"range {min(pp):+.2f}% .. {max(pp):+.2f}% over {len(pp)} rounds")
+            print(f"  {label:<24} {statistics.median(o[f'e2e_{tag}_median_ms_{name}']):.3f} ms/iter: "
+                  f"median {statistics.median(pp):+.2f}%, range {min(pp):+.2f}% .. {max(pp):+.2f}%")
 if S["sweep"]:
     for k, v in S["sweep"]["kernels"].items():
         print(f"sweep {k:<34} 1 TPC {v['ms'][0]:8.3f} ms  all {v['ms'][-1]:7.3f} ms  unmasked {v['unmasked_ms']:7.3f} ms"

@@ -125,6 +125,11 @@ Config config_from_env(const EnvLookup& lookup) {
   return c;
 }
 
+bool disabled_from_env(const EnvLookup& lookup) {
+  const char* v = lookup("LITHOS_DISABLE");
+  return v != nullptr && truthy(v);
+}
+
 std::string expand_stats_path(const std::string& pattern, int pid) {
   std::string out;
   for (std::size_t i = 0; i < pattern.size(); ++i) {

@@ -52,6 +52,13 @@ using EnvLookup = std::function<const char*(const char*)>;
 // Parses the LITHOS_* variables. Pure: tests pass their own lookup.
 Config config_from_env(const EnvLookup& lookup);
 
+// LITHOS_DISABLE=1: the operator's kill switch. Every hook only forwards to
+// the driver, and cuGetProcAddress / dlsym hand out the driver's own
+// functions, so lithos does nothing in the process but be loaded. Read once
+// at load time, not through Config, because it must hold before anything else
+// runs. Pure: tests pass their own lookup.
+bool disabled_from_env(const EnvLookup& lookup);
+
 // Expands "%p" in a statistics file name to `pid`.
 std::string expand_stats_path(const std::string& pattern, int pid);
 

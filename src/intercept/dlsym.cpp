@@ -30,6 +30,7 @@ namespace lithos::intercept {
 namespace {
 
 void* map_dlsym_answer(const char* symbol, void* answer) noexcept {
+  if (lithos_disabled()) return answer;
   const auto id = find_hook(symbol);
   if (!id) return answer;
   if (Runtime::frame().internal) return answer;  // lithos's own lookups get the real function

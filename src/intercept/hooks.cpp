@@ -134,8 +134,10 @@ CUresult dispatch(CUstream stream, A... a) {
     }
     return missing_real(Id);
   }
-  // lithos's own driver calls (green-context set-up) pass straight through.
-  if (Runtime::frame().internal) return fn(a...);
+  // lithos's own driver calls (green-context set-up) pass straight through,
+  // and so does everything when the operator disabled lithos (pointers
+  // handed out by cuGetProcAddress stay the driver's own then).
+  if (lithos_disabled() || Runtime::frame().internal) return fn(a...);
 
   Runtime& rt = Runtime::instance();
   rt.counters().call(Id);

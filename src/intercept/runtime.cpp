@@ -93,6 +93,17 @@ Runtime::Runtime() {
   log_set_level(config_.log_level);
 }
 
+bool lithos_disabled() noexcept {
+  static const bool disabled = [] {
+    try {
+      return disabled_from_env([](const char* name) { return std::getenv(name); });
+    } catch (...) {
+      return false;
+    }
+  }();
+  return disabled;
+}
+
 Runtime& Runtime::instance() noexcept {
   alignas(Runtime) static unsigned char storage[sizeof(Runtime)];
   static Runtime* const self = [] {
@@ -907,6 +918,13 @@ StatsHeader Runtime::stats_header() noexcept {
 
 void Runtime::report_at_exit() noexcept {
   if (!config_.stats && config_.stats_file.empty()) return;
+  if (lithos_disabled()) {
+    if (config_.stats) {
+      static const char kLine[] = "lithos: disabled by LITHOS_DISABLE: every call went straight to the driver\n";
+      log_raw(kLine, sizeof kLine - 1);
+    }
+    return;
+  }
   try {
     const StatsHeader h = stats_header();
     const StatsSnapshot s = counters_.snapshot();

@@ -41,6 +41,9 @@ struct CUctx_st;
 
 namespace lithos::intercept {
 
+// LITHOS_DISABLE (config.hpp, disabled_from_env): read once, on first use.
+bool lithos_disabled() noexcept;
+
 // What this thread is doing inside a hooked call. The descriptor callback,
 // which fires synchronously on the launching thread, reads it.
 enum class CallKind : std::uint8_t { kNone, kLaunch, kGraph };

@@ -26,6 +26,16 @@ TEST(Config, DefaultsAskForNothing) {
   EXPECT_EQ(c.describe_request(), "the whole GPU");
 }
 
+TEST(Config, DisableSwitch) {
+  auto lookup = [](const char* value) {
+    return [value](const char* name) -> const char* { return std::string(name) == "LITHOS_DISABLE" ? value : nullptr; };
+  };
+  EXPECT_FALSE(disabled_from_env(lookup(nullptr)));
+  EXPECT_TRUE(disabled_from_env(lookup("1")));
+  EXPECT_FALSE(disabled_from_env(lookup("0")));
+  EXPECT_FALSE(disabled_from_env(lookup("")));
+}
+
 TEST(Config, ReadsEveryVariable) {
   const Config c = parse({{"LITHOS_TPCS", "8"},
                           {"LITHOS_SLOT_MAP", "/x/map.txt"},

@@ -687,3 +687,29 @@ TEST_F(MultiGpu, TheMapIsCheckedAgainstTheLaunchingDevice) {
 }
 
 }  // namespace
+
+// ---------------------------------------------------------------------------
+// LITHOS_DISABLE=1 (with a mask asked for): the kill switch. The library is
+// loaded but hands out the driver's own functions and does nothing itself.
+using Disabled = PreloadTest;
+
+TEST_F(Disabled, DriverFunctionsAreHandedOutUntouched) {
+  for (const char* name : {"cuLaunchKernel", "cuLaunchKernelEx", "cuGraphLaunch", "cuGetProcAddress_v2"}) {
+    EXPECT_EQ(::dlsym(Fake::get().handle, name), Fake::get().address_of(name)) << name;
+  }
+  auto gpa = reinterpret_cast<GpaV2Fn>(::dlsym(RTLD_DEFAULT, "cuGetProcAddress_v2"));
+  ASSERT_NE(gpa, nullptr);
+  void* pfn = nullptr;
+  CUdriverProcAddressQueryResult status{};
+  ASSERT_EQ(gpa("cuLaunchKernel", &pfn, 12000, CU_GET_PROC_ADDRESS_DEFAULT, &status), CUDA_SUCCESS);
+  EXPECT_FALSE(from_lithos(pfn));
+}
+
+TEST_F(Disabled, ExportedHooksOnlyForwardAndWriteNoMask) {
+  // The exported hook (what a -lcuda program calls) forwards to the driver.
+  auto hook = reinterpret_cast<LaunchFn>(::dlsym(RTLD_DEFAULT, "cuLaunchKernel"));
+  ASSERT_TRUE(from_lithos(reinterpret_cast<void*>(hook)));
+  ASSERT_EQ(hook(reinterpret_cast<CUfunction>(0x10), 1, 1, 1, 32, 1, 1, 0, nullptr, nullptr, nullptr), CUDA_SUCCESS);
+  EXPECT_FALSE(last_mask().valid);
+  EXPECT_EQ(Fake::get().subscribers(), 0);
+}
