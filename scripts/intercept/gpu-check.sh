@@ -157,8 +157,10 @@ for phase in $PHASES; do
         else LITHOS_PIN="$PIN"; run_cfg bench $cfg $r "$BIN/icpt_bench" 40 200; fi
       done
     done
+    # Inside one process: lithos switched on and off between windows.
+    step e2e_toggle 300 $EPIN "$LITHOS" run $ALL --stats -- "$PY" "$SCRIPTS/torch_overhead.py" --toggle --windows 20
     E2E_CFGS=(plain disabled lithosall)
-    for r in 1 2 3 4 5 6 7 8 9; do
+    for r in 1 2 3 4 5 6; do
       for cfg in $(rotate $r "${E2E_CFGS[@]}"); do
         if [ "$cfg" = plain ]; then LITHOS_PIN=""; run_cfg e2e plain $r $EPIN "$PY" "$SCRIPTS/torch_overhead.py"
         else LITHOS_PIN="$EPIN"; run_cfg e2e $cfg $r "$PY" "$SCRIPTS/torch_overhead.py"; fi

@@ -117,6 +117,14 @@ for tag, key in (("b8", "OVERHEAD_TORCH"), ("b1", "OVERHEAD_TORCH_B1")):
                     100 * (statistics.median(l) - statistics.median(p)) / statistics.median(p))
                 n = min(len(p), len(l))
                 ov[f"e2e_{tag}_{field}_{name}_paired_pct"] = [100 * (l[i] - p[i]) / p[i] for i in range(n)]
+tog = os.path.join(W, "e2e_toggle.log")
+if os.path.exists(tog):
+    text = open(tog).read()
+    ov["toggle"] = [json.loads(line.split(" ", 1)[1]) for line in text.splitlines()
+                    if line.startswith("OVERHEAD_TOGGLE ")]
+    m = re.search(r"kernel launches seen: (\d+)", text)
+    if m:
+        ov["toggle_launches"] = int(m.group(1))
 S["overhead"] = ov
 
 t = read("sweep.json")
@@ -195,6 +203,14 @@ for tag in ("b8", "b1"):
         if pp:
             print(f"  {label:<24} {statistics.median(o[f'e2e_{tag}_median_ms_{name}']):.3f} ms/iter: "
                   f"median {statistics.median(pp):+.2f}%, range {min(pp):+.2f}% .. {max(pp):+.2f}%")
+for t in o.get("toggle", []):
+    n = t["pairs"]
+    sem = t["paired_pct_stdev"] / n ** 0.5
+    print(f"ResNet-50 b{t['batch']} in one process, lithos (all TPCs) switched on/off, {n} window pairs: "
+          f"on {t['on_median_ms']:.3f} vs off {t['off_median_ms']:.3f} ms/iter, paired "
+          f"median {t['paired_pct_median']:+.2f}%, mean {t['paired_pct_mean']:+.2f}% +- {sem:.2f}% (s.e.)")
+if o.get("toggle_launches"):
+    print(f"  (launches seen in that process: {o['toggle_launches']})")
 if S["sweep"]:
     for k, v in S["sweep"]["kernels"].items():
         print(f"sweep {k:<34} 1 TPC {v['ms'][0]:8.3f} ms  all {v['ms'][-1]:7.3f} ms  unmasked {v['unmasked_ms']:7.3f} ms"

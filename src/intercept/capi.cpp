@@ -39,6 +39,12 @@ __attribute__((destructor)) void report_at_exit() {
 
 }  // namespace
 
+LITHOS_API int lithos_set_enabled(int enabled) {
+  const bool was = !lithos::intercept::lithos_disabled();
+  lithos::intercept::lithos_set_disabled(enabled == 0);
+  return was ? 1 : 0;
+}
+
 LITHOS_API int lithos_stream_set_tpcs(struct CUstream_st* stream, const uint64_t words[2]) {
   if (words == nullptr) return LITHOS_EINVAL;
   return Runtime::instance().set_stream_tpcs(stream, set_of(words));

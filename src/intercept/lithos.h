@@ -53,6 +53,11 @@ int lithos_stats_json(char* buffer, size_t size);
 const char* lithos_backend(void);
 /* "lithos <version>". */
 const char* lithos_version(void);
+/* Switches lithos off (0) or on again (non-zero) for the whole process, as
+ * LITHOS_DISABLE=1 does at start: while off, every hook only forwards to the
+ * driver and no mask is written. Returns whether it was on. For operators, and
+ * for measuring lithos's own cost inside one process. */
+int lithos_set_enabled(int enabled);
 
 #ifdef __cplusplus
 }

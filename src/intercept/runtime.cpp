@@ -93,16 +93,21 @@ Runtime::Runtime() {
   log_set_level(config_.log_level);
 }
 
-bool lithos_disabled() noexcept {
-  static const bool disabled = [] {
+namespace {
+std::atomic<bool>& disabled_flag() noexcept {
+  static std::atomic<bool> flag{[] {
     try {
       return disabled_from_env([](const char* name) { return std::getenv(name); });
     } catch (...) {
       return false;
     }
-  }();
-  return disabled;
+  }()};
+  return flag;
 }
+}  // namespace
+
+bool lithos_disabled() noexcept { return disabled_flag().load(std::memory_order_relaxed); }
+void lithos_set_disabled(bool disabled) noexcept { disabled_flag().store(disabled, std::memory_order_relaxed); }
 
 Runtime& Runtime::instance() noexcept {
   alignas(Runtime) static unsigned char storage[sizeof(Runtime)];
@@ -423,6 +428,7 @@ void Runtime::end_launch() noexcept {
 }
 
 void Runtime::on_descriptor(std::uint8_t* qmd) noexcept {
+  if (lithos_disabled()) return;  // switched off: the callback may still be subscribed
   ThreadFrame& f = t_frame;
   gpu::SlotMask mask{};
   bool apply = false;
@@ -602,8 +608,11 @@ void Runtime::forget_stream(CUstream_st* stream, bool ptsz) noexcept {
   }
 }
 
+// Kernel names serve the debug log only: recorded only when it is on (the
+// runtime asks for CUfunctions tens of times per model step, and a mutex and
+// a string copy each time cost ~1% of a launch-bound PyTorch loop).
 void Runtime::note_kernel_name(const void* handle, const char* name) noexcept {
-  if (handle == nullptr || name == nullptr) return;
+  if (handle == nullptr || name == nullptr || !log_enabled(LogLevel::kDebug)) return;
   try {
     const std::lock_guard<std::mutex> lock(names_mu_);
     names_[handle] = name;
@@ -613,7 +622,7 @@ void Runtime::note_kernel_name(const void* handle, const char* name) noexcept {
 }
 
 void Runtime::note_function_of_kernel(const void* function, const void* kernel) noexcept {
-  if (function == nullptr || kernel == nullptr) return;
+  if (function == nullptr || kernel == nullptr || !log_enabled(LogLevel::kDebug)) return;
   try {
     const std::lock_guard<std::mutex> lock(names_mu_);
     const auto it = names_.find(kernel);

@@ -41,8 +41,11 @@ struct CUctx_st;
 
 namespace lithos::intercept {
 
-// LITHOS_DISABLE (config.hpp, disabled_from_env): read once, on first use.
+// Whether lithos is switched off: LITHOS_DISABLE (config.hpp,
+// disabled_from_env) at start, or lithos_set_enabled() later. Checked by
+// every hook first; a relaxed atomic load.
 bool lithos_disabled() noexcept;
+void lithos_set_disabled(bool disabled) noexcept;
 
 // What this thread is doing inside a hooked call. The descriptor callback,
 // which fires synchronously on the launching thread, reads it.

@@ -713,3 +713,17 @@ TEST_F(Disabled, ExportedHooksOnlyForwardAndWriteNoMask) {
   EXPECT_FALSE(last_mask().valid);
   EXPECT_EQ(Fake::get().subscribers(), 0);
 }
+
+TEST_F(Masked, SwitchingOffAndOnAtRunTime) {
+  using SetEnabledFn = int (*)(int);
+  auto set_enabled = reinterpret_cast<SetEnabledFn>(::dlsym(RTLD_DEFAULT, "lithos_set_enabled"));
+  ASSERT_NE(set_enabled, nullptr);
+  ASSERT_EQ(launch_on(nullptr), CUDA_SUCCESS);
+  expect_mask(last_mask(), expected_for({2, 3}), "on");
+  EXPECT_EQ(set_enabled(0), 1);  // it was on
+  ASSERT_EQ(launch_on(nullptr), CUDA_SUCCESS);
+  EXPECT_FALSE(last_mask().valid) << "off: the hook only forwards";
+  EXPECT_EQ(set_enabled(1), 0);  // it was off
+  ASSERT_EQ(launch_on(nullptr), CUDA_SUCCESS);
+  expect_mask(last_mask(), expected_for({2, 3}), "on again");
+}
