@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Every test: set up, then build and run the test suite twice, as CI does:
-#   1. release build, warnings are errors
+#   1. release build, warnings are errors, then clang-format and clang-tidy
 #   2. ASan + UBSan build of everything
-# plus a formatting check. Pass --fast to skip the sanitizer build.
+# Pass --fast to skip the sanitizer build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -11,13 +11,13 @@ jobs=$(nproc)
 fast=0
 [[ "${1:-}" == "--fast" ]] && fast=1
 
-echo "== format check (clang-format)" >&2
-scripts/format.sh --check
-
 echo "== release build + tests" >&2
 cmake --preset release >/dev/null
 cmake --build --preset release -j "$jobs"
 ctest --preset release -j "$jobs"
+
+echo "== clang-format + clang-tidy" >&2
+scripts/lint.sh build/release
 
 if ((fast == 0)); then
   echo "== ASan + UBSan build + tests" >&2

@@ -198,7 +198,7 @@ Result<LaunchId> Engine::submit(QueueId queue, const LaunchDesc& launch, Time no
   ++counters_.launches;
   if (p.plan.split()) ++counters_.split_launches;
   const LaunchId id = p.id;
-  q.pending.push_back(std::move(p));
+  q.pending.push_back(p);
   return id;
 }
 

@@ -15,6 +15,7 @@
 // kernel's entry at any ordinal; a kernel never seen has no prediction.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <unordered_map>
@@ -91,7 +92,7 @@ class LatencyPredictor {
   PredictorConfig config_;
   std::unordered_map<PredictionKey, Entry, PredictionKeyHash> by_key_;
   std::unordered_map<KernelId, Entry> by_kernel_;
-  ErrorStats errors_[2];
+  std::array<ErrorStats, 2> errors_;  // by PriorityClass
 };
 
 }  // namespace lithos::sched

@@ -62,7 +62,7 @@ constexpr std::uint32_t kMaxGridYZ = 65'535u;
 constexpr std::uint32_t kMaxThreads = 1024;
 constexpr std::uint32_t kMaxClusterBlocks = 16;
 constexpr std::int64_t kMaxRegs = 255;
-constexpr std::int64_t kMaxSmem = 227 * 1024;
+constexpr std::int64_t kMaxSmem = std::int64_t{227} * 1024;
 constexpr double kDefaultSerialUs = 2.0;
 
 // ---------------------------------------------------------------- helpers
