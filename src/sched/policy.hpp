@@ -69,9 +69,8 @@ class Policy {
   virtual ~Policy() = default;
 
   // Short stable name, used on the command line and in JSON ("lithos", "mps").
+  // Its one-line description lives in policy_catalog().
   virtual std::string_view name() const = 0;
-  // One line for --help and reports.
-  virtual std::string_view description() const = 0;
   virtual PolicyTraits traits() const = 0;
 
   // Called by Engine::add_tenant after the new tenant was appended to

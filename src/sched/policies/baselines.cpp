@@ -13,10 +13,6 @@ const TenantState& tenant_of(const EngineState& state, TenantId t) {
 // ---------------------------------------------------------------------------
 // MPS
 
-std::string_view MpsPolicy::description() const {
-  return client_priority_ ? "MPS with client priority" : "MPS: every kernel on every TPC, arrival order";
-}
-
 Status MpsPolicy::on_tenants_changed(EngineState& state) {
   for (TenantState& t : state.tenants) t.owned = TpcSet{};
   return Status::ok();
@@ -41,8 +37,6 @@ Placement MpsPolicy::place(const EngineState& state, const QueueState& queue, co
 
 // ---------------------------------------------------------------------------
 // Time slicing
-
-std::string_view TimeSlicingPolicy::description() const { return "time slicing: one tenant at a time"; }
 
 Status TimeSlicingPolicy::on_tenants_changed(EngineState& state) {
   for (TenantState& t : state.tenants) t.owned = TpcSet{};
@@ -110,8 +104,6 @@ Placement TimeSlicingPolicy::place(const EngineState& state, const QueueState& q
 
 // ---------------------------------------------------------------------------
 // Static partitions
-
-std::string_view StaticPartitionPolicy::description() const { return "static TPC partitions"; }
 
 Status StaticPartitionPolicy::on_tenants_changed(EngineState& state) {
   const int device = state.config.device.tpcs;

@@ -16,7 +16,6 @@ class MpsPolicy final : public Policy {
  public:
   explicit MpsPolicy(bool client_priority) : client_priority_(client_priority) {}
   std::string_view name() const override { return client_priority_ ? "mps-priority" : "mps"; }
-  std::string_view description() const override;
   PolicyTraits traits() const override { return {}; }
   Status on_tenants_changed(EngineState& state) override;
   int rank(const EngineState& state, TenantId tenant) const override;
@@ -34,7 +33,6 @@ class MpsPolicy final : public Policy {
 class TimeSlicingPolicy final : public Policy {
  public:
   std::string_view name() const override { return "time-slicing"; }
-  std::string_view description() const override;
   // Throttled: work a tenant queued stays in its (software) channel while
   // another tenant's slice runs, as the driver's channels keep it; only about
   // one throttle window of it is committed to the hardware. A kernel longer
@@ -69,7 +67,6 @@ class TimeSlicingPolicy final : public Policy {
 class StaticPartitionPolicy final : public Policy {
  public:
   std::string_view name() const override { return "static-partition"; }
-  std::string_view description() const override;
   PolicyTraits traits() const override { return {}; }
   Status on_tenants_changed(EngineState& state) override;
   Placement place(const EngineState& state, const QueueState& queue, const PendingLaunch& head, Time now) override;

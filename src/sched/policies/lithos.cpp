@@ -15,10 +15,6 @@ std::string_view LithosPolicy::name() const {
   return "lithos";
 }
 
-std::string_view LithosPolicy::description() const {
-  return "quotas as guarantees, TPC stealing and lending, atoms, outstanding-work throttle";
-}
-
 PolicyTraits LithosPolicy::traits() const {
   return PolicyTraits{
       .throttle = true,

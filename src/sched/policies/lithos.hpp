@@ -31,7 +31,6 @@ class LithosPolicy final : public Policy {
   explicit LithosPolicy(Variant variant) : variant_(variant) {}
 
   std::string_view name() const override;
-  std::string_view description() const override;
   PolicyTraits traits() const override;
   Status on_tenants_changed(EngineState& state) override;
   Placement place(const EngineState& state, const QueueState& queue, const PendingLaunch& head, Time now) override;
