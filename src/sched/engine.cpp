@@ -93,24 +93,14 @@ TpcSet EngineState::pick(const TpcSet& from, int n, TenantId t) const {
 // ---------------------------------------------------------------------------
 // Engine
 
+EngineState::EngineState(EngineConfig c)
+    : config(std::move(c)), predictor(config.predictor), rightsizer(config.rightsize), owner_(kMaxTpcs, kNoTenant) {
+  config.device.tpcs = std::clamp(config.device.tpcs, 1, kMaxTpcs);
+  device_tpcs = TpcSet::first(config.device.tpcs);
+}
+
 Engine::Engine(EngineConfig config, std::unique_ptr<Policy> policy)
-    : state_{.config = std::move(config),
-             .device_tpcs = {},
-             .tenants = {},
-             .queues = {},
-             .atoms = {},
-             .free_atoms = {},
-             .predictor = LatencyPredictor(PredictorConfig{}),
-             .rightsizer = RightSizer(RightSizeConfig{}),
-             .owner_ = {}},
-      policy_(std::move(policy)),
-      traits_(policy_->traits()) {
-  const int n = std::clamp(state_.config.device.tpcs, 1, kMaxTpcs);
-  state_.config.device.tpcs = n;
-  state_.device_tpcs = TpcSet::first(n);
-  state_.owner_.assign(kMaxTpcs, kNoTenant);
-  state_.predictor = LatencyPredictor(state_.config.predictor);
-  state_.rightsizer = RightSizer(state_.config.rightsize);
+    : state_(std::move(config)), policy_(std::move(policy)), traits_(policy_->traits()) {
   preemption_atoms_.target = state_.config.policy.timeslice;
   preemption_atoms_.per_atom_cost = Duration{0};
   preemption_atoms_.tolerated_overhead = 1.0;

@@ -134,6 +134,10 @@ struct InflightAtom {
 
 // Everything the Engine knows; policies read it (and write `owned`).
 struct EngineState {
+  // Clamps config.device.tpcs to 1..kMaxTpcs; predictor and right-sizer
+  // take their settings from `config`.
+  explicit EngineState(EngineConfig c);
+
   EngineConfig config;
   TpcSet device_tpcs;  // {0, ..., device.tpcs - 1}
   std::vector<TenantState> tenants;
