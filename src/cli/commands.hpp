@@ -24,5 +24,6 @@ using CommandRunner = std::function<int()>;
 CommandRunner add_sim_command(CLI::App& app);
 CommandRunner add_calibrate_command(CLI::App& app);
 CommandRunner add_run_command(CLI::App& app);
+CommandRunner add_bench_command(CLI::App& app);
 
 }  // namespace lithos::cli

@@ -24,6 +24,7 @@ int main(int argc, char** argv) {
     if (subs.size() > before) runners[subs.back()] = std::move(runner);
   };
   add(&lithos::cli::add_sim_command);
+  add(&lithos::cli::add_bench_command);
 #ifdef LITHOS_HAVE_GPU
   add(&lithos::cli::add_run_command);
   add(&lithos::cli::add_calibrate_command);

@@ -1,0 +1,38 @@
+// A private MPS daemon for one benchmark mode: its own pipe and log
+// directories under /tmp, so it never meets another user's daemon, started
+// with `nvidia-cuda-mps-control -d` and stopped with `quit`. It changes no
+// GPU setting (compute mode, clocks and the rest stay as found).
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "bench/process.hpp"
+#include "common/status.hpp"
+
+namespace lithos::bench {
+
+class MpsDaemon {
+ public:
+  // `control` is the nvidia-cuda-mps-control program (a path or a name on
+  // PATH); `log_path` collects the control program's own stderr.
+  static Result<std::unique_ptr<MpsDaemon>> start(const std::string& control, const std::string& log_path);
+  ~MpsDaemon();  // stops it if stop() was not called
+  MpsDaemon(const MpsDaemon&) = delete;
+  MpsDaemon& operator=(const MpsDaemon&) = delete;
+
+  // What a client needs in its environment to reach this daemon.
+  EnvList client_env() const;
+  // Sends quit and waits (up to 15 s) for the daemon to be gone.
+  Status stop();
+  const std::string& dir() const { return dir_; }
+
+ private:
+  MpsDaemon() = default;
+  std::string control_;
+  std::string log_path_;
+  std::string dir_;  // /tmp/lithos-mps-XXXXXX with pipe/ and log/
+  bool running_ = false;
+};
+
+}  // namespace lithos::bench

@@ -1,0 +1,369 @@
+// Parsing and validation of benchmark scenario files (docs/benchmarks.md).
+// Nothing here throws: toml++ errors become Status values with the file,
+// line and column.
+#include "bench/scenario.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <exception>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#ifndef TOML_ASSERT
+#define TOML_ASSERT(expr) static_assert(true)  // see src/sim/scenario.cpp
+#endif
+#include <toml++/toml.h>
+
+namespace lithos::bench {
+
+const char* role_name(Role r) { return r == Role::kHighPriority ? "hp" : "be"; }
+
+const char* kind_name(Kind k) {
+  switch (k) {
+    case Kind::kService: return "service";
+    case Kind::kClosed: return "closed";
+    case Kind::kTraining: return "training";
+  }
+  return "?";
+}
+
+double BenchScenario::measured_span_s() const {
+  return static_cast<double>(phases.size()) * (warmup_s + reps * window_s);
+}
+
+const BenchTenant* BenchScenario::tenant(std::string_view n) const {
+  for (const auto& t : tenants) {
+    if (t.name == n) return &t;
+  }
+  return nullptr;
+}
+
+namespace {
+
+constexpr double kMaxSeconds = 3600.0;
+constexpr int kMaxReps = 100;
+constexpr std::size_t kMaxTenants = 16;
+constexpr std::size_t kMaxPhases = 64;
+
+// Where a node is: "file:line:column".
+std::string where(std::string_view source, const toml::node& n) {
+  const auto& s = n.source();
+  return std::string(source) + ":" + std::to_string(s.begin.line) + ":" + std::to_string(s.begin.column);
+}
+std::string where(std::string_view source, const toml::table& t) {
+  return where(source, static_cast<const toml::node&>(t));
+}
+
+bool is_name(std::string_view s) {
+  return !s.empty() && s.size() <= 64 && std::all_of(s.begin(), s.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_' ||
+           c == '.';
+  });
+}
+
+// A table's keys must all be known; the error lists the valid ones.
+Status check_keys(std::string_view source, const toml::table& t, std::string_view what,
+                  std::initializer_list<std::string_view> known) {
+  for (const auto& [k, v] : t) {
+    if (std::find(known.begin(), known.end(), k.str()) != known.end()) continue;
+    std::string list;
+    for (auto n : known) list += (list.empty() ? "" : ", ") + std::string(n);
+    return Status::invalid_argument(where(source, v) + ": unknown key '" + std::string(k.str()) + "' in " +
+                                    std::string(what) + " (valid: " + list + ")");
+  }
+  return Status::ok();
+}
+
+// TOML values -> JSON (parameters are handed to the tenant process as JSON).
+nlohmann::json to_json(const toml::node& n) {
+  if (const auto* t = n.as_table()) {
+    nlohmann::json j = nlohmann::json::object();
+    for (const auto& [k, v] : *t) j[std::string(k.str())] = to_json(v);
+    return j;
+  }
+  if (const auto* a = n.as_array()) {
+    nlohmann::json j = nlohmann::json::array();
+    for (const auto& v : *a) j.push_back(to_json(v));
+    return j;
+  }
+  if (const auto* s = n.as_string()) return s->get();
+  if (const auto* i = n.as_integer()) return i->get();
+  if (const auto* f = n.as_floating_point()) return f->get();
+  if (const auto* b = n.as_boolean()) return b->get();
+  return nullptr;  // dates and times: not used by any workload
+}
+
+struct Reader {
+  std::string_view source;
+
+  Result<std::string> string(const toml::table& t, std::string_view key, std::string_view what, bool required,
+                             std::string fallback = {}) const {
+    const toml::node* n = t.get(key);
+    if (n == nullptr) {
+      if (required)
+        return Status::invalid_argument(where(source, t) + ": " + std::string(what) + " needs '" + std::string(key) +
+                                        "'");
+      return fallback;
+    }
+    if (!n->is_string()) {
+      return Status::invalid_argument(where(source, *n) + ": '" + std::string(key) + "' must be a string");
+    }
+    return n->as_string()->get();
+  }
+
+  // A number in [lo, hi] (integers accepted where a float is asked for).
+  Result<double> number(const toml::table& t, std::string_view key, double lo, double hi, double fallback,
+                        bool integer = false) const {
+    const toml::node* n = t.get(key);
+    if (n == nullptr) return fallback;
+    double v = 0.0;
+    if (const auto* i = n->as_integer()) {
+      v = static_cast<double>(i->get());
+    } else if (const auto* f = n->as_floating_point(); f != nullptr && !integer) {
+      v = f->get();
+    } else {
+      return Status::invalid_argument(where(source, *n) + ": '" + std::string(key) + "' must be " +
+                                      (integer ? "an integer" : "a number"));
+    }
+    if (!std::isfinite(v) || v < lo || v > hi) {
+      char buf[160];
+      std::snprintf(buf, sizeof buf, ": '%.*s' = %g is out of range [%g, %g]", static_cast<int>(key.size()), key.data(),
+                    v, lo, hi);
+      return Status::invalid_argument(where(source, *n) + buf);
+    }
+    return v;
+  }
+};
+
+Result<BenchTenant> parse_tenant(const Reader& rd, const toml::table& t) {
+  LITHOS_RETURN_IF_ERROR(check_keys(rd.source, t, "[[tenant]]",
+                                    {"name", "role", "kind", "workload", "params", "load", "thread_pct", "partition"}));
+  BenchTenant out;
+  auto name = rd.string(t, "name", "[[tenant]]", true);
+  if (!name) return name.status();
+  if (!is_name(*name)) {
+    return Status::invalid_argument(where(rd.source, t) + ": tenant name '" + *name +
+                                    "' must be 1-64 letters, digits, '-', '_' or '.'");
+  }
+  out.name = *name;
+  const std::string ctx = "tenant '" + out.name + "'";
+  auto role = rd.string(t, "role", ctx, true);
+  if (!role) return role.status();
+  if (*role == "hp") {
+    out.role = Role::kHighPriority;
+  } else if (*role == "be") {
+    out.role = Role::kBestEffort;
+  } else {
+    return Status::invalid_argument(where(rd.source, *t.get("role")) + ": " + ctx + ": role '" + *role +
+                                    "' is not one of hp, be");
+  }
+  auto kind = rd.string(t, "kind", ctx, true);
+  if (!kind) return kind.status();
+  if (*kind == "service") {
+    out.kind = Kind::kService;
+  } else if (*kind == "closed") {
+    out.kind = Kind::kClosed;
+  } else if (*kind == "training") {
+    out.kind = Kind::kTraining;
+  } else {
+    return Status::invalid_argument(where(rd.source, *t.get("kind")) + ": " + ctx + ": kind '" + *kind +
+                                    "' is not one of service, closed, training");
+  }
+  auto workload = rd.string(t, "workload", ctx, true);
+  if (!workload) return workload.status();
+  if (!is_name(*workload)) {
+    return Status::invalid_argument(where(rd.source, *t.get("workload")) + ": " + ctx + ": bad workload name");
+  }
+  out.workload = *workload;
+  if (const toml::node* p = t.get("params")) {
+    if (!p->is_table()) return Status::invalid_argument(where(rd.source, *p) + ": " + ctx + ": params must be a table");
+    out.params = to_json(*p);
+  }
+  auto load = rd.number(t, "load", 0.0, 10.0, 0.0);
+  if (!load) return load.status();
+  out.load = *load;
+  if (out.kind == Kind::kService && !(out.load > 0.0)) {
+    return Status::invalid_argument(where(rd.source, t) + ": " + ctx +
+                                    ": a service needs 'load' > 0 (fraction of its alone capacity, e.g. 0.5)");
+  }
+  if (out.kind != Kind::kService && t.get("load") != nullptr) {
+    return Status::invalid_argument(where(rd.source, *t.get("load")) + ": " + ctx +
+                                    ": 'load' applies only to kind = \"service\"");
+  }
+  auto pct = rd.number(t, "thread_pct", 1, 100, 100, true);
+  if (!pct) return pct.status();
+  out.thread_pct = static_cast<int>(*pct);
+  auto part = rd.number(t, "partition", 0.0, 1.0, 0.0);
+  if (!part) return part.status();
+  out.partition = *part;
+  return out;
+}
+
+Status parse_phases(const Reader& rd, const toml::table& root, BenchScenario& sc) {
+  const toml::node* n = root.get("phase");
+  if (n == nullptr) {
+    sc.phases.push_back({"main", std::nullopt, nlohmann::json::object()});
+    return Status::ok();
+  }
+  const auto* arr = n->as_array();
+  if (arr == nullptr || arr->empty() || !arr->is_array_of_tables()) {
+    return Status::invalid_argument(where(rd.source, *n) + ": 'phase' must be an array of tables ([[phase]])");
+  }
+  if (arr->size() > kMaxPhases) return Status::invalid_argument(where(rd.source, *n) + ": too many phases");
+  std::set<std::string> names;
+  for (const auto& e : *arr) {
+    const toml::table& t = *e.as_table();
+    LITHOS_RETURN_IF_ERROR(check_keys(rd.source, t, "[[phase]]", {"name", "x", "params"}));
+    BenchPhase ph;
+    auto name = rd.string(t, "name", "[[phase]]", true);
+    if (!name) return name.status();
+    if (name->empty() || name->size() > 64 || !names.insert(*name).second) {
+      return Status::invalid_argument(where(rd.source, t) + ": phase name '" + *name + "' is empty or repeated");
+    }
+    ph.name = *name;
+    if (t.get("x") != nullptr) {
+      auto x = rd.number(t, "x", -1e12, 1e12, 0.0);
+      if (!x) return x.status();
+      ph.x = *x;
+    }
+    if (const toml::node* p = t.get("params")) {
+      const auto* pt = p->as_table();
+      if (pt == nullptr) return Status::invalid_argument(where(rd.source, *p) + ": phase params must be a table");
+      for (const auto& [k, v] : *pt) {
+        if (sc.tenant(k.str()) == nullptr) {
+          return Status::invalid_argument(where(rd.source, v) + ": phase '" + ph.name + "' sets params of '" +
+                                          std::string(k.str()) + "', which is no tenant of this scenario");
+        }
+        if (!v.is_table()) {
+          return Status::invalid_argument(where(rd.source, v) + ": phase params of '" + std::string(k.str()) +
+                                          "' must be a table");
+        }
+      }
+      ph.params = to_json(*p);
+    }
+    sc.phases.push_back(std::move(ph));
+  }
+  return Status::ok();
+}
+
+Result<BenchScenario> parse(std::string_view text, std::string_view source) {
+  toml::table root;
+  try {
+    root = toml::parse(text, source);
+  } catch (const toml::parse_error& e) {
+    const auto& s = e.source();
+    return Status::invalid_argument(std::string(source) + ":" + std::to_string(s.begin.line) + ":" +
+                                    std::to_string(s.begin.column) + ": " + std::string(e.description()));
+  }
+  const Reader rd{source};
+  LITHOS_RETURN_IF_ERROR(check_keys(source, root, "the scenario",
+                                    {"name", "description", "seed", "warmup_s", "window_s", "reps", "drain_s",
+                                     "slo_factors", "modes", "phase_axis", "tenant", "phase"}));
+  BenchScenario sc;
+  sc.source = std::string(source);
+  auto name = rd.string(root, "name", "the scenario", true);
+  if (!name) return name.status();
+  if (!is_name(*name)) return Status::invalid_argument(std::string(source) + ": bad scenario name '" + *name + "'");
+  sc.name = *name;
+  auto desc = rd.string(root, "description", "the scenario", false);
+  if (!desc) return desc.status();
+  sc.description = *desc;
+  auto seed = rd.number(root, "seed", 0, 1e15, 1, true);
+  if (!seed) return seed.status();
+  sc.seed = static_cast<std::uint64_t>(*seed);
+  auto warm = rd.number(root, "warmup_s", 0.0, kMaxSeconds, sc.warmup_s);
+  auto win = rd.number(root, "window_s", 0.05, kMaxSeconds, sc.window_s);
+  auto reps = rd.number(root, "reps", 1, kMaxReps, sc.reps, true);
+  auto drain = rd.number(root, "drain_s", 0.0, kMaxSeconds, sc.drain_s);
+  for (const auto* r : {&warm, &win, &reps, &drain}) {
+    if (!*r) return r->status();
+  }
+  sc.warmup_s = *warm;
+  sc.window_s = *win;
+  sc.reps = static_cast<int>(*reps);
+  sc.drain_s = *drain;
+  if (const toml::node* n = root.get("slo_factors")) {
+    const auto* a = n->as_array();
+    if (a == nullptr || a->empty()) {
+      return Status::invalid_argument(where(source, *n) + ": slo_factors must be a non-empty array of numbers > 1");
+    }
+    sc.slo_factors.clear();
+    for (const auto& v : *a) {
+      const auto d = v.value<double>();
+      if (!d || !(*d >= 1.0 && *d <= 1000.0)) {
+        return Status::invalid_argument(where(source, v) + ": an SLO factor must be a number in [1, 1000]");
+      }
+      sc.slo_factors.push_back(*d);
+    }
+  }
+  if (const toml::node* n = root.get("modes")) {
+    const auto* a = n->as_array();
+    if (a == nullptr) return Status::invalid_argument(where(source, *n) + ": modes must be an array of names");
+    for (const auto& v : *a) {
+      const auto s = v.value<std::string>();
+      if (!s) return Status::invalid_argument(where(source, v) + ": a mode must be a string");
+      sc.modes.push_back(*s);  // checked against the catalogue by the caller (modes.hpp)
+    }
+  }
+  if (root.get("phase_axis") != nullptr) {
+    auto axis = rd.string(root, "phase_axis", "the scenario", true);
+    if (!axis) return axis.status();
+    sc.phase_axis = *axis;
+  }
+  const toml::node* tn = root.get("tenant");
+  if (tn == nullptr || !tn->is_array_of_tables() || tn->as_array()->empty()) {
+    return Status::invalid_argument(std::string(source) + ": a scenario needs at least one [[tenant]] table");
+  }
+  if (tn->as_array()->size() > kMaxTenants) {
+    return Status::invalid_argument(where(source, *tn) + ": at most 16 tenants");
+  }
+  double partition_sum = 0.0;
+  for (const auto& e : *tn->as_array()) {
+    auto t = parse_tenant(rd, *e.as_table());
+    if (!t) return t.status();
+    if (sc.tenant(t->name) != nullptr) {
+      return Status::invalid_argument(where(source, e) + ": tenant '" + t->name + "' is defined twice");
+    }
+    partition_sum += t->partition;
+    sc.tenants.push_back(std::move(*t));
+  }
+  if (partition_sum > 1.0 + 1e-9) {
+    return Status::invalid_argument(std::string(source) + ": the tenants' 'partition' shares add up to more than 1");
+  }
+  LITHOS_RETURN_IF_ERROR(parse_phases(rd, root, sc));
+  if (sc.phases.size() > 1 &&
+      std::any_of(sc.phases.begin(), sc.phases.end(), [](const BenchPhase& p) { return !p.x.has_value(); }) &&
+      sc.phase_axis.has_value()) {
+    return Status::invalid_argument(std::string(source) + ": phase_axis is set, so every [[phase]] needs an 'x'");
+  }
+  // FNV-1a over the text: which file a run came from.
+  std::uint64_t h = 1469598103934665603ull;
+  for (char ch : text) h = (h ^ static_cast<unsigned char>(ch)) * 1099511628211ull;
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+  sc.sha = hex;
+  return sc;
+}
+
+}  // namespace
+
+Result<BenchScenario> parse_bench_scenario(std::string_view toml_text, std::string_view source) {
+  try {
+    return parse(toml_text, source);
+  } catch (const std::exception& e) {
+    return Status::internal(std::string(source) + ": " + e.what());
+  }
+}
+
+Result<BenchScenario> load_bench_scenario_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Status::not_found("cannot read " + path);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return parse_bench_scenario(ss.str(), path);
+}
+
+}  // namespace lithos::bench

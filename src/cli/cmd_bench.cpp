@@ -1,0 +1,409 @@
+// `lithos bench`: real tenants on the GPU under every sharing mode, in one
+// command (src/bench; docs/benchmarks.md, docs/bench-protocol.md).
+//
+//   lithos bench SCENARIO [--modes a,b,...] [--out DIR] [--reps N] ...
+//   lithos bench SCENARIO --report-only --out DIR
+//   lithos bench --list
+//
+// Each mode's record is saved as soon as it ends (OUT/runs/<run>.json), so
+// an interrupted or over-budget invocation loses nothing and a later one
+// with other --modes merges into the same report.
+#include <limits.h>
+#include <signal.h>
+#include <unistd.h>
+#include <CLI/CLI.hpp>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "bench/modes.hpp"
+#include "bench/nvml.hpp"
+#include "bench/process.hpp"
+#include "bench/report.hpp"
+#include "bench/runner.hpp"
+#include "bench/scenario.hpp"
+#include "cli/commands.hpp"
+
+namespace lithos::cli {
+
+namespace {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+constexpr int kBadInput = 2;
+constexpr int kFailure = 1;
+constexpr double kStartupGuessS = 40.0;  // per run: python, torch, model build, warm-up (measured: 15-40 s)
+
+std::atomic<bool> g_interrupted{false};
+
+extern "C" void on_signal(int) { g_interrupted.store(true); }
+
+struct BenchArgs {
+  std::string scenario;
+  std::string modes;
+  std::string out;
+  int reps = 0;
+  double window_s = 0;
+  double warmup_s = 0;
+  std::string python = "python3";
+  std::string mps_control = "nvidia-cuda-mps-control";
+  int device = 0;
+  int tpcs = 66;
+  double ready_timeout_s = 300;
+  double budget_min = 0;
+  std::string commit;
+  bool report_only = false;
+  bool list = false;
+  bool json = false;
+  bool no_plots = false;
+  bool quiet = false;
+};
+
+// The invocation, for the report: what reproduces these runs.
+std::string command_line(const BenchArgs& a) {
+  std::string c = "lithos bench " + a.scenario;
+  if (!a.modes.empty()) c += " --modes " + a.modes;
+  c += " --out " + a.out;
+  if (a.reps > 0) c += " --reps " + std::to_string(a.reps);
+  if (a.window_s > 0) c += " --window " + std::to_string(a.window_s);
+  if (a.warmup_s > 0) c += " --warmup " + std::to_string(a.warmup_s);
+  return c;
+}
+
+std::string self_exe() {
+  char buf[PATH_MAX];
+  const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n <= 0) return "lithos";
+  buf[n] = '\0';
+  return buf;
+}
+
+// The repository root: scripts/bench/ and scenarios/bench/ live there.
+std::string repo_root() {
+  if (const char* env = std::getenv("LITHOS_BENCH_ROOT"); env != nullptr && *env != '\0') return env;
+  std::error_code ec;
+  const fs::path exe(self_exe());
+  const fs::path up = fs::weakly_canonical(exe.parent_path() / ".." / ".." / "..", ec);
+  if (!ec && fs::exists(up / "scripts" / "bench" / "tenant.py")) return up.string();
+#ifdef LITHOS_SOURCE_DIR
+  return LITHOS_SOURCE_DIR;
+#else
+  return fs::current_path().string();
+#endif
+}
+
+std::vector<std::string> builtin_names(const std::string& root) {
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(root + "/scenarios/bench", ec)) {
+    if (e.path().extension() == ".toml") names.push_back(e.path().stem().string());
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+std::string join(const std::vector<std::string>& v) {
+  std::string s;
+  for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
+  return s;
+}
+
+std::string git_commit(const std::string& root) {
+  if (const char* env = std::getenv("LITHOS_COMMIT"); env != nullptr && *env != '\0') return env;
+  std::string cmd = "git -C '" + root + "' rev-parse --short HEAD 2>/dev/null";
+  std::string out;
+  if (FILE* p = ::popen(cmd.c_str(), "r")) {
+    char buf[64];
+    if (std::fgets(buf, sizeof buf, p) != nullptr) out = buf;
+    ::pclose(p);
+  }
+  while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
+  return out.empty() ? "unknown" : out;
+}
+
+std::vector<std::string> split_list(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  for (std::string item; std::getline(ss, item, ',');) {
+    while (!item.empty() && item.front() == ' ') item.erase(item.begin());
+    while (!item.empty() && item.back() == ' ') item.pop_back();
+    if (!item.empty()) out.push_back(item);
+  }
+  return out;
+}
+
+int list(const std::string& root) {
+  std::printf("scenarios (%s/scenarios/bench):\n", root.c_str());
+  for (const auto& n : builtin_names(root)) {
+    auto sc = bench::load_bench_scenario_file(root + "/scenarios/bench/" + n + ".toml");
+    std::printf("  %-22s %s\n", n.c_str(), sc ? sc->description.c_str() : sc.status().message().c_str());
+  }
+  std::printf("modes:\n");
+  for (const auto& m : bench::mode_catalog()) {
+    std::printf("  %-22s %.*s\n", std::string(m.name).c_str(), static_cast<int>(m.description.size()),
+                m.description.data());
+  }
+  return 0;
+}
+
+void progress(const BenchArgs& a, double t0, const std::string& line) {
+  if (a.quiet) return;
+  std::fprintf(stderr, "[%6.1fs] %s\n", bench::mono_now() - t0, line.c_str());
+}
+
+// Writes results.json, report.md and the plots; prints the summary.
+int write_report(const BenchArgs& a, const bench::BenchScenario& sc, const std::string& root, double t0,
+                 bool any_failed) {
+  std::vector<std::string> warnings;
+  const auto runs = bench::load_runs(a.out, sc, warnings);
+  const json results = bench::build_results(sc, runs, warnings);
+  for (const auto& w : warnings) std::fprintf(stderr, "lithos bench: warning: %s\n", w.c_str());
+  {
+    std::ofstream out(a.out + "/results.json", std::ios::trunc);
+    out << results.dump(1) << "\n";
+    std::ofstream md(a.out + "/report.md", std::ios::trunc);
+    md << bench::markdown_report(results);
+    if (!out || !md) {
+      std::fprintf(stderr, "lithos bench: cannot write the report into %s\n", a.out.c_str());
+      return kFailure;
+    }
+  }
+  if (!a.no_plots) {
+    progress(a, t0, "plots (scripts/bench/plots.py)");
+    auto rc = bench::run_command({a.python, root + "/scripts/bench/plots.py", a.out + "/results.json", "--out", a.out},
+                                 {}, "", 120.0, a.out + "/logs/plots.log");
+    if (!rc || *rc != 0) {
+      std::fprintf(stderr, "lithos bench: warning: no plots (%s); see %s/logs/plots.log\n",
+                   rc ? ("plots.py exited " + std::to_string(*rc)).c_str() : rc.status().message().c_str(),
+                   a.out.c_str());
+    }
+  }
+  if (a.json) {
+    std::printf("%s\n", results.dump(1).c_str());
+  } else {
+    std::printf("\n%s (%s): %s\n\n%s\nreport: %s/report.md  results: %s/results.json\n", sc.name.c_str(),
+                sc.description.c_str(), "medians over repetitions, (min-max)", bench::summary_table(results).c_str(),
+                a.out.c_str(), a.out.c_str());
+  }
+  return any_failed ? kFailure : 0;
+}
+
+int run(BenchArgs a) {
+  const double t0 = bench::mono_now();
+  const std::string root = repo_root();
+  if (a.list) return list(root);
+  if (a.scenario.empty()) {
+    std::fprintf(stderr, "lithos bench: no scenario given (one of: %s, or a .toml path)\n",
+                 join(builtin_names(root)).c_str());
+    return kBadInput;
+  }
+  std::string path = a.scenario;
+  std::error_code ec;
+  if (!fs::exists(path, ec)) {
+    path = root + "/scenarios/bench/" + a.scenario + ".toml";
+    if (!fs::exists(path, ec)) {
+      std::fprintf(stderr, "lithos bench: no scenario '%s' (built-in: %s; or give a path to a .toml file)\n",
+                   a.scenario.c_str(), join(builtin_names(root)).c_str());
+      return kBadInput;
+    }
+  }
+  auto parsed = bench::load_bench_scenario_file(path);
+  if (!parsed) {
+    std::fprintf(stderr, "lithos bench: %s\n", parsed.status().message().c_str());
+    return kBadInput;
+  }
+  bench::BenchScenario sc = std::move(*parsed);
+  // Overrides change what is measured: they become part of the identity
+  // under which runs merge.
+  if (a.reps > 0) sc.reps = a.reps, sc.sha += "+reps" + std::to_string(a.reps);
+  if (a.window_s > 0) sc.window_s = a.window_s, sc.sha += "+window" + std::to_string(a.window_s);
+  if (a.warmup_s > 0) sc.warmup_s = a.warmup_s, sc.sha += "+warmup" + std::to_string(a.warmup_s);
+  for (const auto& m : sc.modes) {
+    if (bench::find_mode(m) == nullptr) {
+      std::fprintf(stderr, "lithos bench: %s: unknown mode '%s' (valid: %s)\n", path.c_str(), m.c_str(),
+                   bench::mode_names().c_str());
+      return kBadInput;
+    }
+  }
+  if (a.out.empty()) a.out = "bench-out/" + sc.name;
+  fs::create_directories(a.out + "/logs", ec);
+  if (ec) {
+    std::fprintf(stderr, "lithos bench: cannot create %s: %s\n", a.out.c_str(), ec.message().c_str());
+    return kFailure;
+  }
+  if (a.report_only) return write_report(a, sc, root, t0, false);
+
+  std::vector<std::string> modes = a.modes.empty() || a.modes == "all"
+                                       ? (sc.modes.empty() ? bench::default_modes() : sc.modes)
+                                       : split_list(a.modes);
+  if (modes.empty()) {
+    std::fprintf(stderr, "lithos bench: --modes is empty (valid: %s)\n", bench::mode_names().c_str());
+    return kBadInput;
+  }
+  for (const auto& m : modes) {
+    if (bench::find_mode(m) == nullptr) {
+      std::fprintf(stderr, "lithos bench: unknown mode '%s' (valid: %s)\n", m.c_str(), bench::mode_names().c_str());
+      return kBadInput;
+    }
+    if (auto plan = bench::plan_mode(sc, *bench::find_mode(m), a.tpcs); !plan) {
+      std::fprintf(stderr, "lithos bench: %s\n", plan.status().message().c_str());
+      return kBadInput;
+    }
+  }
+
+  // Calibration from earlier alone runs in OUT; tenants without one are run
+  // alone first (their capacity sets the service rates of every mode).
+  std::vector<std::string> warnings;
+  std::map<std::string, json> calib;
+  const bool alone_requested = std::find(modes.begin(), modes.end(), "alone") != modes.end();
+  if (!alone_requested) {
+    for (const json& r : bench::load_runs(a.out, sc, warnings)) {
+      if (r.value("mode", "") != "alone" || r.value("status", "") != "ok") continue;
+      for (const json& t : r.value("tenants", json::array())) calib[t.value("name", "")] = t.value("calib", json());
+    }
+  }
+  struct Planned {
+    const bench::ModeInfo* mode;
+    std::optional<std::string> alone_tenant;
+  };
+  std::vector<Planned> plan;
+  for (const auto& t : sc.tenants) {
+    if (alone_requested || calib.count(t.name) == 0) {
+      if (!alone_requested) {
+        progress(a, t0, "no alone run of " + t.name + " in " + a.out + ": running it first");
+      }
+      plan.push_back({bench::find_mode("alone"), t.name});
+    }
+  }
+  for (const auto& m : modes) {
+    if (m != "alone") plan.push_back({bench::find_mode(m), std::nullopt});
+  }
+  const double per_run_s = kStartupGuessS + sc.measured_span_s() + sc.drain_s + 3.0;
+  progress(a, t0,
+           sc.name + ": " + std::to_string(plan.size()) + " run(s), about " +
+               std::to_string(static_cast<int>(static_cast<double>(plan.size()) * per_run_s / 60.0 + 0.99)) +
+               " min; output " + a.out);
+
+  std::string why;
+  std::unique_ptr<bench::Nvml> nvml = bench::Nvml::open(a.device, &why);
+  if (!nvml) progress(a, t0, "warning: " + why);
+
+  bench::RunnerOptions opt;
+  opt.repo_root = root;
+  opt.python = a.python;
+  opt.lithos_exe = self_exe();
+  opt.mps_control = a.mps_control;
+  opt.out_dir = fs::absolute(a.out).string();
+  opt.device = a.device;
+  opt.total_tpcs = a.tpcs;
+  opt.ready_timeout_s = a.ready_timeout_s;
+  opt.commit = a.commit.empty() ? git_commit(root) : a.commit;
+  opt.command = command_line(a);
+  opt.interrupted = &g_interrupted;
+  opt.progress = [&a, t0](const std::string& l) { progress(a, t0, l); };
+
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  ::sigaction(SIGINT, &sa, nullptr);
+  ::sigaction(SIGTERM, &sa, nullptr);
+  ::signal(SIGPIPE, SIG_IGN);
+
+  bool any_failed = false;
+  std::vector<std::string> not_run;
+  for (const Planned& p : plan) {
+    const std::string id = bench::run_id(*p.mode, p.alone_tenant);
+    if (g_interrupted.load()) {
+      not_run.push_back(id);
+      continue;
+    }
+    if (a.budget_min > 0 && (bench::mono_now() - t0 + per_run_s) > a.budget_min * 60.0) {
+      not_run.push_back(id);
+      continue;
+    }
+    json rec = bench::run_mode(sc, *p.mode, p.alone_tenant, calib, opt, nvml.get());
+    if (Status s = bench::save_run(a.out, rec); !s.is_ok()) {
+      std::fprintf(stderr, "lithos bench: %s\n", s.message().c_str());
+      any_failed = true;
+    }
+    if (rec.value("status", "") != "ok") {
+      any_failed = true;
+      progress(a, t0, "[" + id + "] FAILED: " + rec.value("error", std::string("?")));
+    } else {
+      progress(a, t0, "[" + id + "] done");
+      if (p.mode->name == "alone") {
+        for (const json& t : rec.value("tenants", json::array())) calib[t.value("name", "")] = t.value("calib", json());
+      }
+    }
+  }
+  if (!not_run.empty()) {
+    std::string list = join(not_run);
+    std::fprintf(stderr, "lithos bench: not run (%s): %s; run them later with --modes and the same --out to merge\n",
+                 g_interrupted.load() ? "interrupted" : "over --budget-min", list.c_str());
+    any_failed = true;
+  }
+  const int rc = write_report(a, sc, root, t0, any_failed);
+  return g_interrupted.load() ? 130 : rc;
+}
+
+}  // namespace
+
+CommandRunner add_bench_command(CLI::App& app) {
+  auto args = std::make_shared<BenchArgs>();
+  auto* sub = app.add_subcommand(
+      "bench",
+      "Run real tenants on the GPU under each sharing mode (alone, time slicing, MPS and its knobs, static "
+      "partitions, lithos) and report latency, SLO attainment, throughput and energy side by side");
+  sub->footer(
+      "Examples:\n"
+      "  lithos bench --list\n"
+      "  lithos bench hybrid-stacking                       # every mode of the scenario\n"
+      "  lithos bench hybrid-stacking --modes mps,mps-priority --out bench-out/hybrid   # merges with earlier runs\n"
+      "  lithos bench hybrid-stacking --report-only --out bench-out/hybrid\n"
+      "Output: OUT/runs/<mode>.json (kept as each mode ends), OUT/results.json, OUT/report.md, OUT/*.png.\n"
+      "The harness starts and stops its own MPS daemon (private directories) and never changes clocks, power\n"
+      "limits or the compute mode. Formats: docs/bench-protocol.md; results: docs/benchmarks.md.");
+  sub->add_option("scenario", args->scenario, "Scenario name (scenarios/bench/NAME.toml) or path to a .toml file");
+  sub->add_option("--modes,-m", args->modes,
+                  "Comma-separated modes to run (default: the scenario's list, else every mode but alone; "
+                  "alone runs are added when OUT has none). Valid: " +
+                      bench::mode_names());
+  sub->add_option("--out,-o", args->out, "Output folder (default bench-out/SCENARIO); runs in it are merged");
+  sub->add_option("--reps", args->reps, "Override the scenario's repetitions per phase")->check(CLI::Range(1, 100));
+  sub->add_option("--window", args->window_s, "Override the measurement window, seconds")
+      ->check(CLI::Range(0.05, 3600.0));
+  sub->add_option("--warmup", args->warmup_s, "Override the warm-up per phase, seconds")
+      ->check(CLI::Range(0.01, 3600.0));
+  sub->add_option("--python", args->python, "Python with PyTorch for the tenants")->default_val("python3");
+  sub->add_option("--mps-control", args->mps_control, "The MPS control program")
+      ->default_val("nvidia-cuda-mps-control");
+  sub->add_option("--device", args->device, "CUDA/NVML device index")->check(CLI::NonNegativeNumber);
+  sub->add_option("--total-tpcs", args->tpcs, "TPCs of the GPU, for partition shares (H100 SXM: 66)")
+      ->check(CLI::Range(1, 128))
+      ->default_val(66);
+  sub->add_option("--ready-timeout", args->ready_timeout_s, "Seconds a tenant may take to build and warm up")
+      ->check(CLI::PositiveNumber);
+  sub->add_option("--budget-min", args->budget_min,
+                  "Skip (and list) the runs that would end past this many minutes; 0 = no limit")
+      ->check(CLI::NonNegativeNumber);
+  sub->add_option("--commit", args->commit, "Commit recorded with the results (default $LITHOS_COMMIT or git)");
+  sub->add_flag("--report-only", args->report_only, "Rebuild results.json, report.md and the plots from OUT/runs");
+  sub->add_flag("--list", args->list, "List scenarios and modes, then exit");
+  sub->add_flag("--json", args->json, "Print results.json (schema lithos.bench/1) instead of the table");
+  sub->add_flag("--no-plots", args->no_plots, "Do not run scripts/bench/plots.py");
+  sub->add_flag("--quiet,-q", args->quiet, "No progress lines on stderr");
+  return [args]() { return run(*args); };
+}
+
+}  // namespace lithos::cli
