@@ -1,5 +1,7 @@
-"""plots.py on the results of real H100 runs (docs/results/2026-11-21-h100-bench):
-every plot is written as a valid PNG, and bad input fails with exit status 2.
+"""plots.py on the results of real H100 runs (docs/results/2026-11-21-h100-bench)
+and on hand-made files with a failed mode and no energy (tests/bench/data):
+every plot is written as a valid PNG, what cannot be drawn is listed as
+skipped, and bad input fails with exit status 2.
 
 Needs matplotlib (Debian: python3-matplotlib, installed by scripts/setup.sh);
 without it the tests fail with that message rather than being skipped.
@@ -66,6 +68,20 @@ class RecordedH100Plots(unittest.TestCase):
         self.assertIn("cdf-hp-a.png", names)
         self.assertIn("cdf-hp-b.png", names)
         self.assertNotIn("cdf-be.png", names)
+
+    def test_failed_modes_and_missing_energy_are_skipped_not_fatal(self):
+        data = os.path.join(ROOT, "tests", "bench", "data")
+        p = run(os.path.join(data, "results-sample.json"), "--out", self.tmp.name)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        out = json.loads(p.stdout)
+        failed = [s for s in out["skipped"] if s.get("mode") == "mps-priority"]
+        self.assertEqual(len(failed), 1)
+        self.assertIn("failed", failed[0]["why"])
+        p = run(os.path.join(data, "results-hol-sample.json"), "--out", self.tmp.name)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        out = json.loads(p.stdout)
+        self.assertIn("hol-p99.png", [os.path.basename(w) for w in out["written"]])
+        self.assertEqual([s["plot"] for s in out["skipped"]], ["energy.png"])
 
     def test_bad_input_exits_2(self):
         p = run(os.path.join(self.tmp.name, "missing.json"))
