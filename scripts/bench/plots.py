@@ -162,6 +162,9 @@ class Results:
                 continue
             label = m.get("label") if isinstance(m.get("label"), str) and m.get("label") else name
             self.modes.append((name, label, per_phase))
+        # The harness already writes modes in MODE_ORDER; sort anyway (stable:
+        # unknown modes keep their order, after the known ones).
+        self.modes.sort(key=lambda m: MODE_ORDER.index(m[0]) if m[0] in MODE_ORDER else len(MODE_ORDER))
         self.colours = mode_colours([m[0] for m in self.modes])
 
     @staticmethod
@@ -237,6 +240,16 @@ def tenant_title(t):
     return f"{t['name']} ({t['workload']})" if t.get("workload") else str(t["name"])
 
 
+def plain_log_ticks(axis, lo, hi):
+    """Tick labels of a log axis as plain numbers ('20', '0.5') rather than
+    powers of ten; minor ticks are labelled too when the data span less than
+    a decade (otherwise a short axis would carry one label or none)."""
+    from matplotlib.ticker import FuncFormatter, NullFormatter
+    fmt = FuncFormatter(lambda v, _pos: f"{v:g}")
+    axis.set_major_formatter(fmt)
+    axis.set_minor_formatter(fmt if hi < 10 * lo else NullFormatter())
+
+
 def times_label(v):
     """A normalised value as a bar label: '58x', '3.4x', '0.82x'."""
     if v >= 10:
@@ -252,6 +265,7 @@ def plot_cdf(plt, res, tenant, path):
     """Latency CDF of one hp tenant in the first phase, one line per mode."""
     fig, ax = plt.subplots(figsize=FIGSIZE)
     lines = 0
+    lo_x, hi_x = math.inf, 0.0  # the span of the drawn latencies
     for mode in res.modes:
         rec = res.rec(mode, 0, tenant["name"])
         cdf = rec.get("cdf_ms") if rec else None
@@ -266,10 +280,12 @@ def plot_cdf(plt, res, tenant, path):
                 linestyle="--" if alone else "-", linewidth=1.6 if alone else 1.4,
                 zorder=3 if alone else 2)
         lines += 1
+        lo_x, hi_x = min(lo_x, xs[0]), max(hi_x, xs[-1])
     if not lines:
         plt.close(fig)
         return f"no latency CDF (cdf_ms) for tenant {tenant['name']!r} in any mode"
     ax.set_xscale("log")
+    plain_log_ticks(ax.xaxis, lo_x, hi_x)
     ax.set_ylim(0, 1.0)
     ax.set_xlabel("latency (ms)")
     ax.set_ylabel("fraction of requests")
@@ -331,6 +347,7 @@ def grouped_bars(plt, res, modes, tenants, value, path, *, title, ylabel, log, r
         ax.set_yscale("log")
         bottom = min([s[1] for s in known] + ([ref_line] if ref_line else []))
         ax.set_ylim(bottom / 1.6, max(top, ref_line or top) * 2.2)
+        plain_log_ticks(ax.yaxis, *ax.get_ylim())
     else:
         ax.set_ylim(0, max(top, ref_line or 0) * 1.18)
     handles = []
@@ -343,7 +360,9 @@ def grouped_bars(plt, res, modes, tenants, value, path, *, title, ylabel, log, r
             handles.append(Patch(facecolor="0.6", edgecolor="white", hatch=HATCHES[j % len(HATCHES)],
                                  label=tenant_title(t)))
     if handles:
-        ax.legend(handles=handles, fontsize=9, loc="upper right")
+        # Outside the axes, on the right: inside it would cover bar labels.
+        ax.legend(handles=handles, fontsize=9, loc="upper left", bbox_to_anchor=(1.01, 1.0),
+                  borderaxespad=0.0)
     ax.set_ylabel(ylabel)
     ax.set_title(title)
     ax.grid(True, axis="y", alpha=0.3, zorder=0)
@@ -448,6 +467,7 @@ def plot_hol(plt, res, path):
         ax.xaxis.set_minor_formatter(NullFormatter())
         ax.set_yscale("log")
         ax.set_ylim(min(lo_all) / 1.5, max(hi_all) * 1.5)
+        plain_log_ticks(ax.yaxis, *ax.get_ylim())
         ax.set_xlabel(str(res.phase_axis) if res.phase_axis else "phase x")
         ax.set_ylabel("P99 / alone P99 (log)")
         ax.set_title(tenant_title(tenant), fontsize=10)
