@@ -8,7 +8,6 @@
 // Each mode's record is saved as soon as it ends (OUT/runs/<run>.json), so
 // an interrupted or over-budget invocation loses nothing and a later one
 // with other --modes merges into the same report.
-#include <limits.h>
 #include <signal.h>
 #include <unistd.h>
 #include <CLI/CLI.hpp>
@@ -82,13 +81,7 @@ std::string command_line(const BenchArgs& a) {
   return c;
 }
 
-std::string self_exe() {
-  char buf[PATH_MAX];
-  const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
-  if (n <= 0) return "lithos";
-  buf[n] = '\0';
-  return buf;
-}
+std::string self_exe() { return executable_path().value_or("lithos"); }
 
 // The repository root: scripts/bench/ and scenarios/bench/ live there.
 std::string repo_root() {

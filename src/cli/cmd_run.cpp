@@ -59,14 +59,12 @@ std::optional<std::string> find_library() {
     std::fprintf(stderr, "lithos run: LITHOS_LIBRARY=%s: %s\n", env, std::strerror(errno));
     return std::nullopt;
   }
-  char self[PATH_MAX];
-  const ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
-  if (n <= 0) {
+  const std::optional<std::string> self = executable_path();
+  if (!self) {
     std::fprintf(stderr, "lithos run: cannot read /proc/self/exe: %s (set LITHOS_LIBRARY)\n", std::strerror(errno));
     return std::nullopt;
   }
-  self[n] = '\0';
-  std::string dir(self);
+  std::string dir(*self);
   dir.resize(dir.rfind('/') == std::string::npos ? 0 : dir.rfind('/'));
   const std::string candidate = dir + "/../lib/liblithos.so";
   char resolved[PATH_MAX];

@@ -8,6 +8,8 @@
 #pragma once
 
 #include <functional>
+#include <optional>
+#include <string>
 
 namespace CLI {
 class App;
@@ -18,6 +20,10 @@ namespace lithos::cli {
 // The function a subcommand runs once CLI11 has parsed its options; its
 // return value is the process exit status.
 using CommandRunner = std::function<int()>;
+
+// The path of the running binary (/proc/self/exe), or nullopt with errno
+// set. liblithos.so and the repository's scripts are found relative to it.
+std::optional<std::string> executable_path();
 
 // Each adds a subcommand to `app` and returns the runner to call when that
 // subcommand was selected.

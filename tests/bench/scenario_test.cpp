@@ -65,8 +65,7 @@ TEST(BenchScenario, DefaultsAndDerivedValues) {
 }
 
 TEST(BenchScenario, PhasesCarryPerTenantParams) {
-  auto sc = parse_bench_scenario(std::string(kMinimal) + R"(
-phase_axis = "ms"
+  constexpr const char* kPhases = R"(
 [[phase]]
 name = "a"
 x = 0.5
@@ -74,20 +73,11 @@ params = { be = { ms = 0.5 } }
 [[phase]]
 name = "b"
 x = 2
-)",
-                                 "f.toml");
-  // phase_axis after the tables belongs to the last [[phase]]: a clear error.
+)";
+  auto sc = parse_bench_scenario(std::string(kMinimal) + "phase_axis = \"ms\"\n" + kPhases, "f.toml");
+  // phase_axis after the tables belongs to the last [[tenant]]: a clear error.
   EXPECT_FALSE(sc);
-  auto ok = parse_bench_scenario(std::string("phase_axis = \"ms\"\n") + kMinimal + R"(
-[[phase]]
-name = "a"
-x = 0.5
-params = { be = { ms = 0.5 } }
-[[phase]]
-name = "b"
-x = 2
-)",
-                                 "f.toml");
+  auto ok = parse_bench_scenario(std::string("phase_axis = \"ms\"\n") + kMinimal + kPhases, "f.toml");
   ASSERT_TRUE(ok) << ok.status().message();
   ASSERT_EQ(ok->phases.size(), 2u);
   EXPECT_EQ(ok->phases[0].params["be"]["ms"], 0.5);
