@@ -31,5 +31,6 @@ CommandRunner add_sim_command(CLI::App& app);
 CommandRunner add_calibrate_command(CLI::App& app);
 CommandRunner add_run_command(CLI::App& app);
 CommandRunner add_bench_command(CLI::App& app);
+CommandRunner add_atomize_command(CLI::App& app);
 
 }  // namespace lithos::cli

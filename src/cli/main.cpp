@@ -25,6 +25,7 @@ int main(int argc, char** argv) {
   };
   add(&lithos::cli::add_sim_command);
   add(&lithos::cli::add_bench_command);
+  add(&lithos::cli::add_atomize_command);
 #ifdef LITHOS_HAVE_GPU
   add(&lithos::cli::add_run_command);
   add(&lithos::cli::add_calibrate_command);
