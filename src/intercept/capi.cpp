@@ -5,6 +5,7 @@
 #include <cstring>
 #include <string>
 
+#include "intercept/atomizer.hpp"
 #include "intercept/real_driver.hpp"
 #include "intercept/runtime.hpp"
 
@@ -81,6 +82,27 @@ LITHOS_API int lithos_stats_json(char* buffer, size_t size) {
       buffer[n] = '\0';
     }
     return static_cast<int>(json.size());
+  } catch (...) {
+    return LITHOS_EINTERNAL;
+  }
+}
+
+LITHOS_API int lithos_atom_report(const char* path) {
+  try {
+    Runtime::instance();  // configures the atomizer
+    return lithos::intercept::Atomizer::instance().report(path, true) == 0 ? 0 : LITHOS_EINVAL;
+  } catch (...) {
+    return LITHOS_EINTERNAL;
+  }
+}
+
+LITHOS_API int lithos_atom_configure(unsigned forced_atoms, double atom_us) {
+  try {
+    Runtime::instance();
+    auto& az = lithos::intercept::Atomizer::instance();
+    if (!az.active() || forced_atoms > 4096) return LITHOS_EINVAL;
+    az.set_rule(forced_atoms, atom_us);
+    return 0;
   } catch (...) {
     return LITHOS_EINTERNAL;
   }

@@ -1,6 +1,7 @@
 #include "intercept/config.hpp"
 
 #include <charconv>
+#include <cstdlib>
 #include <cstring>
 
 namespace lithos::intercept {
@@ -115,6 +116,41 @@ Config config_from_env(const EnvLookup& lookup) {
     else
       problem("LITHOS_BACKEND", v, "expected auto, descriptor, green or off");
   }
+
+  auto flag = [&](const char* name, bool* out) {
+    if (const char* v = get(name)) {
+      if (truthy(v))
+        *out = true;
+      else if (!falsy_or_empty(v))
+        problem(name, v, "expected 1 or 0");
+    }
+  };
+  auto micros = [&](const char* name, double lo, double hi, double* out) {
+    if (const char* v = get(name)) {
+      char* end = nullptr;
+      const double d = std::strtod(v, &end);
+      if (end == v || *end != '\0' || !(d >= lo && d <= hi))
+        problem(name, v,
+                "expected microseconds between " + std::to_string(static_cast<int>(lo)) + " and " +
+                    std::to_string(static_cast<int>(hi)));
+      else
+        *out = d;
+    }
+  };
+  flag("LITHOS_ATOMIZE", &c.atomize);
+  flag("LITHOS_ATOM_TIME", &c.atom_time_all);
+  micros("LITHOS_ATOM_US", 1, 1e7, &c.atom_us);
+  micros("LITHOS_ATOM_COST_US", 0, 1e6, &c.atom_cost_us);
+  if (const char* v = get("LITHOS_ATOMS")) {
+    unsigned n = 0;
+    const char* end = v + std::strlen(v);
+    const auto [ptr, ec] = std::from_chars(v, end, n);
+    if (ec != std::errc() || ptr != end || n < 1 || n > 4096)
+      problem("LITHOS_ATOMS", v, "expected a whole number of atoms between 1 and 4096");
+    else
+      c.atoms_forced = n;
+  }
+  if (const char* v = get("LITHOS_ATOM_REPORT")) c.atom_report = v;
 
   if (const char* v = get("LITHOS_TEST_FAULT")) {
     if (std::strcmp(v, "launch") == 0)

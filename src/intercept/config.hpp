@@ -11,10 +11,18 @@
 //   LITHOS_LOG=LEVEL       off | error | warn (default) | info | debug
 //   LITHOS_BACKEND=B       auto (default) | descriptor | green | off
 //   LITHOS_TEST_FAULT=WHAT tests only: make an internal step fail ("launch")
+//   LITHOS_ATOMIZE=1       kernel atomizer: rewrite sm_90 kernels at load and
+//                          run long ones as atoms (docs/atomizer.md)
+//   LITHOS_ATOM_US=T       atom duration target in microseconds (default 500)
+//   LITHOS_ATOM_COST_US=C  measured cost of one more atom (default 20)
+//   LITHOS_ATOMS=N         tests: split every splittable launch into N atoms
+//   LITHOS_ATOM_TIME=1     time every launch of a rewritten kernel (coverage)
+//   LITHOS_ATOM_REPORT=F   write the atomizer's per-kernel report (JSON) to F
 // A malformed value is reported (problems) and ignored: the library then runs
 // as if that variable were unset, it never stops the host program.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
@@ -39,6 +47,13 @@ struct Config {
   LogLevel log_level = LogLevel::kWarn;
   BackendChoice backend = BackendChoice::kAuto;
   bool fault_launch = false;  // LITHOS_TEST_FAULT=launch
+  // Kernel atomizer (docs/atomizer.md).
+  bool atomize = false;            // LITHOS_ATOMIZE
+  double atom_us = 500.0;          // LITHOS_ATOM_US
+  double atom_cost_us = 20.0;      // LITHOS_ATOM_COST_US
+  std::uint32_t atoms_forced = 0;  // LITHOS_ATOMS (0: from predictions)
+  bool atom_time_all = false;      // LITHOS_ATOM_TIME
+  std::string atom_report;         // LITHOS_ATOM_REPORT ("" = none; "%p" = pid)
   // One line per ignored, malformed variable ("LITHOS_TPCS='x': ...").
   std::vector<std::string> problems;
 

@@ -23,6 +23,12 @@ enum class HookKind : std::uint8_t {
   kStreamDestroy,      // forgets a stream's mask
   kPrimaryCtxRetain,   // green-context backend: returns the partition's context
   kGetProcAddress,     // maps returned entry points to hooks
+  kModuleLoad,         // an image in memory: the atomizer may rewrite it
+  kModuleLoadFile,     // an image in a file: likewise, loaded from memory when rewritten
+  kUnload,             // cuModuleUnload / cuLibraryUnload
+  kLibraryGetModule,   // a library's module, for the atomizer's handle map
+  kKernelNode,         // CUDA_KERNEL_NODE_PARAMS of a hand-built graph node
+  kGraphNode,          // CUgraphNodeParams (kernel nodes among them)
 };
 
 enum class HookId : int {

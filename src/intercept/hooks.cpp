@@ -21,7 +21,10 @@
 #include <exception>
 #include <tuple>
 #include <type_traits>
+#include <utility>
+#include <vector>
 
+#include "intercept/atomizer.hpp"
 #include "intercept/hook_table.hpp"
 #include "intercept/log.hpp"
 #include "intercept/real_driver.hpp"
@@ -118,6 +121,236 @@ void map_proc_address(const char* symbol, void** pfn) noexcept {
   }
 }
 
+// One launch with its mask: the body of every launch hook (and of each atom).
+// With `Bare` (lithos switched off) the real function only.
+template <HookId Id, bool Bare = false, class Fn, class... A>
+CUresult launch_one(Fn fn, CUstream stream, A... a) {
+  if constexpr (Bare) {
+    (void)stream;
+    return fn(a...);
+  }
+  constexpr HookInfo info = hook_info(Id);
+  Runtime& rt = Runtime::instance();
+  const FrameGuard guard;
+  try {
+    rt.begin_launch(Id, stream, info.ptsz, launched_function(a...));
+  } catch (const std::exception& e) {
+    Runtime::frame() = guard.saved();
+    rt.internal_error(Id, e.what());
+  } catch (...) {
+    Runtime::frame() = guard.saved();
+    rt.internal_error(Id, "unknown exception");
+  }
+  if constexpr (kHasStreamParam<A...>) {
+    if (rt.backend() == Backend::kGreen) {
+      const Runtime::GreenRoute route = rt.green_route(stream, info.ptsz);
+      if (route) {
+        CUlaunchConfig cfg{};
+        const CUresult r = fn(with_stream(a, route.target(), &cfg)...);
+        rt.end_launch();
+        return r;  // the route orders the caller's stream after the partition's
+      }
+    }
+  }
+  const CUresult r = fn(a...);
+  rt.end_launch();
+  return r;
+}
+
+// Runs the atoms of one planned launch in order; `launch` performs one
+// launch with the bounds currently in `bp`. Stops at the first failure.
+template <class Launch>
+CUresult run_atoms(const Atomizer::Launch& l, BoundsParams& bp, Launch&& launch) {
+  if (!l.plan.split()) {
+    bp.set(0, 0xffffffffu);
+    return launch();
+  }
+  for (std::uint32_t i = 0; i < l.plan.count; ++i) {
+    const sched::BlockRange r = l.plan.atom(i);
+    bp.set(static_cast<std::uint32_t>(r.lo), static_cast<std::uint32_t>(r.hi));
+    const CUresult res = launch();
+    if (res != CUDA_SUCCESS) return res;
+  }
+  return CUDA_SUCCESS;
+}
+
+// cuLaunchKernelEx attributes that matter to atoms.
+void launch_attributes(const CUlaunchConfig* cfg, std::uint32_t cluster[3], bool* cooperative) {
+  if (cfg == nullptr || cfg->attrs == nullptr) return;
+  for (unsigned i = 0; i < cfg->numAttrs; ++i) {
+    const CUlaunchAttribute& at = cfg->attrs[i];
+    if (at.id == CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION) {
+      cluster[0] = at.value.clusterDim.x;
+      cluster[1] = at.value.clusterDim.y;
+      cluster[2] = at.value.clusterDim.z;
+    } else if (at.id == CU_LAUNCH_ATTRIBUTE_COOPERATIVE && at.value.cooperative != 0) {
+      *cooperative = true;
+    }
+  }
+}
+
+// A launch under the atomizer: rewritten kernels carry the atom bounds and
+// may run as several atoms; everything else goes through launch_one.
+template <HookId Id, bool Bare, class Fn, class... A>
+CUresult launch_maybe_atomized(Fn fn, CUstream stream, A... a) {
+  constexpr HookInfo info = hook_info(Id);
+  Atomizer& az = Atomizer::instance();
+  if constexpr (Id == HookId::cuLaunchCooperativeKernelMultiDevice) {
+    auto t = std::tie(a...);
+    CUDA_LAUNCH_PARAMS* list = std::get<0>(t);
+    const unsigned n = std::get<1>(t);
+    if (list == nullptr || n == 0 || n > 64) return launch_one<Id, Bare>(fn, stream, a...);
+    std::vector<CUDA_LAUNCH_PARAMS> copy(list, list + n);
+    std::vector<BoundsParams> bps(n);
+    for (unsigned i = 0; i < n; ++i) {
+      const FunctionEntry* e = az.lookup(copy[i].function);
+      if (e == nullptr) continue;
+      if (!bps[i].build(*e->patch, copy[i].kernelParams, nullptr)) continue;
+      bps[i].set(0, 0xffffffffu);
+      copy[i].kernelParams = bps[i].params();
+    }
+    return launch_one<Id, Bare>(fn, stream, copy.data(), n, std::get<2>(t));
+  } else {
+    const void* handle = launched_function(a...);
+    const FunctionEntry* e = az.lookup(handle);
+    if (e == nullptr) {
+      if constexpr (!Bare && (Id == HookId::cuLaunchKernel || Id == HookId::cuLaunchKernel_ptsz)) {
+        // LITHOS_ATOM_TIME: time kernels lithos did not rewrite too (coverage).
+        if (az.times_all()) {
+          auto t = std::tie(a...);
+          const std::uint32_t grid[3] = {std::get<1>(t), std::get<2>(t), std::get<3>(t)};
+          return az.timed_unknown(handle, Runtime::instance().kernel_name(handle), grid, stream, info.ptsz,
+                                  [&] { return launch_one<Id>(fn, stream, a...); });
+        }
+      } else if constexpr (!Bare && (Id == HookId::cuLaunchKernelEx || Id == HookId::cuLaunchKernelEx_ptsz)) {
+        const CUlaunchConfig* cfg = std::get<0>(std::tie(a...));
+        if (az.times_all() && cfg != nullptr) {
+          const std::uint32_t grid[3] = {cfg->gridDimX, cfg->gridDimY, cfg->gridDimZ};
+          return az.timed_unknown(handle, Runtime::instance().kernel_name(handle), grid, stream, info.ptsz,
+                                  [&] { return launch_one<Id>(fn, stream, a...); });
+        }
+      }
+      return launch_one<Id, Bare>(fn, stream, a...);
+    }
+    auto t = std::tie(a...);
+    BoundsParams bp;
+    std::uint32_t cluster[3] = {e->patch->cluster[0], e->patch->cluster[1], e->patch->cluster[2]};
+    if constexpr (Id == HookId::cuLaunchKernel || Id == HookId::cuLaunchKernel_ptsz) {
+      if (!bp.build(*e->patch, std::get<9>(t), std::get<10>(t))) {
+        az.unsupported_path("a cuLaunchKernel `extra` list with unknown keys");
+        return launch_one<Id, Bare>(fn, stream, a...);
+      }
+      const std::uint32_t grid[3] = {std::get<1>(t), std::get<2>(t), std::get<3>(t)};
+      Atomizer::Launch l = az.plan(*e, grid, cluster, Bare, stream, info.ptsz);
+      const CUresult r = run_atoms(l, bp, [&] {
+        return launch_one<Id, Bare>(fn, stream, std::get<0>(t), std::get<1>(t), std::get<2>(t), std::get<3>(t),
+                                    std::get<4>(t), std::get<5>(t), std::get<6>(t), std::get<7>(t), std::get<8>(t),
+                                    bp.params(), bp.extra());
+      });
+      az.finish(*e, l, r == CUDA_SUCCESS);
+      return r;
+    } else if constexpr (Id == HookId::cuLaunchKernelEx || Id == HookId::cuLaunchKernelEx_ptsz) {
+      const CUlaunchConfig* cfg = std::get<0>(t);
+      if (cfg == nullptr || !bp.build(*e->patch, std::get<2>(t), std::get<3>(t))) {
+        az.unsupported_path("a cuLaunchKernelEx `extra` list with unknown keys");
+        return launch_one<Id, Bare>(fn, stream, a...);
+      }
+      bool cooperative = false;
+      launch_attributes(cfg, cluster, &cooperative);
+      const std::uint32_t grid[3] = {cfg->gridDimX, cfg->gridDimY, cfg->gridDimZ};
+      Atomizer::Launch l = az.plan(*e, grid, cluster, cooperative || Bare, stream, info.ptsz);
+      const CUresult r = run_atoms(
+          l, bp, [&] { return launch_one<Id, Bare>(fn, stream, cfg, std::get<1>(t), bp.params(), bp.extra()); });
+      az.finish(*e, l, r == CUDA_SUCCESS);
+      return r;
+    } else if constexpr (Id == HookId::cuLaunchCooperativeKernel || Id == HookId::cuLaunchCooperativeKernel_ptsz) {
+      // Grid-synchronising: never split, but the rewritten code needs its bounds.
+      if (!bp.build(*e->patch, std::get<9>(t), nullptr)) return launch_one<Id, Bare>(fn, stream, a...);
+      const std::uint32_t grid[3] = {std::get<1>(t), std::get<2>(t), std::get<3>(t)};
+      Atomizer::Launch l = az.plan(*e, grid, cluster, true, stream, info.ptsz);
+      const CUresult r = run_atoms(l, bp, [&] {
+        return launch_one<Id, Bare>(fn, stream, std::get<0>(t), std::get<1>(t), std::get<2>(t), std::get<3>(t),
+                                    std::get<4>(t), std::get<5>(t), std::get<6>(t), std::get<7>(t), std::get<8>(t),
+                                    bp.params());
+      });
+      az.finish(*e, l, r == CUDA_SUCCESS);
+      return r;
+    } else {
+      // cuLaunch / cuLaunchGrid(Async): parameters were set by cuParamSet*;
+      // set the bounds the same way (the whole grid), then launch.
+      using ParamSetv = CUresult (*)(CUfunction, int, void*, unsigned int);
+      using ParamSetSize = CUresult (*)(CUfunction, unsigned int);
+      RealDriver& drv = RealDriver::instance();
+      const auto setv = reinterpret_cast<ParamSetv>(drv.symbol("cuParamSetv"));
+      const auto set_size = reinterpret_cast<ParamSetSize>(drv.symbol("cuParamSetSize"));
+      CUfunction f = std::get<0>(t);
+      std::uint32_t whole[2] = {0, 0xffffffffu};
+      if (setv == nullptr || set_size == nullptr ||
+          setv(f, static_cast<int>(e->patch->bounds_offset), whole, sizeof whole) != CUDA_SUCCESS ||
+          set_size(f, e->patch->bounds_offset + 8) != CUDA_SUCCESS) {
+        az.unsupported_path("a legacy cuLaunch* of a rewritten kernel (cuParamSetv failed)");
+      }
+      return launch_one<Id, Bare>(fn, stream, a...);
+    }
+  }
+}
+
+// Calls `fn` with argument 1 replaced by `image` (the rewritten image).
+template <class T>
+T image_arg(T v, const void* image, std::size_t index) {
+  if constexpr (std::is_same_v<T, const void*>) {
+    return index == 1 ? image : v;
+  } else {
+    return v;
+  }
+}
+template <class Fn, class Tuple, std::size_t... I>
+CUresult call_with_image(Fn fn, const void* image, const Tuple& t, std::index_sequence<I...>) {
+  return fn(image_arg(std::get<I>(t), image, I)...);
+}
+
+// The parameters of a hand-built kernel node with the atom bounds added
+// (whole grid); returns false when the node is not a rewritten kernel's.
+template <class P>
+bool kernel_node_with_bounds(const P& in, P* out, BoundsParams* bp) {
+  Atomizer& az = Atomizer::instance();
+  const void* handle = in.func != nullptr ? static_cast<const void*>(in.func) : static_cast<const void*>(in.kern);
+  const FunctionEntry* e = az.lookup(handle);
+  if (e == nullptr) return false;
+  if (!bp->build(*e->patch, in.kernelParams, in.extra)) {
+    az.unsupported_path("a graph kernel node's `extra` list with unknown keys");
+    return false;
+  }
+  bp->set(0, 0xffffffffu);
+  *out = in;
+  out->kernelParams = bp->params();
+  out->extra = bp->extra();
+  return true;
+}
+
+// A hand-built graph kernel node: a rewritten kernel's node gets the bounds.
+template <HookId Id, class Fn, class... A>
+CUresult kernel_node_call(Fn fn, A... a) {
+  constexpr HookInfo info = hook_info(Id);
+  auto t = std::tie(a...);
+  constexpr std::size_t last = sizeof...(A) - 1;
+  BoundsParams bp;
+  if constexpr (info.kind == HookKind::kKernelNode) {
+    const CUDA_KERNEL_NODE_PARAMS* in = std::get<last>(t);
+    CUDA_KERNEL_NODE_PARAMS copy{};
+    if (in == nullptr || !kernel_node_with_bounds(*in, &copy, &bp)) return fn(a...);
+    std::get<last>(t) = &copy;
+    return std::apply(fn, t);
+  } else {
+    CUgraphNodeParams* in = std::get<last>(t);
+    if (in == nullptr || in->type != CU_GRAPH_NODE_TYPE_KERNEL) return fn(a...);
+    CUgraphNodeParams copy = *in;
+    if (!kernel_node_with_bounds(in->kernel, &copy.kernel, &bp)) return fn(a...);
+    std::get<last>(t) = &copy;
+    return std::apply(fn, t);
+  }
+}
+
 template <HookId Id, class Fn, class... A>
 CUresult dispatch(CUstream stream, A... a) {
   static_assert(std::is_same_v<Fn, CUresult (*)(A...)>, "hook_list.def: args do not match params");
@@ -137,36 +370,25 @@ CUresult dispatch(CUstream stream, A... a) {
   // lithos's own driver calls (green-context set-up) pass straight through,
   // and so does everything when the operator disabled lithos (pointers
   // handed out by cuGetProcAddress stay the driver's own then).
-  if (lithos_disabled() || Runtime::frame().internal) return fn(a...);
+  if (Runtime::frame().internal) return fn(a...);
+  if (lithos_disabled()) {
+    // Kernels the atomizer rewrote before lithos was switched off still
+    // need their bounds: they run whole, unmasked.
+    if constexpr (info.kind == HookKind::kLaunch) {
+      if (Atomizer::instance().rewrote_any()) return launch_maybe_atomized<Id, true>(fn, stream, a...);
+    } else if constexpr (info.kind == HookKind::kKernelNode || info.kind == HookKind::kGraphNode) {
+      if (Atomizer::instance().rewrote_any()) return kernel_node_call<Id>(fn, a...);
+    }
+    return fn(a...);
+  }
 
   Runtime& rt = Runtime::instance();
   rt.counters().call(Id);
 
   if constexpr (info.kind == HookKind::kLaunch) {
-    const FrameGuard guard;
-    try {
-      rt.begin_launch(Id, stream, info.ptsz, launched_function(a...));
-    } catch (const std::exception& e) {
-      Runtime::frame() = guard.saved();
-      rt.internal_error(Id, e.what());
-    } catch (...) {
-      Runtime::frame() = guard.saved();
-      rt.internal_error(Id, "unknown exception");
-    }
-    if constexpr (kHasStreamParam<A...>) {
-      if (rt.backend() == Backend::kGreen) {
-        const Runtime::GreenRoute route = rt.green_route(stream, info.ptsz);
-        if (route) {
-          CUlaunchConfig cfg{};
-          const CUresult r = fn(with_stream(a, route.target(), &cfg)...);
-          rt.end_launch();
-          return r;  // the route orders the caller's stream after the partition's
-        }
-      }
-    }
-    const CUresult r = fn(a...);
-    rt.end_launch();
-    return r;
+    if (Atomizer& az = Atomizer::instance(); az.active() || az.rewrote_any())
+      return launch_maybe_atomized<Id, false>(fn, stream, a...);
+    return launch_one<Id>(fn, stream, a...);
   } else if constexpr (info.kind == HookKind::kGraphLaunch || info.kind == HookKind::kGraphUpload) {
     const CUgraphExec exec = std::get<0>(std::tie(a...));
     const FrameGuard guard;
@@ -197,13 +419,66 @@ CUresult dispatch(CUstream stream, A... a) {
   } else if constexpr (info.kind == HookKind::kGetFunction || info.kind == HookKind::kGetKernel) {
     const CUresult r = fn(a...);
     auto* out = std::get<0>(std::tie(a...));
-    if (r == CUDA_SUCCESS && out != nullptr) rt.note_kernel_name(*out, std::get<2>(std::tie(a...)));
+    if (r == CUDA_SUCCESS && out != nullptr) {
+      rt.note_kernel_name(*out, std::get<2>(std::tie(a...)));
+      if (Atomizer::instance().active())
+        Atomizer::instance().note_function(*out, std::get<1>(std::tie(a...)), std::get<2>(std::tie(a...)));
+    }
     return r;
   } else if constexpr (info.kind == HookKind::kKernelGetFunction) {
     const CUresult r = fn(a...);
     CUfunction* out = std::get<0>(std::tie(a...));
-    if (r == CUDA_SUCCESS && out != nullptr) rt.note_function_of_kernel(*out, std::get<1>(std::tie(a...)));
+    if (r == CUDA_SUCCESS && out != nullptr) {
+      rt.note_function_of_kernel(*out, std::get<1>(std::tie(a...)));
+      if (Atomizer::instance().active())
+        Atomizer::instance().note_function_of_kernel(*out, std::get<1>(std::tie(a...)));
+    }
     return r;
+  } else if constexpr (info.kind == HookKind::kModuleLoad || info.kind == HookKind::kModuleLoadFile) {
+    Atomizer& az = Atomizer::instance();
+    if (!az.active()) return fn(a...);
+    const auto t = std::tie(a...);
+    auto* out = std::get<0>(t);
+    Atomizer::Prepared p;
+    if constexpr (info.kind == HookKind::kModuleLoad) {
+      p = az.prepare(std::get<1>(t));
+    } else {
+      p = az.prepare_file(std::get<1>(t));
+    }
+    if (!p.record) return fn(a...);
+    CUresult r = CUDA_ERROR_NOT_FOUND;
+    if constexpr (info.kind == HookKind::kModuleLoad) {
+      r = call_with_image(fn, p.image, t, std::index_sequence_for<A...>{});
+    } else if constexpr (Id == HookId::cuModuleLoad) {
+      using Data = CUresult (*)(CUmodule*, const void*);
+      const auto data = reinterpret_cast<Data>(RealDriver::instance().function(HookId::cuModuleLoadData));
+      if (data != nullptr) r = data(out, p.image);
+    } else {
+      using Data = CUresult (*)(CUlibrary*, const void*, CUjit_option*, void**, unsigned int, CUlibraryOption*, void**,
+                                unsigned int);
+      const auto data = reinterpret_cast<Data>(RealDriver::instance().function(HookId::cuLibraryLoadData));
+      if (data != nullptr)
+        r = data(out, p.image, std::get<2>(t), std::get<3>(t), std::get<4>(t), std::get<5>(t), std::get<6>(t),
+                 std::get<7>(t));
+    }
+    if (r != CUDA_SUCCESS) {
+      az.load_refused(p, static_cast<int>(r));
+      return fn(a...);
+    }
+    if (out != nullptr) az.loaded(*out, p);
+    return r;
+  } else if constexpr (info.kind == HookKind::kUnload) {
+    Atomizer::instance().unloaded(std::get<0>(std::tie(a...)));
+    return fn(a...);
+  } else if constexpr (info.kind == HookKind::kLibraryGetModule) {
+    const CUresult r = fn(a...);
+    CUmodule* out = std::get<0>(std::tie(a...));
+    if (r == CUDA_SUCCESS && out != nullptr && Atomizer::instance().active())
+      Atomizer::instance().note_module_of_library(*out, std::get<1>(std::tie(a...)));
+    return r;
+  } else if constexpr (info.kind == HookKind::kKernelNode || info.kind == HookKind::kGraphNode) {
+    if (!Atomizer::instance().rewrote_any()) return fn(a...);
+    return kernel_node_call<Id>(fn, a...);
   } else if constexpr (info.kind == HookKind::kPrimaryCtxRetain) {
     const CUresult r = fn(a...);
     if (r == CUDA_SUCCESS) rt.after_primary_ctx_retain(std::get<0>(std::tie(a...)), std::get<1>(std::tie(a...)));

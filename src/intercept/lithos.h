@@ -58,6 +58,16 @@ const char* lithos_version(void);
  * driver and no mask is written. Returns whether it was on. For operators, and
  * for measuring lithos's own cost inside one process. */
 int lithos_set_enabled(int enabled);
+/* Kernel atomizer (LITHOS_ATOMIZE=1): waits for the launches it timed, then
+ * writes its per-kernel report (JSON: rewritten kernels, launches, atoms,
+ * GPU time of timed launches) to `path`, or to LITHOS_ATOM_REPORT when path
+ * is NULL. Returns 0, or LITHOS_EINVAL when there is nowhere to write. */
+int lithos_atom_report(const char* path);
+/* Changes the atomizer's rule for later launches: forced_atoms > 0 splits
+ * every splittable launch into that many atoms (tests, cost measurements);
+ * 0 returns to atoms of atom_us microseconds (atom_us <= 0 keeps the
+ * current target). Returns 0, or LITHOS_EINVAL when the atomizer is off. */
+int lithos_atom_configure(unsigned forced_atoms, double atom_us);
 
 #ifdef __cplusplus
 }

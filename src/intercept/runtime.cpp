@@ -2,6 +2,8 @@
 
 #include "intercept/runtime.hpp"
 
+#include "intercept/atomizer.hpp"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <unistd.h>
@@ -91,6 +93,7 @@ Runtime::Runtime() {
     config_.problems.push_back("could not read the LITHOS_* environment (out of memory); using defaults");
   }
   log_set_level(config_.log_level);
+  Atomizer::instance().configure(config_);
 }
 
 namespace {
@@ -926,6 +929,8 @@ StatsHeader Runtime::stats_header() noexcept {
 }
 
 void Runtime::report_at_exit() noexcept {
+  // The atomizer's report needs no driver call here (timings already read).
+  if (!config_.atom_report.empty() && !lithos_disabled()) Atomizer::instance().report(nullptr, false);
   if (!config_.stats && config_.stats_file.empty()) return;
   if (lithos_disabled()) {
     if (config_.stats) {

@@ -26,6 +26,39 @@ TEST(Config, DefaultsAskForNothing) {
   EXPECT_EQ(c.describe_request(), "the whole GPU");
 }
 
+TEST(Config, AtomizerSettings) {
+  const Config off = parse({});
+  EXPECT_FALSE(off.atomize);
+  EXPECT_EQ(off.atom_us, 500.0);
+  EXPECT_EQ(off.atoms_forced, 0u);
+  const Config c = parse({{"LITHOS_ATOMIZE", "1"},
+                          {"LITHOS_ATOM_US", "250"},
+                          {"LITHOS_ATOM_COST_US", "12.5"},
+                          {"LITHOS_ATOMS", "7"},
+                          {"LITHOS_ATOM_TIME", "1"},
+                          {"LITHOS_ATOM_REPORT", "/tmp/a-%p.json"}});
+  EXPECT_TRUE(c.problems.empty());
+  EXPECT_TRUE(c.atomize);
+  EXPECT_EQ(c.atom_us, 250.0);
+  EXPECT_EQ(c.atom_cost_us, 12.5);
+  EXPECT_EQ(c.atoms_forced, 7u);
+  EXPECT_TRUE(c.atom_time_all);
+  EXPECT_EQ(c.atom_report, "/tmp/a-%p.json");
+}
+
+TEST(Config, MalformedAtomizerSettingsAreReportedAndIgnored) {
+  const Config c = parse({{"LITHOS_ATOMIZE", "yes please"},
+                          {"LITHOS_ATOM_US", "0"},
+                          {"LITHOS_ATOM_COST_US", "fast"},
+                          {"LITHOS_ATOMS", "0"}});
+  EXPECT_EQ(c.problems.size(), 4u);
+  EXPECT_FALSE(c.atomize);
+  EXPECT_EQ(c.atom_us, 500.0);
+  EXPECT_EQ(c.atom_cost_us, 20.0);
+  EXPECT_EQ(c.atoms_forced, 0u);
+  EXPECT_EQ(parse({{"LITHOS_ATOMS", "5000"}}).problems.size(), 1u);
+}
+
 TEST(Config, DisableSwitch) {
   auto lookup = [](const char* value) {
     return [value](const char* name) -> const char* { return std::string(name) == "LITHOS_DISABLE" ? value : nullptr; };

@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <string>
@@ -186,6 +187,39 @@ FAKE_API int fake_subscribers() {
   return static_cast<int>(g_subscribers.size());
 }
 
+// ---- atomizer tests: images the driver received, bounds of launches -----------
+namespace {
+std::mutex g_atom_mu;
+std::vector<std::pair<std::uint32_t, std::uint32_t>> g_bounds;  // (lo, hi) per launch
+int g_bounds_index = -1;  // kernelParams[index] holds the bounds (set by the test)
+std::atomic<int> g_refuse_loads{0};
+std::atomic<std::uintptr_t> g_next_module{0x7000};
+void note_bounds(void** params) {
+  if (params == nullptr) return;
+  const std::lock_guard<std::mutex> lock(g_atom_mu);
+  if (g_bounds_index < 0) return;
+  std::uint32_t b[2] = {};
+  std::memcpy(b, params[g_bounds_index], sizeof b);
+  g_bounds.emplace_back(b[0], b[1]);
+}
+}  // namespace
+FAKE_API void fake_record_bounds(int index) {
+  const std::lock_guard<std::mutex> lock(g_atom_mu);
+  g_bounds_index = index;
+  g_bounds.clear();
+}
+// Copies up to `max` recorded (lo, hi) pairs into out[2*i], out[2*i+1]; returns how many there are.
+FAKE_API int fake_bounds(std::uint32_t* out, int max) {
+  const std::lock_guard<std::mutex> lock(g_atom_mu);
+  for (int i = 0; i < max && i < static_cast<int>(g_bounds.size()); ++i) {
+    out[2 * i] = g_bounds[static_cast<std::size_t>(i)].first;
+    out[2 * i + 1] = g_bounds[static_cast<std::size_t>(i)].second;
+  }
+  return static_cast<int>(g_bounds.size());
+}
+// The next `n` module loads fail with CUDA_ERROR_INVALID_IMAGE.
+FAKE_API void fake_refuse_loads(int n) { g_refuse_loads.store(n); }
+
 // ---- the driver ---------------------------------------------------------------
 FAKE_API CUresult cuInit(unsigned int flags) {
   record("cuInit", flags);
@@ -236,6 +270,7 @@ FAKE_API CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy,
                                  unsigned int by, unsigned int bz, unsigned int shmem, CUstream s, void** params,
                                  void** extra) {
   record("cuLaunchKernel", f, gx, gy, gz, bx, by, bz, shmem, s, params, extra);
+  note_bounds(params);
   return launch();
 }
 FAKE_API CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,
@@ -288,7 +323,12 @@ FAKE_API CUresult cuStreamDestroy_v2(CUstream s) {
 }
 FAKE_API CUresult cuModuleGetFunction(CUfunction* f, CUmodule m, const char* name) {
   record("cuModuleGetFunction", f, m, name);
-  if (f != nullptr) *f = reinterpret_cast<CUfunction>(0xf00);
+  // 0xf00 for the tests' made-up modules; one handle per (module, name) for
+  // modules cuModuleLoadData created.
+  std::uintptr_t h = 0xf00;
+  const auto mod = reinterpret_cast<std::uintptr_t>(m);
+  if (mod >= 0x7000 && name != nullptr) h = mod * 0x100 + (std::hash<std::string>{}(name)&0xf0);
+  if (f != nullptr) *f = reinterpret_cast<CUfunction>(h);
   return result();
 }
 FAKE_API CUresult cuLibraryGetKernel(CUkernel* k, CUlibrary lib, const char* name) {
@@ -384,4 +424,24 @@ FAKE_API void* fake_address_of(const char* name) {
   };
   const auto it = table.find(name != nullptr ? name : "");
   return it != table.end() ? it->second : nullptr;
+}
+
+FAKE_API CUresult cuDeviceGetAttribute(int* v, CUdevice_attribute attr, CUdevice dev) {
+  record("cuDeviceGetAttribute", v, attr, dev);
+  if (v == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  *v = attr == CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR ? 9 : 0;  // an H100: 9.0
+  return CUDA_SUCCESS;
+}
+FAKE_API CUresult cuModuleLoadData(CUmodule* m, const void* image) {
+  record("cuModuleLoadData", m, image);
+  if (g_refuse_loads.load() > 0) {
+    g_refuse_loads.fetch_sub(1);
+    return CUDA_ERROR_INVALID_IMAGE;
+  }
+  if (m != nullptr) *m = reinterpret_cast<CUmodule>(g_next_module.fetch_add(0x10));
+  return result();
+}
+FAKE_API CUresult cuModuleUnload(CUmodule m) {
+  record("cuModuleUnload", m);
+  return result();
 }

@@ -727,3 +727,126 @@ TEST_F(Masked, SwitchingOffAndOnAtRunTime) {
   ASSERT_EQ(launch_on(nullptr), CUDA_SUCCESS);
   expect_mask(last_mask(), expected_for({2, 3}), "on again");
 }
+
+// ---- Kernel atomizer (LITHOS_ATOMIZE=1 LITHOS_ATOMS=4) ---------------------------
+#ifdef LITHOS_CUBIN_FIXTURES
+namespace {
+
+std::vector<std::uint8_t> read_fixture(const char* name) {
+  std::vector<std::uint8_t> out;
+  const std::string path = std::string(LITHOS_CUBIN_FIXTURES) + "/" + name;
+  if (std::FILE* f = std::fopen(path.c_str(), "rb")) {
+    std::uint8_t buf[4096];
+    std::size_t n = 0;
+    while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) out.insert(out.end(), buf, buf + n);
+    std::fclose(f);
+  }
+  return out;
+}
+
+using LoadFn = CUresult (*)(CUmodule*, const void*);
+using GetFunctionFn = CUresult (*)(CUfunction*, CUmodule, const char*);
+
+std::vector<std::pair<std::uint32_t, std::uint32_t>> recorded_bounds() {
+  auto fn = driver_fn<int (*)(std::uint32_t*, int)>("fake_bounds");
+  std::uint32_t raw[512];
+  const int n = fn(raw, 256);
+  std::vector<std::pair<std::uint32_t, std::uint32_t>> out;
+  for (int i = 0; i < n && i < 256; ++i) out.emplace_back(raw[2 * i], raw[2 * i + 1]);
+  return out;
+}
+
+nlohmann::json atom_report() {
+  auto fn = reinterpret_cast<int (*)(const char*)>(::dlsym(RTLD_DEFAULT, "lithos_atom_report"));
+  if (fn == nullptr) return {};
+  const std::string path = ::testing::TempDir() + "lithos-atom-report.json";
+  if (fn(path.c_str()) != 0) return {};
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr) return {};
+  std::string text;
+  char buf[4096];
+  std::size_t n = 0;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) text.append(buf, n);
+  std::fclose(f);
+  return nlohmann::json::parse(text, nullptr, false);
+}
+
+}  // namespace
+
+using Atomize = PreloadTest;
+
+TEST_F(Atomize, TheDriverGetsTheRewrittenImageAndLaunchesRunAsAtoms) {
+  const std::vector<std::uint8_t> img = read_fixture("corpus_kernels.sm90.cubin");
+  ASSERT_FALSE(img.empty());
+  CUmodule mod = nullptr;
+  ASSERT_EQ(driver_fn<LoadFn>("cuModuleLoadData")(&mod, img.data()), CUDA_SUCCESS);
+  const FakeCall* c = Fake::get().last_call();
+  ASSERT_STREQ(c->name, "cuModuleLoadData");
+  const auto* got = reinterpret_cast<const std::uint8_t*>(c->args[1]);
+  EXPECT_NE(got, img.data());  // a rewritten copy
+  EXPECT_EQ(std::memcmp(got,
+                        "\x7f"
+                        "ELF",
+                        4),
+            0);
+
+  CUfunction f = nullptr;
+  ASSERT_EQ(driver_fn<GetFunctionFn>("cuModuleGetFunction")(&f, mod, "block_ids"), CUDA_SUCCESS);
+  driver_fn<void (*)(int)>("fake_record_bounds")(1);  // block_ids(uint32_t*): the bounds follow
+  CUdeviceptr out = 0x1000;
+  void* params[] = {&out};
+  ASSERT_EQ(driver_fn<LaunchFn>("cuLaunchKernel")(f, 100, 3, 1, 64, 1, 1, 0, nullptr, params, nullptr), CUDA_SUCCESS);
+  const auto b = recorded_bounds();
+  ASSERT_EQ(b.size(), 4u);  // LITHOS_ATOMS=4
+  std::uint32_t next = 0;
+  for (const auto& [lo, hi] : b) {
+    EXPECT_EQ(lo, next);
+    EXPECT_GT(hi, lo);
+    next = hi;
+  }
+  EXPECT_EQ(next, 300u);  // the 100 x 3 blocks, in order, each once
+
+  // A cooperative launch is never split: one launch with the whole grid.
+  driver_fn<void (*)(int)>("fake_record_bounds")(1);
+  ASSERT_EQ(driver_fn<CoopFn>("cuLaunchCooperativeKernel")(f, 100, 3, 1, 64, 1, 1, 0, nullptr, params), CUDA_SUCCESS);
+  const auto report = atom_report();
+  ASSERT_TRUE(report.is_object());
+  EXPECT_GE(report.value("kernels_patched", 0), 4);
+  EXPECT_EQ(report.value("images_rewritten", 0), 1);
+  bool seen = false;
+  for (const auto& k : report["kernels"]) {
+    if (k.value("name", "") != "block_ids") continue;
+    seen = true;
+    EXPECT_EQ(k.value("split_launches", 0), 1);
+    EXPECT_EQ(k.value("atoms", 0), 4);
+    EXPECT_EQ(k["whole"].value("cooperative", 0), 1);
+  }
+  EXPECT_TRUE(seen);
+}
+
+TEST_F(Atomize, TheOriginalIsLoadedWhenTheDriverRefusesTheRewrite) {
+  const std::vector<std::uint8_t> img = read_fixture("corpus_kernels.sm90.cubin");
+  ASSERT_FALSE(img.empty());
+  driver_fn<void (*)(int)>("fake_refuse_loads")(1);
+  CUmodule mod = nullptr;
+  ASSERT_EQ(driver_fn<LoadFn>("cuModuleLoadData")(&mod, img.data()), CUDA_SUCCESS);
+  const FakeCall* c = Fake::get().last_call();
+  EXPECT_EQ(reinterpret_cast<const std::uint8_t*>(c->args[1]), img.data());  // the second try: the original
+  // Its kernels are not rewritten: launched once, with the caller's parameters.
+  CUfunction f = nullptr;
+  ASSERT_EQ(driver_fn<GetFunctionFn>("cuModuleGetFunction")(&f, mod, "saxpy_stride"), CUDA_SUCCESS);
+  driver_fn<void (*)(int)>("fake_record_bounds")(-1);
+  void* params[] = {nullptr, nullptr, nullptr, nullptr};
+  ASSERT_EQ(driver_fn<LaunchFn>("cuLaunchKernel")(f, 64, 1, 1, 64, 1, 1, 0, nullptr, params, nullptr), CUDA_SUCCESS);
+  c = Fake::get().last_call();
+  EXPECT_EQ(reinterpret_cast<void**>(c->args[9]), params);
+  EXPECT_GE(atom_report().value("images_refused_by_driver", 0), 1);
+}
+
+TEST_F(Atomize, ImagesThatAreNotCubinsPassThrough) {
+  const char garbage[] = "not an image at all, and not PTX either";
+  CUmodule mod = nullptr;
+  ASSERT_EQ(driver_fn<LoadFn>("cuModuleLoadData")(&mod, garbage), CUDA_SUCCESS);
+  EXPECT_EQ(reinterpret_cast<const char*>(Fake::get().last_call()->args[1]), garbage);
+}
+#endif

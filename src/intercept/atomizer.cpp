@@ -1,0 +1,643 @@
+#include "intercept/atomizer.hpp"
+
+#include "intercept/cuda_abi.hpp"  // cuda.h in ABI mode
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+
+#include "intercept/log.hpp"
+#include "intercept/real_driver.hpp"
+
+namespace lithos::intercept {
+namespace {
+
+// Driver entry points the atomizer calls itself (none is hooked, so calls
+// never come back into lithos).
+struct Driver {
+  CUresult (*ctx_get_device)(CUdevice*) = nullptr;
+  CUresult (*device_get)(CUdevice*, int) = nullptr;
+  CUresult (*device_get_attribute)(int*, CUdevice_attribute, CUdevice) = nullptr;
+  CUresult (*event_create)(CUevent*, unsigned) = nullptr;
+  CUresult (*event_record)(CUevent, CUstream) = nullptr;
+  CUresult (*event_query)(CUevent) = nullptr;
+  CUresult (*event_synchronize)(CUevent) = nullptr;
+  CUresult (*event_elapsed)(float*, CUevent, CUevent) = nullptr;
+  CUresult (*stream_is_capturing)(CUstream, CUstreamCaptureStatus*) = nullptr;
+  CUresult (*link_create)(unsigned, CUjit_option*, void**, CUlinkState*) = nullptr;
+  CUresult (*link_add_data)(CUlinkState, CUjitInputType, void*, size_t, const char*, unsigned, CUjit_option*,
+                            void**) = nullptr;
+  CUresult (*link_complete)(CUlinkState, void**, size_t*) = nullptr;
+  CUresult (*link_destroy)(CUlinkState) = nullptr;
+  CUresult (*func_get_name)(const char**, CUfunction) = nullptr;
+  CUresult (*func_get_module)(CUmodule*, CUfunction) = nullptr;
+  CUresult (*kernel_get_name)(const char**, CUkernel) = nullptr;
+  CUresult (*kernel_get_library)(CUlibrary*, CUkernel) = nullptr;
+
+  static const Driver& get() {
+    static const Driver d = [] {
+      Driver x;
+      RealDriver& r = RealDriver::instance();
+      auto sym = [&](auto& fp, const char* name) {
+        fp = reinterpret_cast<std::remove_reference_t<decltype(fp)>>(r.symbol(name));
+      };
+      sym(x.ctx_get_device, "cuCtxGetDevice");
+      sym(x.device_get, "cuDeviceGet");
+      sym(x.device_get_attribute, "cuDeviceGetAttribute");
+      sym(x.event_create, "cuEventCreate");
+      sym(x.event_record, "cuEventRecord");
+      sym(x.event_query, "cuEventQuery");
+      sym(x.event_synchronize, "cuEventSynchronize");
+      sym(x.event_elapsed, "cuEventElapsedTime_v2");
+      if (x.event_elapsed == nullptr) sym(x.event_elapsed, "cuEventElapsedTime");
+      sym(x.stream_is_capturing, "cuStreamIsCapturing");
+      sym(x.link_create, "cuLinkCreate_v2");
+      sym(x.link_add_data, "cuLinkAddData_v2");
+      sym(x.link_complete, "cuLinkComplete");
+      sym(x.link_destroy, "cuLinkDestroy");
+      sym(x.func_get_name, "cuFuncGetName");
+      sym(x.func_get_module, "cuFuncGetModule");
+      sym(x.kernel_get_name, "cuKernelGetName");
+      sym(x.kernel_get_library, "cuKernelGetLibrary");
+      return x;
+    }();
+    return d;
+  }
+};
+
+std::uint64_t now_ns() {
+  return static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+          .count());
+}
+
+bool read_whole_file(const char* path, std::vector<std::uint8_t>* out) {
+  const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || st.st_size <= 0 || st.st_size > (1ll << 30)) {
+    ::close(fd);
+    return false;
+  }
+  out->resize(static_cast<std::size_t>(st.st_size) + 1);  // + NUL: PTX files are text
+  std::size_t got = 0;
+  while (got < static_cast<std::size_t>(st.st_size)) {
+    const ssize_t n = ::read(fd, out->data() + got, static_cast<std::size_t>(st.st_size) - got);
+    if (n <= 0) {
+      if (n < 0 && errno == EINTR) continue;
+      ::close(fd);
+      return false;
+    }
+    got += static_cast<std::size_t>(n);
+  }
+  ::close(fd);
+  (*out)[got] = 0;
+  return true;
+}
+
+std::string json_escape(const std::string& s) {
+  std::string o;
+  o.reserve(s.size());
+  for (const char c : s) {
+    if (c == '"' || c == '\\') {
+      o += '\\';
+      o += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(c));
+      o += buf;
+    } else {
+      o += c;
+    }
+  }
+  return o;
+}
+
+CUstream event_stream(void* stream, bool ptsz) {
+  if (stream == nullptr && ptsz) return CU_STREAM_PER_THREAD;
+  return static_cast<CUstream>(stream);
+}
+
+}  // namespace
+
+// ---- BoundsParams -----------------------------------------------------------
+
+bool BoundsParams::build(const cubin::KernelPatch& p, void** kernel_params, void** extra) {
+  offset_ = p.bounds_offset;
+  params_ = nullptr;
+  extra_ = nullptr;
+  if (kernel_params != nullptr || extra == nullptr) {
+    ptrs_.assign(p.param_count + 1, nullptr);
+    for (std::uint32_t i = 0; i < p.param_count; ++i) ptrs_[i] = kernel_params != nullptr ? kernel_params[i] : nullptr;
+    ptrs_[p.param_count] = bounds_;
+    params_ = ptrs_.data();
+    return true;
+  }
+  // `extra`: CU_LAUNCH_PARAM_BUFFER_POINTER / _SIZE pairs ended by _END.
+  const void* buffer = nullptr;
+  const std::size_t* size = nullptr;
+  for (int i = 0; i < 64; i += 2) {
+    const void* key = extra[i];
+    if (key == CU_LAUNCH_PARAM_END) break;
+    if (key == CU_LAUNCH_PARAM_BUFFER_POINTER) {
+      buffer = extra[i + 1];
+    } else if (key == CU_LAUNCH_PARAM_BUFFER_SIZE) {
+      size = static_cast<const std::size_t*>(extra[i + 1]);
+    } else {
+      return false;  // a key this code does not know: leave the launch alone
+    }
+  }
+  if (buffer == nullptr || size == nullptr) return false;
+  buf_size_ = p.bounds_offset + 8;
+  buf_.assign(buf_size_, 0);
+  std::memcpy(buf_.data(), buffer, std::min<std::size_t>(*size, p.bounds_offset));
+  extra_list_[0] = CU_LAUNCH_PARAM_BUFFER_POINTER;
+  extra_list_[1] = buf_.data();
+  extra_list_[2] = CU_LAUNCH_PARAM_BUFFER_SIZE;
+  extra_list_[3] = &buf_size_;
+  extra_list_[4] = CU_LAUNCH_PARAM_END;
+  extra_ = extra_list_;
+  set(bounds_[0], bounds_[1]);
+  return true;
+}
+
+void BoundsParams::set(std::uint32_t lo, std::uint32_t hi) {
+  bounds_[0] = lo;
+  bounds_[1] = hi;
+  if (extra_ != nullptr) std::memcpy(buf_.data() + offset_, bounds_, sizeof bounds_);
+}
+
+// ---- Atomizer ---------------------------------------------------------------
+
+Atomizer& Atomizer::instance() noexcept {
+  static Atomizer* a = new Atomizer();  // never destroyed: hooks run during exit
+  return *a;
+}
+
+void Atomizer::configure(const Config& c) noexcept {
+  config_ = c;
+  atom_config_.enabled = true;
+  atom_config_.target = us(c.atom_us);
+  atom_config_.per_atom_cost = us(c.atom_cost_us);
+  active_.store(c.atomize, std::memory_order_relaxed);
+  if (c.atomize) {
+    LITHOS_LOG(LogLevel::kInfo, "atomizer on: atoms of %.0f us (per-atom cost %.0f us)%s", c.atom_us, c.atom_cost_us,
+               c.atoms_forced != 0 ? ", fixed atom count (LITHOS_ATOMS)" : "");
+  }
+}
+
+void Atomizer::set_rule(std::uint32_t forced, double atom_us) noexcept {
+  // Plain fields read without a lock by launches: a launch racing this call
+  // sees the old or the new rule (both valid).
+  config_.atoms_forced = forced;
+  if (atom_us > 0) {
+    config_.atom_us = atom_us;
+    atom_config_.target = us(atom_us);
+  }
+}
+
+int Atomizer::device_sm() noexcept {
+  int sm = sm_.load(std::memory_order_relaxed);
+  if (sm >= 0) return sm;
+  const Driver& d = Driver::get();
+  CUdevice dev = 0;
+  int major = 0, minor = 0;
+  bool have = false;
+  if (d.ctx_get_device != nullptr && d.ctx_get_device(&dev) == CUDA_SUCCESS) have = true;
+  if (!have && d.device_get != nullptr && d.device_get(&dev, 0) == CUDA_SUCCESS) have = true;
+  if (have && d.device_get_attribute != nullptr &&
+      d.device_get_attribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev) == CUDA_SUCCESS &&
+      d.device_get_attribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev) == CUDA_SUCCESS) {
+    sm = major * 10 + minor;
+    sm_.store(sm, std::memory_order_relaxed);
+    return sm;
+  }
+  return 0;  // unknown (not cached: a later load may know)
+}
+
+Atomizer::Prepared Atomizer::prepare(const void* image) noexcept {
+  Prepared p;
+  p.image = image;
+  if (image == nullptr) return p;
+  try {
+    images_seen.fetch_add(1, std::memory_order_relaxed);
+    const std::uint64_t t0 = now_ns();
+    const int sm = device_sm();
+    std::string ptx;
+    auto r = cubin::atomize_image(image, sm, &ptx);
+    if (!r && !ptx.empty()) {
+      // The driver would JIT this PTX: do it here, then rewrite the cubin.
+      const Driver& d = Driver::get();
+      CUlinkState link = nullptr;
+      if (d.link_create != nullptr && d.link_create(0, nullptr, nullptr, &link) == CUDA_SUCCESS) {
+        void* out = nullptr;
+        std::size_t out_size = 0;
+        if (d.link_add_data(link, CU_JIT_INPUT_PTX, ptx.data(), ptx.size() + 1, "lithos-jit", 0, nullptr, nullptr) ==
+                CUDA_SUCCESS &&
+            d.link_complete(link, &out, &out_size) == CUDA_SUCCESS && out != nullptr) {
+          images_jit.fetch_add(1, std::memory_order_relaxed);
+          auto c = cubin::atomize_cubin(cubin::ByteView(static_cast<const std::uint8_t*>(out), out_size));
+          if (c) {
+            cubin::AtomizedImage img;
+            img.cubin = std::move(*c);
+            img.source = cubin::ImageSource::kPtx;
+            r = std::move(img);
+          } else {
+            r = c.status();
+          }
+        }
+        d.link_destroy(link);
+      }
+    }
+    load_ns.fetch_add(now_ns() - t0, std::memory_order_relaxed);
+    if (!r) {
+      p.reason = r.status().message();
+      LITHOS_LOG(LogLevel::kInfo, "atomizer: image %p not rewritten: %s", image, p.reason.c_str());
+      const std::lock_guard lock(reasons_mu_);
+      ++not_rewritten_[p.reason.substr(0, 120)];
+      return p;
+    }
+    auto rec = std::make_shared<ImageRecord>();
+    rec->atomized = std::move(*r);
+    for (const auto& k : rec->atomized.cubin.kernels) {
+      rec->by_name[k.name] = &k;
+      (k.patched() ? kernels_patched : kernels_unpatched).fetch_add(1, std::memory_order_relaxed);
+      counters_for(k.name, k.status);
+    }
+    p.image = rec->atomized.cubin.image.data();
+    p.record = std::move(rec);
+    images_rewritten.fetch_add(1, std::memory_order_relaxed);
+  } catch (...) {
+    p.image = image;
+    p.record.reset();
+    p.reason = "internal error";
+  }
+  return p;
+}
+
+Atomizer::Prepared Atomizer::prepare_file(const char* path) noexcept {
+  Prepared p;
+  try {
+    auto bytes = std::make_shared<std::vector<std::uint8_t>>();
+    if (path == nullptr || !read_whole_file(path, bytes.get())) {
+      p.reason = "cannot read the file";
+      return p;
+    }
+    p = prepare(bytes->data());
+  } catch (...) {
+    p = Prepared{};
+  }
+  return p;
+}
+
+void Atomizer::loaded(void* handle, const Prepared& p) noexcept {
+  if (handle == nullptr || !p.record) return;
+  try {
+    const std::unique_lock lock(mu_);
+    images_[handle] = p.record;
+    keep_.push_back(p.record);
+  } catch (...) {
+  }
+}
+
+void Atomizer::load_refused(const Prepared& p, int result) noexcept {
+  images_refused.fetch_add(1, std::memory_order_relaxed);
+  LITHOS_LOG(LogLevel::kWarn, "the driver refused a rewritten image (CUresult %d, %zu kernels): loaded the original",
+             result, p.record ? p.record->atomized.cubin.kernels.size() : std::size_t{0});
+}
+
+void Atomizer::unloaded(void* handle) noexcept {
+  try {
+    const std::unique_lock lock(mu_);
+    images_.erase(handle);
+    // Function handles of the unloaded image keep their (kept-alive) entry:
+    // the driver never reuses them for another kernel while lithos runs.
+  } catch (...) {
+  }
+}
+
+KernelCounters* Atomizer::counters_for(const std::string& name, cubin::PatchStatus s) {
+  const std::lock_guard lock(counters_mu_);
+  auto& slot = counters_[name];
+  if (!slot) {
+    slot = std::make_unique<KernelCounters>();
+    slot->name = name;
+    slot->status = s;
+  }
+  return slot.get();
+}
+
+FunctionEntry Atomizer::entry_for(const std::shared_ptr<ImageRecord>& rec, const char* name) {
+  FunctionEntry e;
+  if (!rec || name == nullptr) return e;
+  const auto it = rec->by_name.find(name);
+  if (it == rec->by_name.end()) return e;
+  e.patch = it->second;
+  e.image = rec;
+  e.counters = counters_for(it->second->name, it->second->status);
+  return e;
+}
+
+void Atomizer::note_function(void* function, void* owner, const char* name) noexcept {
+  if (function == nullptr) return;
+  try {
+    std::shared_ptr<ImageRecord> rec;
+    {
+      const std::shared_lock lock(mu_);
+      const auto it = images_.find(owner);
+      if (it != images_.end()) rec = it->second;
+    }
+    FunctionEntry e = entry_for(rec, name);
+    const std::unique_lock lock(mu_);
+    functions_[function] = std::move(e);
+  } catch (...) {
+  }
+}
+
+void Atomizer::note_function_of_kernel(void* function, void* kernel) noexcept {
+  if (function == nullptr) return;
+  try {
+    const std::unique_lock lock(mu_);
+    const auto it = functions_.find(kernel);
+    if (it != functions_.end()) functions_[function] = it->second;
+  } catch (...) {
+  }
+}
+
+void Atomizer::note_module_of_library(void* module, void* library) noexcept {
+  try {
+    const std::unique_lock lock(mu_);
+    const auto it = images_.find(library);
+    if (it != images_.end()) images_[module] = it->second;
+  } catch (...) {
+  }
+}
+
+const FunctionEntry* Atomizer::lookup(const void* handle) noexcept {
+  if (handle == nullptr) return nullptr;
+  try {
+    {
+      const std::shared_lock lock(mu_);
+      const auto it = functions_.find(handle);
+      if (it != functions_.end()) return it->second.patch != nullptr ? &it->second : nullptr;
+    }
+    // A handle obtained without a hooked call (cuModuleEnumerateFunctions,
+    // cuLibraryEnumerateKernels...): ask the driver which image it is from.
+    const Driver& d = Driver::get();
+    std::shared_ptr<ImageRecord> rec;
+    const char* name = nullptr;
+    CUmodule mod = nullptr;
+    CUlibrary lib = nullptr;
+    auto* f = static_cast<CUfunction>(const_cast<void*>(handle));
+    if (d.func_get_module != nullptr && d.func_get_module(&mod, f) == CUDA_SUCCESS && d.func_get_name != nullptr &&
+        d.func_get_name(&name, f) == CUDA_SUCCESS) {
+      const std::shared_lock lock(mu_);
+      const auto it = images_.find(mod);
+      if (it != images_.end()) rec = it->second;
+    } else if (d.kernel_get_library != nullptr &&
+               d.kernel_get_library(&lib, reinterpret_cast<CUkernel>(f)) == CUDA_SUCCESS &&
+               d.kernel_get_name != nullptr &&
+               d.kernel_get_name(&name, reinterpret_cast<CUkernel>(f)) == CUDA_SUCCESS) {
+      const std::shared_lock lock(mu_);
+      const auto it = images_.find(lib);
+      if (it != images_.end()) rec = it->second;
+    }
+    FunctionEntry e = entry_for(rec, name);
+    if (e.patch == nullptr) unknown_launches.fetch_add(1, std::memory_order_relaxed);
+    const std::unique_lock lock(mu_);
+    auto [it, inserted] = functions_.emplace(handle, std::move(e));
+    return it->second.patch != nullptr ? &it->second : nullptr;
+  } catch (...) {
+    return nullptr;
+  }
+}
+
+std::string Atomizer::driver_name(const void* handle) noexcept {
+  const Driver& d = Driver::get();
+  const char* name = nullptr;
+  auto* f = static_cast<CUfunction>(const_cast<void*>(handle));
+  CUmodule mod = nullptr;
+  // cuFuncGetModule tells a CUfunction from a CUkernel (it fails on the latter).
+  if (d.func_get_module != nullptr && d.func_get_module(&mod, f) == CUDA_SUCCESS) {
+    if (d.func_get_name != nullptr && d.func_get_name(&name, f) == CUDA_SUCCESS && name != nullptr) return name;
+  } else if (d.kernel_get_name != nullptr && d.kernel_get_name(&name, reinterpret_cast<CUkernel>(f)) == CUDA_SUCCESS &&
+             name != nullptr) {
+    return name;
+  }
+  return {};
+}
+
+Atomizer::Launch Atomizer::plan(const FunctionEntry& e, const std::uint32_t grid[3], const std::uint32_t cluster[3],
+                                bool cooperative, void* stream, bool ptsz) noexcept {
+  Launch l;
+  sched::LaunchDesc desc;
+  desc.grid = {grid[0], grid[1], grid[2]};
+  desc.cluster = {std::max(1u, cluster[0]), std::max(1u, cluster[1]), std::max(1u, cluster[2])};
+  desc.cooperative = cooperative || e.patch->cooperative;
+  const std::uint64_t blocks = desc.grid.count();
+  KernelCounters& c = *e.counters;
+  c.launches.fetch_add(1, std::memory_order_relaxed);
+
+  bool sample = config_.atom_time_all;
+  std::optional<Duration> predicted;
+  try {
+    const std::lock_guard lock(c.mu);
+    const std::uint64_t n = c.seen[blocks]++;
+    if (n < 2 || n % 32 == 0) sample = true;
+    const auto it = c.ewma_ns.find(blocks);
+    if (it != c.ewma_ns.end()) predicted = Duration(static_cast<std::int64_t>(it->second));
+  } catch (...) {
+  }
+  if (blocks >= 0xffffffffull) {
+    l.plan = sched::AtomPlan{};
+    l.plan.count = 1;
+    l.plan.total_blocks = blocks;
+    l.plan.reason = sched::AtomReason::kSingleUnit;
+  } else if (config_.atoms_forced != 0) {
+    // Fixed count (tests): a prediction long enough for exactly N atoms.
+    sched::AtomConfig cfg = atom_config_;
+    cfg.per_atom_cost = Duration(0);
+    l.plan = sched::plan_atoms(cfg, desc, cfg.atom_duration() * config_.atoms_forced);
+  } else {
+    l.plan = sched::plan_atoms(atom_config_, desc, predicted);
+  }
+  if (l.plan.split()) {
+    c.split_launches.fetch_add(1, std::memory_order_relaxed);
+    c.atoms.fetch_add(l.plan.count, std::memory_order_relaxed);
+  } else {
+    c.whole_reason[static_cast<int>(l.plan.reason) & 7].fetch_add(1, std::memory_order_relaxed);
+  }
+
+  if (sample) {
+    const Driver& d = Driver::get();
+    CUstreamCaptureStatus cap = CU_STREAM_CAPTURE_STATUS_NONE;
+    const CUstream s = event_stream(stream, ptsz);
+    if (d.event_record != nullptr && d.stream_is_capturing != nullptr &&
+        d.stream_is_capturing(s, &cap) == CUDA_SUCCESS && cap == CU_STREAM_CAPTURE_STATUS_NONE) {
+      void* ev = nullptr;
+      {
+        const std::lock_guard lock(timing_mu_);
+        if (!free_events_.empty()) {
+          ev = free_events_.back();
+          free_events_.pop_back();
+        }
+      }
+      if (ev == nullptr && d.event_create != nullptr) {
+        CUevent x = nullptr;
+        if (d.event_create(&x, CU_EVENT_DEFAULT) == CUDA_SUCCESS) ev = x;
+      }
+      if (ev != nullptr && d.event_record(static_cast<CUevent>(ev), s) == CUDA_SUCCESS) {
+        l.timed = true;
+        l.start = ev;
+        l.stream = s;
+      }
+    }
+  }
+  return l;
+}
+
+void Atomizer::finish(const FunctionEntry& e, Launch& l, bool ok) noexcept {
+  if (!l.timed) return;
+  const Driver& d = Driver::get();
+  try {
+    void* end = nullptr;
+    {
+      const std::lock_guard lock(timing_mu_);
+      if (!free_events_.empty()) {
+        end = free_events_.back();
+        free_events_.pop_back();
+      }
+    }
+    if (end == nullptr) {
+      CUevent x = nullptr;
+      if (d.event_create(&x, CU_EVENT_DEFAULT) == CUDA_SUCCESS) end = x;
+    }
+    if (!ok || end == nullptr ||
+        d.event_record(static_cast<CUevent>(end), static_cast<CUstream>(l.stream)) != CUDA_SUCCESS) {
+      const std::lock_guard lock(timing_mu_);
+      free_events_.push_back(l.start);
+      if (end != nullptr) free_events_.push_back(end);
+      return;
+    }
+    {
+      const std::lock_guard lock(timing_mu_);
+      pending_.push_back({l.start, end, e.counters, l.plan.total_blocks});
+    }
+    poll_timings(false);
+  } catch (...) {
+  }
+}
+
+void Atomizer::poll_timings(bool wait) noexcept {
+  const Driver& d = Driver::get();
+  if (d.event_query == nullptr || d.event_elapsed == nullptr) return;
+  try {
+    const std::lock_guard lock(timing_mu_);
+    auto keep = pending_.begin();
+    for (auto it = pending_.begin(); it != pending_.end(); ++it) {
+      CUresult q = d.event_query(static_cast<CUevent>(it->end));
+      if (q == CUDA_ERROR_NOT_READY && wait && d.event_synchronize != nullptr)
+        q = d.event_synchronize(static_cast<CUevent>(it->end));
+      if (q == CUDA_ERROR_NOT_READY) {
+        *keep++ = *it;
+        continue;
+      }
+      float ms = 0;
+      if (q == CUDA_SUCCESS &&
+          d.event_elapsed(&ms, static_cast<CUevent>(it->start), static_cast<CUevent>(it->end)) == CUDA_SUCCESS) {
+        const double ns = static_cast<double>(ms) * 1e6;
+        KernelCounters& c = *it->counters;
+        c.timed.fetch_add(1, std::memory_order_relaxed);
+        c.timed_ns.fetch_add(static_cast<std::uint64_t>(ns), std::memory_order_relaxed);
+        const std::lock_guard clock(c.mu);
+        auto [slot, fresh] = c.ewma_ns.emplace(it->blocks, ns);
+        if (!fresh) slot->second = 0.75 * slot->second + 0.25 * ns;
+      }
+      free_events_.push_back(it->start);
+      free_events_.push_back(it->end);
+    }
+    pending_.erase(keep, pending_.end());
+  } catch (...) {
+  }
+}
+
+void Atomizer::unsupported_path(const char* what) noexcept {
+  if (unsupported_paths.fetch_add(1, std::memory_order_relaxed) == 0)
+    LITHOS_LOG(LogLevel::kWarn, "atomizer: %s cannot carry the atom bounds; launched unmodified", what);
+}
+
+std::string Atomizer::report_json() noexcept {
+  try {
+    std::string o = "{\"schema\":\"lithos.atomizer/1\"";
+    auto num = [&](const char* k, std::uint64_t v) { o += ",\"" + std::string(k) + "\":" + std::to_string(v); };
+    num("images_seen", images_seen.load());
+    num("images_rewritten", images_rewritten.load());
+    num("images_refused_by_driver", images_refused.load());
+    num("images_jit", images_jit.load());
+    num("kernels_patched", kernels_patched.load());
+    num("kernels_unpatched", kernels_unpatched.load());
+    num("load_ns", load_ns.load());
+    num("unknown_launches", unknown_launches.load());
+    num("unsupported_paths", unsupported_paths.load());
+    o += ",\"not_rewritten\":{";
+    {
+      const std::lock_guard lock(reasons_mu_);
+      bool f0 = true;
+      for (const auto& [why, n] : not_rewritten_) {
+        if (!f0) o += ',';
+        f0 = false;
+        o += "\"" + json_escape(why) + "\":" + std::to_string(n);
+      }
+    }
+    o += "}";
+    o += ",\"kernels\":[";
+    bool first = true;
+    const std::lock_guard lock(counters_mu_);
+    for (const auto& [name, c] : counters_) {
+      if (c->launches.load() == 0) continue;
+      if (!first) o += ',';
+      first = false;
+      o += "{\"name\":\"" + json_escape(name) + "\",\"status\":\"" + cubin::patch_status_name(c->status) + "\"";
+      num("launches", c->launches.load());
+      num("split_launches", c->split_launches.load());
+      num("atoms", c->atoms.load());
+      num("timed", c->timed.load());
+      num("timed_ns", c->timed_ns.load());
+      o += ",\"whole\":{";
+      bool f2 = true;
+      for (int r = 0; r < 8; ++r) {
+        const std::uint64_t v = c->whole_reason[r].load();
+        if (v == 0) continue;
+        if (!f2) o += ',';
+        f2 = false;
+        o += "\"" + std::string(sched::atom_reason_name(static_cast<sched::AtomReason>(r))) + "\":" + std::to_string(v);
+      }
+      o += "}}";
+    }
+    o += "]}\n";
+    return o;
+  } catch (...) {
+    return "{}\n";
+  }
+}
+
+int Atomizer::report(const char* path, bool wait) noexcept {
+  poll_timings(wait);
+  std::string p = path != nullptr ? std::string(path) : config_.atom_report;
+  if (p.empty()) return -1;
+  p = expand_stats_path(p, static_cast<int>(::getpid()));
+  const std::string json = report_json();
+  const int fd = ::open(p.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return -1;
+  const ssize_t w = ::write(fd, json.data(), json.size());
+  ::close(fd);
+  return w == static_cast<ssize_t>(json.size()) ? 0 : -1;
+}
+
+}  // namespace lithos::intercept
