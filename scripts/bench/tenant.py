@@ -86,7 +86,7 @@ def _infer(**spec):
 
 _BERT = Workload({**_infer(batch=(8, POS_INT), seq=(128, BERT_SEQ), graph=(True, BOOL)),
                   "training": {"batch": (32, POS_INT), "seq": (128, BERT_SEQ)}})
-_SPIN = {"kernel_ms": (1.0, POS_NUM), "blocks_per_sm": (2, POS_INT), "num_warps": (4, WARPS)}
+_SPIN = {"kernel_ms": (1.0, POS_NUM), "blocks_per_sm": (2, POS_INT), "num_warps": (4, WARPS), "waves": (1, POS_INT)}
 WORKLOADS = {
     "resnet50": Workload({**_infer(batch=(32, POS_INT), graph=(True, BOOL)),
                           "training": {"batch": (128, POS_INT)}}),

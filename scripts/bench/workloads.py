@@ -213,7 +213,11 @@ class SpinRunner(Runner):
         super().__init__(dev)
         self._num_warps = params["num_warps"]
         self._block = 32 * self._num_warps  # one element per thread
-        self._grid = torch.cuda.get_device_properties(dev).multi_processor_count * params["blocks_per_sm"]
+        # waves > 1: the kernel is that many waves of shorter blocks (what
+        # the atomizer can split); 1: one wave, each block the whole kernel.
+        self._waves = int(params.get("waves", 1))
+        self._grid = (torch.cuda.get_device_properties(dev).multi_processor_count * params["blocks_per_sm"]
+                      * self._waves)
         self._out = torch.empty(self._grid * self._block, device=dev, dtype=torch.float32)
         self._kernel_ms = params["kernel_ms"]
         self._iters_per_ms = None

@@ -21,6 +21,9 @@ const std::vector<ModeInfo>& mode_catalog() {
        true},
       {"lithos-fixed", "lithos fixed sets",
        "MPS; hp tenants on the whole GPU, be tenants confined to their partition's TPCs by lithos", true, true},
+      {"mps-atoms", "MPS + atoms",
+       "MPS; be tenants under the lithos kernel atomizer (long kernels run as atoms of about 500 us), no masks", true,
+       false},
   };
   return modes;
 }
@@ -132,6 +135,8 @@ Result<std::vector<TenantSetup>> plan_mode(const BenchScenario& sc, const ModeIn
                                         sc.source);
       }
       ts.tpc_set = sets[i];
+    } else if (mode.name == "mps-atoms") {
+      ts.atomize = t.role == Role::kBestEffort;
     } else if (mode.name == "lithos-fixed") {
       if (t.role == Role::kBestEffort) {
         if (!sets[i]) {

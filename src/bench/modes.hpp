@@ -34,6 +34,7 @@ std::vector<std::string> default_modes();
 struct TenantSetup {
   std::vector<std::pair<std::string, std::string>> env;  // added to the tenant's environment
   std::optional<std::string> tpc_set;                    // logical TPCs ("0-39"), via `lithos run --tpc-set`
+  bool atomize = false;                                  // via `lithos run --atomize` (kernel atomizer)
 };
 
 // How `mode` configures each tenant of `sc` (same order as sc.tenants).

@@ -202,6 +202,9 @@ class ModeRun {
       t.config = tenant_config(sc_, *t.spec, it != calib_.end() ? it->second : json::object(), calibrate, opt_.device);
       if (t.setup.tpc_set) {
         t.argv = {opt_.lithos_exe, "run", "--device", std::to_string(opt_.device), "--tpc-set", *t.setup.tpc_set, "--"};
+      } else if (t.setup.atomize) {
+        t.argv = {
+            opt_.lithos_exe, "run", "--atomize", "--atom-report", log_dir + "/" + t.spec->name + "-atoms.json", "--"};
       }
       t.argv.push_back(opt_.python);
       t.argv.push_back(script);
@@ -412,6 +415,7 @@ class ModeRun {
                   {"argv", t.argv},
                   {"env", env},
                   {"tpc_set", t.setup.tpc_set ? json(*t.setup.tpc_set) : json(nullptr)},
+                  {"atomize", t.setup.atomize},
                   {"rate_rps", field(t.config, "rate_rps", json(nullptr))},
                   {"calib", field(t.ready_event, "calib", json::object())},
                   {"info", field(t.ready_event, "info", json::object())},

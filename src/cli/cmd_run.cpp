@@ -45,6 +45,9 @@ struct RunArgs {
   std::string log;
   std::string backend = "auto";
   int device = 0;
+  bool atomize = false;
+  double atom_us = 0;  // 0: the library's default
+  std::string atom_report;
   std::vector<std::string> command;
 };
 
@@ -241,6 +244,9 @@ int run(RunArgs a) {
   if (!a.stats_file.empty()) set_env("LITHOS_STATS_FILE", a.stats_file);
   if (!a.log.empty()) set_env("LITHOS_LOG", a.log);
   if (a.backend != "auto") set_env("LITHOS_BACKEND", a.backend);
+  if (a.atomize) set_env("LITHOS_ATOMIZE", "1");
+  if (a.atom_us > 0) set_env("LITHOS_ATOM_US", std::to_string(a.atom_us));
+  if (!a.atom_report.empty()) set_env("LITHOS_ATOM_REPORT", a.atom_report);
   return exec_program(a.command);
 }
 
@@ -268,7 +274,8 @@ CommandRunner add_run_command(CLI::App& app) {
       "\n"
       "Environment (set for the program; docs/interposer.md has them all): LD_PRELOAD (liblithos.so first),\n"
       "LITHOS_TPCS, LITHOS_TPC_SET, LITHOS_SLOT_MAP, LITHOS_STATS, LITHOS_STATS_FILE, LITHOS_LOG,\n"
-      "LITHOS_BACKEND. LITHOS_LIBRARY overrides where liblithos.so is found. Use `--` before the program\n"
+      "LITHOS_BACKEND, LITHOS_ATOMIZE, LITHOS_ATOM_US, LITHOS_ATOM_REPORT. LITHOS_LIBRARY overrides where liblithos.so "
+      "is found. Use `--` before the program\n"
       "when its arguments start with '-'.");
   auto* n = sub->add_option("--tpcs", args->tpcs, "Confine every launch to the first N live logical TPCs")
                 ->check(CLI::Range(1, sched::kMaxTpcs));
@@ -287,6 +294,13 @@ CommandRunner add_run_command(CLI::App& app) {
                   "How launches are confined: auto (launch-descriptor hook, else green contexts), descriptor, "
                   "green, or off (observe only)")
       ->check(CLI::IsMember({"auto", "descriptor", "green", "off"}));
+  sub->add_flag("--atomize", args->atomize,
+                "Kernel atomizer (docs/atomizer.md): rewrite the program's sm_90 kernels when they load and run "
+                "long launches as atoms of about --atom-us, so that other work waits at most about one atom");
+  sub->add_option("--atom-us", args->atom_us, "Atom duration target in microseconds (default 500)")
+      ->check(CLI::Range(1.0, 1e7));
+  sub->add_option("--atom-report", args->atom_report,
+                  "Write the atomizer's per-kernel report (JSON) to this file at exit (%p = pid)");
   sub->add_option("--device", args->device, "CUDA device whose slot map is used (default 0)")
       ->check(CLI::NonNegativeNumber);
   sub->add_option("command", args->command, "The program and its arguments")->required();
