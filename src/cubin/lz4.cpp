@@ -10,6 +10,7 @@
 #include <new>
 
 #include "cubin/decompress.hpp"
+#include "cubin/match_copy.hpp"
 
 namespace lithos::cubin {
 namespace {
@@ -60,24 +61,7 @@ Result<Bytes> decode(ByteView input, std::size_t out_size) {
     }
     len += 4;
     if (len > out_size - op) return Status::invalid_argument("lz4: output larger than the declared size");
-    std::uint8_t* d = dst + op;
-    const std::uint8_t* s = d - offset;
-    if (offset >= len) {
-      std::memcpy(d, s, len);
-    } else if (offset == 1) {
-      std::memset(d, *s, len);
-    } else {
-      // Overlapping: the match repeats the last `offset` bytes. Each chunk
-      // copies from a whole number of periods back and never reads what it
-      // writes, so the chunks double in size.
-      std::size_t done = 0;
-      while (done < len) {
-        const std::size_t dist = done + offset;
-        const std::size_t n = std::min(dist, len - done);
-        std::memcpy(d + done, d + done - dist, n);
-        done += n;
-      }
-    }
+    detail::copy_match(dst + op, offset, len);
     op += len;
   }
   if (op != out_size) return Status::invalid_argument("lz4: output smaller than the declared size");

@@ -18,6 +18,7 @@
 #include <string>
 
 #include "cubin/decompress.hpp"
+#include "cubin/match_copy.hpp"
 #include "cubin/zstd_bits.hpp"
 
 namespace lithos::cubin {
@@ -412,26 +413,6 @@ Status read_seq_table(unsigned mode, ByteView src, std::size_t* pos, FseTable& t
   return Status::ok();
 }
 
-// Copies a match of `len` bytes from `offset` back; the source may overlap.
-inline void copy_match(std::uint8_t* d, std::size_t offset, std::size_t len) {
-  const std::uint8_t* s = d - offset;
-  if (offset >= len) {
-    std::memcpy(d, s, len);
-  } else if (offset == 1) {
-    std::memset(d, *s, len);
-  } else {
-    // Each chunk copies from a whole number of periods back and never reads
-    // what it writes, so the chunks double in size.
-    std::size_t done = 0;
-    while (done < len) {
-      const std::size_t dist = done + offset;
-      const std::size_t n = std::min(dist, len - done);
-      std::memcpy(d + done, d + done - dist, n);
-      done += n;
-    }
-  }
-}
-
 struct Output {
   Bytes& out;
   std::size_t frame_start;  // where the current frame's output begins
@@ -541,7 +522,7 @@ Status decode_compressed_block(Context& ctx, ByteView block, std::size_t block_m
     lit_left -= llen;
     op += llen;
     if (offset == 0 || offset > history + op) return corrupt("match offset before the start of the frame");
-    copy_match(dst + op, static_cast<std::size_t>(offset), mlen);
+    detail::copy_match(dst + op, static_cast<std::size_t>(offset), mlen);
     op += mlen;
   }
   if (!br.done()) return corrupt("sequences bitstream not consumed exactly");
