@@ -27,24 +27,6 @@ void store_instr(Bytes& text, std::uint64_t at, const sass90::Instr& i) {
   std::memcpy(text.data() + at + 8, &i.hi, 8);
 }
 
-// Whether a relocation section patching `text` touches its first
-// instruction. Only the sections that target `text` are read (a malformed
-// relocation section elsewhere, seen in cuBLAS's cubins, is not this
-// kernel's concern); an unreadable one counts as touching it.
-bool relocation_in_entry(const Cubin& cubin, std::uint32_t text) {
-  for (const ElfSection& s : cubin.sections) {
-    if ((s.type != kShtRel && s.type != kShtRela) || s.info != text) continue;
-    const std::uint64_t esize = s.type == kShtRela ? 24 : 16;
-    if (s.data.size() % esize != 0) return true;
-    ByteReader r(s.data);
-    for (std::uint64_t o = 0; o < s.data.size(); o += esize) {
-      if (r.u64(o) < sass90::kInstrBytes) return true;
-    }
-    if (!r.ok()) return true;
-  }
-  return false;
-}
-
 // Rewrites one kernel in `cubin`; returns the patch description (status
 // kPatched, or why not, with the cubin then left unchanged for it). All
 // checks come before the first change.
@@ -102,7 +84,10 @@ Result<KernelPatch> patch_kernel(Cubin& cubin, const CubinKernel& k) {
     p.status = PatchStatus::kEntryNotMovable;
     return p;
   }
-  if (relocation_in_entry(cubin, k.text)) {
+  // A relocation on the first instruction, or a relocation section for this
+  // text that cannot be read, keeps the kernel as it is.
+  const auto relocs = cubin.relocations_in(k.text, 0, sass90::kInstrBytes);
+  if (!relocs || !relocs->empty()) {
     p.status = PatchStatus::kRelocationAtEntry;
     return p;
   }

@@ -608,38 +608,51 @@ std::optional<CubinKernel> Cubin::find_kernel(std::string_view name) const {
   }
 }
 
+namespace {
+
+// Reads and validates relocation section `i` of `c` (an SHT_REL/SHT_RELA).
+Result<ElfRelocationSection> read_relocation_section(const Cubin& c, std::size_t i) {
+  const ElfSection& s = c.sections[i];
+  const std::string where = "relocation section " + s.name;
+  ElfRelocationSection rs;
+  rs.section = static_cast<std::uint32_t>(i);
+  rs.target = s.info;
+  rs.has_addend = s.type == kShtRela;
+  const std::uint64_t esize = rs.has_addend ? 24 : 16;
+  if (s.entsize != esize) return bad(where + ": entry size " + std::to_string(s.entsize));
+  if (s.data.size() % esize != 0) return bad(where + ": size is not a multiple of the entry size");
+  if (s.link != c.symtab || c.symtab == 0) return bad(where + ": sh_link is not .symtab");
+  if (rs.target == 0 || rs.target >= c.sections.size()) return bad(where + ": target section out of range");
+  const ElfSection& target = c.sections[rs.target];
+  ByteReader r(s.data);
+  for (std::uint64_t o = 0; o < s.data.size(); o += esize) {
+    ElfRelocation rel;
+    rel.offset = r.u64(o);
+    const std::uint64_t info = r.u64(o + 8);
+    rel.type = static_cast<std::uint32_t>(info & 0xffffffffu);
+    rel.symbol = static_cast<std::uint32_t>(info >> 32);
+    rel.addend = rs.has_addend ? static_cast<std::int64_t>(r.u64(o + 16)) : 0;
+    if (rel.symbol >= c.symbols.size()) return bad(where + ": symbol index " + std::to_string(rel.symbol));
+    if (!target.is_nobits() && rel.offset >= target.data.size()) {
+      return bad(where + ": offset " + hex(rel.offset) + " outside " + target.name);
+    }
+    rs.relocations.push_back(rel);
+  }
+  return rs;
+}
+
+bool is_relocation_section(const ElfSection& s) { return s.type == kShtRel || s.type == kShtRela; }
+
+}  // namespace
+
 Result<std::vector<ElfRelocationSection>> Cubin::relocations() const {
   return detail::guarded([&]() -> Result<std::vector<ElfRelocationSection>> {
     std::vector<ElfRelocationSection> out;
     for (std::size_t i = 0; i < sections.size(); ++i) {
-      const ElfSection& s = sections[i];
-      if (s.type != kShtRel && s.type != kShtRela) continue;
-      const std::string where = "relocation section " + s.name;
-      ElfRelocationSection rs;
-      rs.section = static_cast<std::uint32_t>(i);
-      rs.target = s.info;
-      rs.has_addend = s.type == kShtRela;
-      const std::uint64_t esize = rs.has_addend ? 24 : 16;
-      if (s.entsize != esize) return bad(where + ": entry size " + std::to_string(s.entsize));
-      if (s.data.size() % esize != 0) return bad(where + ": size is not a multiple of the entry size");
-      if (s.link != symtab || symtab == 0) return bad(where + ": sh_link is not .symtab");
-      if (rs.target == 0 || rs.target >= sections.size()) return bad(where + ": target section out of range");
-      const ElfSection& target = sections[rs.target];
-      ByteReader r(s.data);
-      for (std::uint64_t o = 0; o < s.data.size(); o += esize) {
-        ElfRelocation rel;
-        rel.offset = r.u64(o);
-        const std::uint64_t info = r.u64(o + 8);
-        rel.type = static_cast<std::uint32_t>(info & 0xffffffffu);
-        rel.symbol = static_cast<std::uint32_t>(info >> 32);
-        rel.addend = rs.has_addend ? static_cast<std::int64_t>(r.u64(o + 16)) : 0;
-        if (rel.symbol >= symbols.size()) return bad(where + ": symbol index " + std::to_string(rel.symbol));
-        if (!target.is_nobits() && rel.offset >= target.data.size()) {
-          return bad(where + ": offset " + hex(rel.offset) + " outside " + target.name);
-        }
-        rs.relocations.push_back(rel);
-      }
-      out.push_back(std::move(rs));
+      if (!is_relocation_section(sections[i])) continue;
+      auto rs = read_relocation_section(*this, i);
+      if (!rs) return rs.status();
+      out.push_back(std::move(*rs));
     }
     return out;
   });
@@ -647,13 +660,15 @@ Result<std::vector<ElfRelocationSection>> Cubin::relocations() const {
 
 Result<std::vector<ElfRelocation>> Cubin::relocations_in(std::uint32_t section, std::uint64_t offset,
                                                          std::uint64_t length) const {
-  auto all = relocations();
-  if (!all.is_ok()) return all.status();
+  // Only the relocation sections that patch `section` are read: a malformed
+  // one elsewhere (seen in cuBLAS's cubins) does not concern it.
   return detail::guarded([&]() -> Result<std::vector<ElfRelocation>> {
     std::vector<ElfRelocation> out;
-    for (const ElfRelocationSection& rs : *all) {
-      if (rs.target != section) continue;
-      for (const ElfRelocation& rel : rs.relocations) {
+    for (std::size_t i = 0; i < sections.size(); ++i) {
+      if (!is_relocation_section(sections[i]) || sections[i].info != section) continue;
+      auto rs = read_relocation_section(*this, i);
+      if (!rs) return rs.status();
+      for (const ElfRelocation& rel : rs->relocations) {
         if (rel.offset >= offset && rel.offset - offset < length) out.push_back(rel);
       }
     }

@@ -221,7 +221,8 @@ class Cubin {
   // Every SHT_REL/SHT_RELA section, validated (symbol and target indices,
   // offsets inside the target section unless it is SHT_NOBITS).
   Result<std::vector<ElfRelocationSection>> relocations() const;
-  // Relocations that patch bytes [offset, offset + length) of `section`.
+  // Relocations that patch bytes [offset, offset + length) of `section`;
+  // only the relocation sections targeting `section` are read and validated.
   Result<std::vector<ElfRelocation>> relocations_in(std::uint32_t section, std::uint64_t offset,
                                                     std::uint64_t length) const;
 
