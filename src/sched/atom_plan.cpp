@@ -82,9 +82,11 @@ AtomPlan plan_atoms(const AtomConfig& config, const LaunchDesc& launch, std::opt
   if (!predicted.has_value()) return whole(AtomReason::kUnpredicted);
 
   const Duration atom = config.atom_duration();
-  // floor(predicted / atom); a non-positive prediction gives <= 0.
-  const std::int64_t fitting = predicted->count() / atom.count();
-  if (fitting < 2) return whole(AtomReason::kTiny);
+  // ceil(predicted / atom): no atom is longer than the atom duration, so
+  // the wait an atom boundary bounds is at most one atom. A launch that fits
+  // in one atom (or a non-positive prediction) runs whole.
+  if (predicted->count() <= atom.count()) return whole(AtomReason::kTiny);
+  const std::int64_t fitting = predicted->count() / atom.count() + (predicted->count() % atom.count() != 0 ? 1 : 0);
 
   plan.count = static_cast<std::uint32_t>(
       std::min({static_cast<std::uint64_t>(fitting), std::uint64_t{config.max_atoms}, units}));

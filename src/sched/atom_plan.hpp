@@ -2,11 +2,12 @@
 // thread blocks launched separately so that the TPCs a kernel may use can
 // change in the middle of it (LithOS "kernel atomizer").
 //
-// The count follows the design: predicted duration / atom duration, where
+// The count follows the design: predicted duration / atom duration (rounded
+// up, so that no atom is longer than the atom duration), where
 // the atom duration is the target (250-500 us) floored by per-atom cost /
 // tolerated overhead, so that splitting never costs more than the tolerated
-// share. Not split: kernels with no prediction, kernels shorter than two
-// atoms, cooperative (grid-synchronising) kernels, and cluster launches whose
+// share. Not split: kernels with no prediction, kernels that fit in one
+// atom, cooperative (grid-synchronising) kernels, and cluster launches whose
 // clusters cannot be kept whole by a contiguous range of blocks.
 //
 // Block ranges are over the linear block index

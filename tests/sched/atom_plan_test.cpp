@@ -47,9 +47,11 @@ TEST(AtomPlan, CountIsPredictedOverAtomDuration) {
   EXPECT_EQ(p.atom_duration, us(400));
   EXPECT_EQ(p.total_blocks, 100000U);
   EXPECT_EQ(p.unit, 1U);
-  EXPECT_EQ(plan_atoms(c, kBig, us(4399)).count, 10U);  // floor(10.9975)
+  EXPECT_EQ(plan_atoms(c, kBig, us(4399)).count, 11U);  // ceil(10.9975): no atom longer than 400 us
+  EXPECT_EQ(plan_atoms(c, kBig, us(4400)).count, 11U);  // exactly eleven atoms
   EXPECT_EQ(plan_atoms(c, kBig, us(800)).count, 2U);    // exactly two atoms
-  p = plan_atoms(c, kBig, us(799));                     // 1.9975 atoms: tiny
+  EXPECT_EQ(plan_atoms(c, kBig, us(401)).count, 2U);    // just over one atom
+  p = plan_atoms(c, kBig, us(400));                     // one atom: tiny
   EXPECT_EQ(p.reason, AtomReason::kTiny);
   EXPECT_EQ(p.count, 1U);
   EXPECT_FALSE(p.split());
@@ -78,7 +80,8 @@ TEST(AtomPlan, Reasons) {
   off.enabled = false;
   EXPECT_EQ(plan_atoms(off, kBig, ms(10)).reason, AtomReason::kDisabled);
   EXPECT_EQ(plan_atoms(AtomConfig{}, kBig, std::nullopt).reason, AtomReason::kUnpredicted);
-  EXPECT_EQ(plan_atoms(AtomConfig{}, kBig, us(500)).reason, AtomReason::kTiny);
+  EXPECT_EQ(plan_atoms(AtomConfig{}, kBig, us(400)).reason, AtomReason::kTiny);   // one atom
+  EXPECT_EQ(plan_atoms(AtomConfig{}, kBig, us(500)).reason, AtomReason::kSplit);  // 1.25 atoms: two
 
   LaunchDesc coop = kBig;
   coop.cooperative = true;
@@ -285,14 +288,16 @@ TEST(AtomPlan, RandomPlansRespectTheContract) {
       ++split;
       EXPECT_EQ(p.reason, AtomReason::kSplit);
       EXPECT_EQ(p.atom_duration, atom);
-      EXPECT_GE(predicted / p.count, atom);  // every atom at least the atom duration
-      // count = floor(predicted / atom) unless clamped.
-      const auto wanted = static_cast<std::uint64_t>(predicted / atom);
+      // count = ceil(predicted / atom) unless clamped.
+      const auto wanted = static_cast<std::uint64_t>((predicted + atom - Duration(1)) / atom);
       EXPECT_EQ(p.count, std::min<std::uint64_t>({wanted, cfg.max_atoms, units}));
+      if (p.count == wanted) {
+        EXPECT_LE(predicted / p.count, atom);  // no atom longer than the atom duration
+      }
     } else {
       EXPECT_NE(p.reason, AtomReason::kSplit);
       if (p.reason == AtomReason::kTiny) {
-        EXPECT_LT(predicted, 2 * atom);
+        EXPECT_LE(predicted, atom);
       }
     }
     // Ranges: contiguous from 0 to total, whole units, sizes within one unit.
