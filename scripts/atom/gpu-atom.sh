@@ -15,7 +15,9 @@
 #             training steps/s without lithos and with 250/500/1000 us atoms
 #   coverage  share of launches and GPU time in rewritten kernels: ResNet-50
 #             and BERT training, Llama-1B prefill and decode
-#   hol       `lithos bench head-of-line-atoms` (alone, MPS, MPS + atoms)
+#   hol       `lithos bench head-of-line-atoms`: alone, MPS, MPS + paced
+#             500 us atoms; then MPS + atoms issued all at once
+#             (LITHOS_ATOM_INFLIGHT=0) and MPS + paced 250 us atoms
 # Every GPU process runs under `timeout` (a hang costs one phase, not the
 # call). The GPU's clocks, power limit and compute mode are never changed.
 set -uo pipefail
@@ -94,19 +96,36 @@ fi
 if has coverage; then
   for w in resnet50 bert-base llama1b-prefill llama1b-decode; do
     stamp "coverage: $w"
-    LITHOS_ATOM_TIME=1 run_lithos python3 scripts/atom/measure.py coverage --workload $w --out "$WORK/coverage-$w.json" \
+    LITHOS_ATOM_TIME=1 run_lithos python3 scripts/atom/measure.py coverage --workload $w --warmup 3 --steps 10 \
+      --out "$WORK/coverage-$w.json" \
       >"$WORK/coverage-$w.log" 2>&1
     tail -n 1 "$WORK/coverage-$w.log" | cut -c1-400
   done
 fi
 
 if has hol; then
-  stamp "hol"
-  left=$(( 9 - ($(date +%s) - t0) / 60 ))
-  "$LITHOS" bench head-of-line-atoms --out "$WORK/hol" --budget-min "$left" >"$WORK/hol.summary.txt" \
-    2>"$WORK/hol.progress.txt"
-  echo "exit $?" >>"$WORK/hol.summary.txt"
-  tail -n 30 "$WORK/hol.summary.txt"
+  # hol: alone, MPS and MPS + atoms (500 us, paced: LITHOS_ATOM_INFLIGHT=1);
+  # hol-eager: every atom issued at once (LITHOS_ATOM_INFLIGHT=0), the
+  # atomizer before pacing; hol-250: paced 250 us atoms. The later runs reuse
+  # the alone run of the first (same scenario, same call).
+  hol_run() {  # name, extra env..., then -- bench args
+    local name=$1; shift
+    local envs=()
+    while [[ $1 != -- ]]; do envs+=("$1"); shift; done
+    shift
+    stamp "hol: $name"
+    mkdir -p "$WORK/$name/runs" "$WORK/$name/be-reports"
+    [[ -f $WORK/hol/runs/alone.json && $name != hol ]] && cp "$WORK/hol/runs/alone.json" "$WORK/$name/runs/"
+    local left=$(( ${ATOM_BUDGET_MIN:-9} - ($(date +%s) - t0) / 60 ))
+    env "${envs[@]}" LITHOS_ATOM_REPORT="$WORK/$name/be-reports/%p.json" \
+      "$LITHOS" bench head-of-line-atoms --out "$WORK/$name" --budget-min "$left" "$@" \
+      >"$WORK/$name.summary.txt" 2>"$WORK/$name.progress.txt"
+    echo "exit $?" >>"$WORK/$name.summary.txt"
+    tail -n 12 "$WORK/$name.summary.txt"
+  }
+  hol_run hol LITHOS_ATOM_INFLIGHT=1 --
+  hol_run hol-eager LITHOS_ATOM_INFLIGHT=0 -- --modes mps-atoms
+  hol_run hol-250 LITHOS_ATOM_INFLIGHT=1 LITHOS_ATOM_US=250 -- --modes mps-atoms
 fi
 
 pgrep -a nvidia-cuda-mps || true

@@ -4,8 +4,11 @@
     measure.py atomcost  --out F.json        cost of one more atom vs atom size (needs lithos --atomize)
     measure.py train     --out F.json --workload resnet50 [--seconds S]
                                              training steps/s (run with and without lithos, compare)
-    measure.py coverage  --out F.json --workload W   share of launches / GPU time in rewritten kernels
-                                             (run under lithos --atomize with LITHOS_ATOM_TIME=1)
+    measure.py coverage  --out F.json --workload W [--warmup 3 --steps 10]
+                                             share of launches / GPU time in rewritten kernels, in
+                                             splittable launches, and in launches that keep a waiting
+                                             kernel to at most one atom (under lithos --atomize with
+                                             LITHOS_ATOM_TIME=1; warm-up steps are not counted)
 
 Each prints one line of JSON and writes it to --out.
 """
@@ -147,24 +150,65 @@ def coverage(args):
         def step():
             with torch.no_grad():
                 fn()
+
+    def snapshot(path):
+        torch.cuda.synchronize()
+        if lib.lithos_atom_report(path.encode()) != 0:
+            raise SystemExit("lithos_atom_report failed")
+        return json.load(open(path))
+
+    # Warm-up steps (module loading, first launches, allocator growth, cuDNN
+    # autotuning) are left out: the counters are differenced between a
+    # report after them and one after the measured steps.
+    for _ in range(args.warmup):
+        step()
+    before = snapshot(args.out + ".warm.report.json")
     for _ in range(args.steps):
         step()
-    torch.cuda.synchronize()
-    path = args.out + ".report.json"
-    if lib.lithos_atom_report(path.encode()) != 0:
-        raise SystemExit("lithos_atom_report failed")
-    rep = json.load(open(path))
+    rep = snapshot(args.out + ".report.json")
+    return coverage_from_reports(before, rep, w, params, args)
+
+
+NUMERIC = ("launches", "split_launches", "atoms", "timed", "timed_ns", "long_whole", "long_whole_ns", "paced")
+
+
+def diff_kernels(before, after):
+    """Per-kernel counters of `after` minus those of `before` (kernels keyed by name)."""
+    old = {k["name"]: k for k in before.get("kernels", [])}
+    out = []
+    for k in after.get("kernels", []):
+        o = old.get(k["name"], {})
+        d = dict(k)
+        for f in NUMERIC:
+            d[f] = k.get(f, 0) - o.get(f, 0)
+        d["whole"] = {r: v - o.get("whole", {}).get(r, 0) for r, v in k.get("whole", {}).items()}
+        if d["launches"] > 0:
+            out.append(d)
+    return out
+
+
+def coverage_from_reports(before, rep, w, params, args):
+    kernels = diff_kernels(before, rep)
     launches = {"rewritten": 0, "other": 0}
     ns = {"rewritten": 0, "other": 0}
     splittable_ns = 0
+    unbounded_ns = 0
     by_status = {}
     top_other = []
-    for k in rep["kernels"]:
+    top_unbounded = []
+    for k in kernels:
         key = "rewritten" if k["status"] == "patched" else "other"
         launches[key] += k["launches"]
-        t = k["timed_ns"] * (k["launches"] / k["timed"]) if k["timed"] else 0
+        scale = k["launches"] / k["timed"] if k["timed"] else 0
+        t = k["timed_ns"] * scale
         ns[key] += t
         by_status[k["status"]] = by_status.get(k["status"], 0) + t
+        # Launches that ran whole and lasted longer than one atom: a
+        # high-priority kernel may wait for more than one atom behind them.
+        long_t = k.get("long_whole_ns", 0) * scale
+        unbounded_ns += long_t
+        if long_t > 0:
+            top_unbounded.append((long_t, k["name"][:120], k["status"], dict(k["whole"])))
         if key == "rewritten":
             structural = sum(v for r, v in k["whole"].items() if r in ("cooperative", "cluster-indivisible", "single-unit"))
             splittable_ns += t * (1 - structural / k["launches"])
@@ -173,13 +217,18 @@ def coverage(args):
     total_l = sum(launches.values())
     total_ns = sum(ns.values())
     top_other.sort(reverse=True)
-    return {"measure": "coverage", "workload": w, "params": params, "steps": args.steps,
+    top_unbounded.sort(reverse=True)
+    share = (lambda x: x / total_ns) if total_ns else (lambda x: 0)
+    return {"measure": "coverage", "workload": w, "params": params, "warmup_steps": args.warmup, "steps": args.steps,
+            "atom_us": float(os.environ.get("LITHOS_ATOM_US", "500")),
             "launches": launches, "gpu_ns": ns,
             "launch_share": launches["rewritten"] / total_l if total_l else 0,
-            "time_share": ns["rewritten"] / total_ns if total_ns else 0,
-            "splittable_time_share": splittable_ns / total_ns if total_ns else 0,
+            "time_share": share(ns["rewritten"]),
+            "splittable_time_share": share(splittable_ns),
+            "bounded_time_share": 1 - share(unbounded_ns),
             "time_by_status": by_status,
             "top_not_rewritten": [{"ms": t / 1e6, "name": n[:120], "status": s} for t, n, s in top_other[:8]],
+            "top_unbounded": [{"ms": t / 1e6, "name": n, "status": s, "whole": r} for t, n, s, r in top_unbounded[:8]],
             "images": {k: rep[k] for k in ("images_seen", "images_rewritten", "images_refused_by_driver", "images_jit",
                                             "kernels_patched", "kernels_unpatched", "load_ns", "unknown_launches",
                                             "unsupported_paths")}}
@@ -192,6 +241,7 @@ def main():
     p.add_argument("--workload", default="resnet50")
     p.add_argument("--seconds", type=float, default=12.0)
     p.add_argument("--steps", type=int, default=10)
+    p.add_argument("--warmup", type=int, default=3, help="coverage: steps run before counting starts")
     p.add_argument("--report")
     args = p.parse_args()
     res = {"atomcost": atomcost, "train": train, "coverage": coverage}[args.what](args)

@@ -17,28 +17,27 @@ def load(path):
         return None
 
 
-STRUCTURAL = ("cooperative", "cluster-indivisible", "single-unit")
-
-
-def unsplittable_long_ms(report_path, atom_us=500.0):
-    """GPU time of launches that could not be split although a launch of
-    that kernel lasts longer than one atom (mean of its timed launches):
-    the time that can still block another tenant for more than one atom."""
-    try:
-        rep = json.load(open(report_path))
-    except (OSError, ValueError):
-        return 0.0
-    ms = 0.0
-    for k in rep["kernels"]:
-        if not k["timed"]:
+def hol_rows(w):
+    """(run, mode, phase, hp p99 ms, hp p99 vs alone, be throughput vs alone, atom us) of the head-of-line runs."""
+    rows = []
+    alone = {}
+    for name in ("hol", "hol-eager", "hol-250"):
+        try:
+            res = json.load(open(os.path.join(w, name, "results.json")))
+        except (OSError, ValueError):
             continue
-        mean_us = k["timed_ns"] / k["timed"] / 1e3
-        whole = sum(v for r, v in k["whole"].items() if r in STRUCTURAL)
-        if k["status"] != "patched":
-            whole = k["launches"]
-        if mean_us > atom_us:
-            ms += whole * mean_us / 1e3
-    return ms
+        for m in res.get("modes", []):
+            for ph in m.get("phases", []):
+                t = {x["name"]: x for x in ph.get("tenants", [])}
+                if "hp" not in t:
+                    continue
+                p99 = t["hp"]["p99_ms"]["median"]
+                if m["mode"] == "alone":
+                    alone[ph["name"]] = p99
+                    continue
+                be = t.get("be", {}).get("norm", {}).get("throughput", {}).get("median")
+                rows.append((name, m["mode"], ph["name"], p99, t["hp"]["norm"]["p99"]["median"], be))
+    return rows, alone
 
 
 def main():
@@ -77,14 +76,30 @@ def main():
     covs = [load(p) for p in sorted(glob.glob(os.path.join(w, "coverage-*.json"))) if not p.endswith(".report.json")]
     covs = [c for c in covs if c]
     if covs:
-        print("| workload | launches rewritten | GPU time rewritten | GPU time splittable | unsplittable in launches > 500 us "
-              "| load ms |\n|---|---:|---:|---:|---:|---:|")
+        print("Coverage: GPU time of the measured steps (warm-up steps not counted); 'bounded' = in launches that "
+              "were split or lasted at most one atom, i.e. behind which a waiting kernel waits at most one atom\n")
+        print("| workload | steps | launches rewritten | GPU time rewritten | GPU time splittable | GPU time bounded "
+              "| longest unbounded | load ms |\n|---|---:|---:|---:|---:|---:|---|---:|")
         for c in covs:
-            long_ms = unsplittable_long_ms(os.path.join(w, f"coverage-{c['workload']}.json.report.json"))
-            total_ms = sum(c["gpu_ns"].values()) / 1e6
-            print(f"| {c['workload']} | {100 * c['launch_share']:.1f}% | {100 * c['time_share']:.1f}% | "
-                  f"{100 * c['splittable_time_share']:.1f}% | {100 * long_ms / total_ms:.1f}% | "
-                  f"{c['images']['load_ns'] / 1e6:.0f} |")
+            if "bounded_time_share" not in c:
+                continue
+            top = c.get("top_unbounded") or []
+            worst = f"{top[0]['name'][:40]} ({top[0]['ms']:.1f} ms)" if top else "-"
+            print(f"| {c['workload']} | {c.get('warmup_steps', 0)}+{c['steps']} | {100 * c['launch_share']:.1f}% | "
+                  f"{100 * c['time_share']:.1f}% | {100 * c['splittable_time_share']:.1f}% | "
+                  f"{100 * c['bounded_time_share']:.1f}% | {worst} | {c['images']['load_ns'] / 1e6:.0f} |")
+        print()
+    rows, alone = hol_rows(w)
+    if rows:
+        print("Head-of-line (lithos bench head-of-line-atoms; hol-eager: LITHOS_ATOM_INFLIGHT=0, every atom at once; "
+              "target: HP P99 <= alone P99 + one atom)\n")
+        print("| run | mode | BE kernel | HP P99 ms | vs alone | minus alone P99, in atoms | BE throughput vs alone |"
+              "\n|---|---|---|---:|---:|---:|---:|")
+        for name, mode, phase, p99, norm, be in rows:
+            atom_ms = (250 if name == "hol-250" else 500) / 1e3
+            extra = (p99 - alone[phase]) / atom_ms if phase in alone else float("nan")
+            be_s = f"{be:.2f}x" if be is not None else "-"
+            print(f"| {name} | {mode} | {phase} | {p99:.3f} | {norm:.2f}x | {extra:.2f} | {be_s} |")
         print()
 
 

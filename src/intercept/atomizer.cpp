@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <thread>
 
 #include "intercept/log.hpp"
 #include "intercept/real_driver.hpp"
@@ -30,6 +31,7 @@ struct Driver {
   CUresult (*event_synchronize)(CUevent) = nullptr;
   CUresult (*event_elapsed)(float*, CUevent, CUevent) = nullptr;
   CUresult (*stream_is_capturing)(CUstream, CUstreamCaptureStatus*) = nullptr;
+  CUresult (*exchange_capture_mode)(CUstreamCaptureMode*) = nullptr;
   CUresult (*link_create)(unsigned, CUjit_option*, void**, CUlinkState*) = nullptr;
   CUresult (*link_add_data)(CUlinkState, CUjitInputType, void*, size_t, const char*, unsigned, CUjit_option*,
                             void**) = nullptr;
@@ -57,6 +59,7 @@ struct Driver {
       sym(x.event_elapsed, "cuEventElapsedTime_v2");
       if (x.event_elapsed == nullptr) sym(x.event_elapsed, "cuEventElapsedTime");
       sym(x.stream_is_capturing, "cuStreamIsCapturing");
+      sym(x.exchange_capture_mode, "cuThreadExchangeStreamCaptureMode");
       sym(x.link_create, "cuLinkCreate_v2");
       sym(x.link_add_data, "cuLinkAddData_v2");
       sym(x.link_complete, "cuLinkComplete");
@@ -123,6 +126,26 @@ CUstream event_stream(void* stream, bool ptsz) {
   if (stream == nullptr && ptsz) return CU_STREAM_PER_THREAD;
   return static_cast<CUstream>(stream);
 }
+
+// Makes this thread's stream-capture mode "relaxed" for the lifetime of the
+// object, so that lithos's own event queries never invalidate a capture
+// that another thread of the application runs in global mode.
+class RelaxedCaptureMode {
+ public:
+  RelaxedCaptureMode() noexcept {
+    const Driver& d = Driver::get();
+    if (d.exchange_capture_mode != nullptr && d.exchange_capture_mode(&mode_) == CUDA_SUCCESS) set_ = true;
+  }
+  ~RelaxedCaptureMode() {
+    if (set_) Driver::get().exchange_capture_mode(&mode_);
+  }
+  RelaxedCaptureMode(const RelaxedCaptureMode&) = delete;
+  RelaxedCaptureMode& operator=(const RelaxedCaptureMode&) = delete;
+
+ private:
+  CUstreamCaptureMode mode_ = CU_STREAM_CAPTURE_MODE_RELAXED;
+  bool set_ = false;
+};
 
 }  // namespace
 
@@ -474,70 +497,150 @@ Atomizer::Launch Atomizer::plan(const FunctionEntry& e, const std::uint32_t grid
     c.whole_reason[static_cast<int>(l.plan.reason) & 7].fetch_add(1, std::memory_order_relaxed);
   }
 
-  if (sample) {
-    const Driver& d = Driver::get();
+  const Driver& d = Driver::get();
+  const bool pace = l.plan.split() && config_.atom_inflight > 0 &&
+                    c.pace_timeouts.load(std::memory_order_relaxed) < 2 && d.event_query != nullptr;
+  if ((sample || pace) && d.event_record != nullptr && d.stream_is_capturing != nullptr) {
+    // Neither timing nor pacing under stream capture: nothing runs then.
     CUstreamCaptureStatus cap = CU_STREAM_CAPTURE_STATUS_NONE;
     const CUstream s = event_stream(stream, ptsz);
-    if (d.event_record != nullptr && d.stream_is_capturing != nullptr &&
-        d.stream_is_capturing(s, &cap) == CUDA_SUCCESS && cap == CU_STREAM_CAPTURE_STATUS_NONE) {
-      void* ev = nullptr;
-      {
-        const std::lock_guard lock(timing_mu_);
-        if (!free_events_.empty()) {
-          ev = free_events_.back();
-          free_events_.pop_back();
-        }
-      }
-      if (ev == nullptr && d.event_create != nullptr) {
-        CUevent x = nullptr;
-        if (d.event_create(&x, CU_EVENT_DEFAULT) == CUDA_SUCCESS) ev = x;
-      }
+    if (d.stream_is_capturing(s, &cap) == CUDA_SUCCESS && cap == CU_STREAM_CAPTURE_STATUS_NONE) {
+      l.stream = s;
+      l.paced = pace;
+      void* ev = sample ? take_event(false) : nullptr;
       if (ev != nullptr && d.event_record(static_cast<CUevent>(ev), s) == CUDA_SUCCESS) {
         l.timed = true;
         l.start = ev;
-        l.stream = s;
+      } else if (ev != nullptr) {
+        give_event(ev, false);
       }
     }
   }
   return l;
 }
 
+void* Atomizer::take_event(bool pace) noexcept {
+  try {
+    const std::lock_guard lock(timing_mu_);
+    auto& pool = pace ? free_pace_events_ : free_events_;
+    if (!pool.empty()) {
+      void* ev = pool.back();
+      pool.pop_back();
+      return ev;
+    }
+  } catch (...) {
+  }
+  const Driver& d = Driver::get();
+  CUevent x = nullptr;
+  if (d.event_create == nullptr ||
+      d.event_create(&x, pace ? CU_EVENT_DISABLE_TIMING : CU_EVENT_DEFAULT) != CUDA_SUCCESS)
+    return nullptr;
+  return x;
+}
+
+void Atomizer::give_event(void* ev, bool pace) noexcept {
+  if (ev == nullptr) return;
+  try {
+    const std::lock_guard lock(timing_mu_);
+    (pace ? free_pace_events_ : free_events_).push_back(ev);
+  } catch (...) {
+    // Lost to the pool (out of memory): the event leaks, nothing else.
+  }
+}
+
 void Atomizer::finish(const FunctionEntry& e, Launch& l, bool ok) noexcept {
   if (!l.timed) return;
   const Driver& d = Driver::get();
   try {
-    void* end = nullptr;
-    {
-      const std::lock_guard lock(timing_mu_);
-      if (!free_events_.empty()) {
-        end = free_events_.back();
-        free_events_.pop_back();
-      }
-    }
-    if (end == nullptr) {
-      CUevent x = nullptr;
-      if (d.event_create(&x, CU_EVENT_DEFAULT) == CUDA_SUCCESS) end = x;
-    }
+    void* end = take_event(false);
     if (!ok || end == nullptr ||
         d.event_record(static_cast<CUevent>(end), static_cast<CUstream>(l.stream)) != CUDA_SUCCESS) {
-      const std::lock_guard lock(timing_mu_);
-      free_events_.push_back(l.start);
-      if (end != nullptr) free_events_.push_back(end);
+      give_event(l.start, false);
+      give_event(end, false);
       return;
     }
     {
       const std::lock_guard lock(timing_mu_);
-      pending_.push_back({l.start, end, e.counters, l.plan.total_blocks});
+      pending_.push_back({l.start, end, e.counters, l.plan.total_blocks, l.plan.split()});
     }
     poll_timings(false);
   } catch (...) {
   }
 }
 
+// ---- Pacer ------------------------------------------------------------------
+
+Atomizer::Pacer::Pacer(Atomizer& az, const FunctionEntry& e, const Launch& l) noexcept
+    : az_(az), counters_(e.counters), stream_(l.stream) {
+  if (!l.paced) return;
+  inflight_ = std::min<std::uint32_t>(az.config_.atom_inflight, kMaxInflight);
+  if (inflight_ >= l.plan.count) inflight_ = 0;  // every atom fits in flight: nothing to wait for
+  atom_ns_ = std::chrono::duration_cast<std::chrono::nanoseconds>(l.plan.atom_duration).count();
+  if (inflight_ != 0) az.paced_launches.fetch_add(1, std::memory_order_relaxed);
+  if (inflight_ != 0 && counters_ != nullptr) counters_->paced.fetch_add(1, std::memory_order_relaxed);
+}
+
+Atomizer::Pacer::~Pacer() {
+  for (void*& ev : events_) {
+    az_.give_event(ev, true);
+    ev = nullptr;
+  }
+}
+
+void Atomizer::Pacer::after(std::uint32_t atom) noexcept {
+  if (inflight_ == 0) return;
+  const Driver& d = Driver::get();
+  const std::uint32_t slot = atom % inflight_;
+  if (events_[slot] == nullptr) events_[slot] = az_.take_event(true);
+  if (events_[slot] == nullptr ||
+      d.event_record(static_cast<CUevent>(events_[slot]), static_cast<CUstream>(stream_)) != CUDA_SUCCESS) {
+    inflight_ = 0;  // cannot track this atom: issue the rest at once
+    return;
+  }
+  issued_ns_[slot] = static_cast<std::int64_t>(now_ns());
+}
+
+void Atomizer::Pacer::before(std::uint32_t atom) noexcept {
+  if (inflight_ == 0 || atom < inflight_) return;
+  const Driver& d = Driver::get();
+  const std::uint32_t slot = atom % inflight_;  // holds atom - inflight_'s event
+  const RelaxedCaptureMode relaxed;
+  const std::int64_t t0 = static_cast<std::int64_t>(now_ns());
+  const std::int64_t timeout = std::max<std::int64_t>(50'000'000, 50 * atom_ns_);
+  // Sleep through the first 60% of an atom's expected run (from its issue),
+  // then poll: the next atom goes out within about a microsecond of the end.
+  const std::int64_t sleep_until = issued_ns_[slot] + (atom_ns_ >= 200'000 ? atom_ns_ * 6 / 10 : 0);
+  for (;;) {
+    const CUresult q = d.event_query(static_cast<CUevent>(events_[slot]));
+    if (q == CUDA_SUCCESS) break;
+    const std::int64_t now = static_cast<std::int64_t>(now_ns());
+    if (q != CUDA_ERROR_NOT_READY || now - t0 > timeout) {
+      if (q == CUDA_ERROR_NOT_READY) {
+        az_.pace_timeouts.fetch_add(1, std::memory_order_relaxed);
+        if (counters_ != nullptr) counters_->pace_timeouts.fetch_add(1, std::memory_order_relaxed);
+        LITHOS_LOG_ONCE(LogLevel::kWarn,
+                        "atomizer: an atom of %s did not end within %.0f ms; its remaining atoms were issued at once",
+                        counters_ != nullptr ? counters_->name.c_str() : "a kernel",
+                        static_cast<double>(timeout) / 1e6);
+      }
+      inflight_ = 0;
+      break;
+    }
+    if (now < sleep_until) {
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    } else {
+      std::this_thread::yield();
+    }
+  }
+  az_.pace_wait_ns.fetch_add(static_cast<std::uint64_t>(static_cast<std::int64_t>(now_ns()) - t0),
+                             std::memory_order_relaxed);
+}
+
 void Atomizer::poll_timings(bool wait) noexcept {
   const Driver& d = Driver::get();
   if (d.event_query == nullptr || d.event_elapsed == nullptr) return;
   try {
+    const RelaxedCaptureMode relaxed;
     const std::lock_guard lock(timing_mu_);
     auto keep = pending_.begin();
     for (auto it = pending_.begin(); it != pending_.end(); ++it) {
@@ -555,6 +658,10 @@ void Atomizer::poll_timings(bool wait) noexcept {
         KernelCounters& c = *it->counters;
         c.timed.fetch_add(1, std::memory_order_relaxed);
         c.timed_ns.fetch_add(static_cast<std::uint64_t>(ns), std::memory_order_relaxed);
+        if (!it->split && ns > static_cast<double>(std::chrono::nanoseconds(atom_config_.atom_duration()).count())) {
+          c.long_whole.fetch_add(1, std::memory_order_relaxed);
+          c.long_whole_ns.fetch_add(static_cast<std::uint64_t>(ns), std::memory_order_relaxed);
+        }
         const std::lock_guard clock(c.mu);
         auto [slot, fresh] = c.ewma_ns.emplace(it->blocks, ns);
         if (!fresh) slot->second = 0.75 * slot->second + 0.25 * ns;
@@ -585,6 +692,10 @@ std::string Atomizer::report_json() noexcept {
     num("load_ns", load_ns.load());
     num("unknown_launches", unknown_launches.load());
     num("unsupported_paths", unsupported_paths.load());
+    num("atom_inflight", config_.atom_inflight);
+    num("paced_launches", paced_launches.load());
+    num("pace_wait_ns", pace_wait_ns.load());
+    num("pace_timeouts", pace_timeouts.load());
     o += ",\"not_rewritten\":{";
     {
       const std::lock_guard lock(reasons_mu_);
@@ -609,6 +720,10 @@ std::string Atomizer::report_json() noexcept {
       num("atoms", c->atoms.load());
       num("timed", c->timed.load());
       num("timed_ns", c->timed_ns.load());
+      num("paced", c->paced.load());
+      num("pace_timeouts", c->pace_timeouts.load());
+      num("long_whole", c->long_whole.load());
+      num("long_whole_ns", c->long_whole_ns.load());
       o += ",\"whole\":{";
       bool f2 = true;
       for (int r = 0; r < 8; ++r) {

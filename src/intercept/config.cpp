@@ -150,6 +150,15 @@ Config config_from_env(const EnvLookup& lookup) {
     else
       c.atoms_forced = n;
   }
+  if (const char* v = get("LITHOS_ATOM_INFLIGHT")) {
+    unsigned n = 0;
+    const char* end = v + std::strlen(v);
+    const auto [ptr, ec] = std::from_chars(v, end, n);
+    if (ec != std::errc() || ptr != end || n > 64)
+      problem("LITHOS_ATOM_INFLIGHT", v, "expected a whole number of atoms between 0 (all at once) and 64");
+    else
+      c.atom_inflight = n;
+  }
   if (const char* v = get("LITHOS_ATOM_REPORT")) c.atom_report = v;
 
   if (const char* v = get("LITHOS_TEST_FAULT")) {

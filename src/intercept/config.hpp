@@ -16,6 +16,9 @@
 //   LITHOS_ATOM_US=T       atom duration target in microseconds (default 500)
 //   LITHOS_ATOM_COST_US=C  measured cost of one more atom (default 20)
 //   LITHOS_ATOMS=N         tests: split every splittable launch into N atoms
+//   LITHOS_ATOM_INFLIGHT=K at most K atoms of one launch queued on the GPU at
+//                          once; the next one is issued when an earlier one
+//                          ends (default 1; 0 = all atoms at once)
 //   LITHOS_ATOM_TIME=1     time every launch of a rewritten kernel (coverage)
 //   LITHOS_ATOM_REPORT=F   write the atomizer's per-kernel report (JSON) to F
 // A malformed value is reported (problems) and ignored: the library then runs
@@ -48,12 +51,13 @@ struct Config {
   BackendChoice backend = BackendChoice::kAuto;
   bool fault_launch = false;  // LITHOS_TEST_FAULT=launch
   // Kernel atomizer (docs/atomizer.md).
-  bool atomize = false;            // LITHOS_ATOMIZE
-  double atom_us = 500.0;          // LITHOS_ATOM_US
-  double atom_cost_us = 20.0;      // LITHOS_ATOM_COST_US
-  std::uint32_t atoms_forced = 0;  // LITHOS_ATOMS (0: from predictions)
-  bool atom_time_all = false;      // LITHOS_ATOM_TIME
-  std::string atom_report;         // LITHOS_ATOM_REPORT ("" = none; "%p" = pid)
+  bool atomize = false;             // LITHOS_ATOMIZE
+  double atom_us = 500.0;           // LITHOS_ATOM_US
+  double atom_cost_us = 20.0;       // LITHOS_ATOM_COST_US
+  std::uint32_t atoms_forced = 0;   // LITHOS_ATOMS (0: from predictions)
+  std::uint32_t atom_inflight = 1;  // LITHOS_ATOM_INFLIGHT (0: every atom at once)
+  bool atom_time_all = false;       // LITHOS_ATOM_TIME
+  std::string atom_report;          // LITHOS_ATOM_REPORT ("" = none; "%p" = pid)
   // One line per ignored, malformed variable ("LITHOS_TPCS='x': ...").
   std::vector<std::string> problems;
 

@@ -157,19 +157,23 @@ CUresult launch_one(Fn fn, CUstream stream, A... a) {
   return r;
 }
 
-// Runs the atoms of one planned launch in order; `launch` performs one
-// launch with the bounds currently in `bp`. Stops at the first failure.
+// Runs the atoms of one planned launch in order, paced (Atomizer::Pacer);
+// `launch` performs one launch with the bounds currently in `bp`. Stops at
+// the first failure.
 template <class Launch>
-CUresult run_atoms(const Atomizer::Launch& l, BoundsParams& bp, Launch&& launch) {
+CUresult run_atoms(const FunctionEntry& e, const Atomizer::Launch& l, BoundsParams& bp, Launch&& launch) {
   if (!l.plan.split()) {
     bp.set(0, 0xffffffffu);
     return launch();
   }
+  Atomizer::Pacer pacer(Atomizer::instance(), e, l);
   for (std::uint32_t i = 0; i < l.plan.count; ++i) {
     const sched::BlockRange r = l.plan.atom(i);
+    pacer.before(i);
     bp.set(static_cast<std::uint32_t>(r.lo), static_cast<std::uint32_t>(r.hi));
     const CUresult res = launch();
     if (res != CUDA_SUCCESS) return res;
+    if (i + 1 < l.plan.count) pacer.after(i);
   }
   return CUDA_SUCCESS;
 }
@@ -242,7 +246,7 @@ CUresult launch_maybe_atomized(Fn fn, CUstream stream, A... a) {
       }
       const std::uint32_t grid[3] = {std::get<1>(t), std::get<2>(t), std::get<3>(t)};
       Atomizer::Launch l = az.plan(*e, grid, cluster, Bare, stream, info.ptsz);
-      const CUresult r = run_atoms(l, bp, [&] {
+      const CUresult r = run_atoms(*e, l, bp, [&] {
         return launch_one<Id, Bare>(fn, stream, std::get<0>(t), std::get<1>(t), std::get<2>(t), std::get<3>(t),
                                     std::get<4>(t), std::get<5>(t), std::get<6>(t), std::get<7>(t), std::get<8>(t),
                                     bp.params(), bp.extra());
@@ -260,7 +264,7 @@ CUresult launch_maybe_atomized(Fn fn, CUstream stream, A... a) {
       const std::uint32_t grid[3] = {cfg->gridDimX, cfg->gridDimY, cfg->gridDimZ};
       Atomizer::Launch l = az.plan(*e, grid, cluster, cooperative || Bare, stream, info.ptsz);
       const CUresult r = run_atoms(
-          l, bp, [&] { return launch_one<Id, Bare>(fn, stream, cfg, std::get<1>(t), bp.params(), bp.extra()); });
+          *e, l, bp, [&] { return launch_one<Id, Bare>(fn, stream, cfg, std::get<1>(t), bp.params(), bp.extra()); });
       az.finish(*e, l, r == CUDA_SUCCESS);
       return r;
     } else if constexpr (Id == HookId::cuLaunchCooperativeKernel || Id == HookId::cuLaunchCooperativeKernel_ptsz) {
@@ -268,7 +272,7 @@ CUresult launch_maybe_atomized(Fn fn, CUstream stream, A... a) {
       if (!bp.build(*e->patch, std::get<9>(t), nullptr)) return launch_one<Id, Bare>(fn, stream, a...);
       const std::uint32_t grid[3] = {std::get<1>(t), std::get<2>(t), std::get<3>(t)};
       Atomizer::Launch l = az.plan(*e, grid, cluster, true, stream, info.ptsz);
-      const CUresult r = run_atoms(l, bp, [&] {
+      const CUresult r = run_atoms(*e, l, bp, [&] {
         return launch_one<Id, Bare>(fn, stream, std::get<0>(t), std::get<1>(t), std::get<2>(t), std::get<3>(t),
                                     std::get<4>(t), std::get<5>(t), std::get<6>(t), std::get<7>(t), std::get<8>(t),
                                     bp.params());

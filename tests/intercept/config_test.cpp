@@ -31,10 +31,12 @@ TEST(Config, AtomizerSettings) {
   EXPECT_FALSE(off.atomize);
   EXPECT_EQ(off.atom_us, 500.0);
   EXPECT_EQ(off.atoms_forced, 0u);
+  EXPECT_EQ(off.atom_inflight, 1u);  // atoms are issued one at a time by default
   const Config c = parse({{"LITHOS_ATOMIZE", "1"},
                           {"LITHOS_ATOM_US", "250"},
                           {"LITHOS_ATOM_COST_US", "12.5"},
                           {"LITHOS_ATOMS", "7"},
+                          {"LITHOS_ATOM_INFLIGHT", "0"},
                           {"LITHOS_ATOM_TIME", "1"},
                           {"LITHOS_ATOM_REPORT", "/tmp/a-%p.json"}});
   EXPECT_TRUE(c.problems.empty());
@@ -42,6 +44,7 @@ TEST(Config, AtomizerSettings) {
   EXPECT_EQ(c.atom_us, 250.0);
   EXPECT_EQ(c.atom_cost_us, 12.5);
   EXPECT_EQ(c.atoms_forced, 7u);
+  EXPECT_EQ(c.atom_inflight, 0u);
   EXPECT_TRUE(c.atom_time_all);
   EXPECT_EQ(c.atom_report, "/tmp/a-%p.json");
 }
@@ -57,6 +60,10 @@ TEST(Config, MalformedAtomizerSettingsAreReportedAndIgnored) {
   EXPECT_EQ(c.atom_cost_us, 20.0);
   EXPECT_EQ(c.atoms_forced, 0u);
   EXPECT_EQ(parse({{"LITHOS_ATOMS", "5000"}}).problems.size(), 1u);
+  const Config bad_inflight = parse({{"LITHOS_ATOM_INFLIGHT", "-1"}});
+  EXPECT_EQ(bad_inflight.problems.size(), 1u);
+  EXPECT_EQ(bad_inflight.atom_inflight, 1u);
+  EXPECT_EQ(parse({{"LITHOS_ATOM_INFLIGHT", "65"}}).problems.size(), 1u);
 }
 
 TEST(Config, DisableSwitch) {

@@ -29,6 +29,7 @@
 #include <mutex>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #define FAKE_API extern "C" __attribute__((visibility("default")))
@@ -134,7 +135,22 @@ void build_descriptor(std::uint8_t* out) {
   t_have_qmd = true;
 }
 
+// A fake GPU for events: launches are counted as queued; the GPU "catches
+// up" (every queued launch ends) after g_event_delay NOT_READY answers of
+// cuEventQuery, or never with g_events_hang.
+std::atomic<std::uint64_t> g_launched{0};
+std::atomic<std::uint64_t> g_done{0};
+std::atomic<int> g_event_delay{3};
+std::atomic<int> g_event_polls{0};
+std::atomic<bool> g_events_hang{false};
+std::atomic<bool> g_capturing{false};
+struct FakeEvent {
+  std::uint64_t target = 0;  // launches queued when it was recorded
+  unsigned flags = 0;
+};
+
 CUresult launch() {
+  g_launched.fetch_add(1);
   std::uint8_t q[384];
   build_descriptor(q);
   return result();
@@ -191,6 +207,7 @@ FAKE_API int fake_subscribers() {
 namespace {
 std::mutex g_atom_mu;
 std::vector<std::pair<std::uint32_t, std::uint32_t>> g_bounds;  // (lo, hi) per launch
+std::vector<std::uint64_t> g_outstanding;                       // launches not ended when each was made
 int g_bounds_index = -1;  // kernelParams[index] holds the bounds (set by the test)
 std::atomic<int> g_refuse_loads{0};
 std::atomic<std::uintptr_t> g_next_module{0x7000};
@@ -201,13 +218,32 @@ void note_bounds(void** params) {
   std::uint32_t b[2] = {};
   std::memcpy(b, params[g_bounds_index], sizeof b);
   g_bounds.emplace_back(b[0], b[1]);
+  g_outstanding.push_back(g_launched.load() - g_done.load());
 }
 }  // namespace
 FAKE_API void fake_record_bounds(int index) {
   const std::lock_guard<std::mutex> lock(g_atom_mu);
   g_bounds_index = index;
   g_bounds.clear();
+  g_outstanding.clear();
+  if (!g_events_hang.load()) g_done.store(g_launched.load());  // the GPU starts idle
 }
+// Like fake_bounds, for how many launches had not ended when each recorded launch was made.
+FAKE_API int fake_outstanding(std::uint64_t* out, int max) {
+  const std::lock_guard<std::mutex> lock(g_atom_mu);
+  for (int i = 0; i < max && i < static_cast<int>(g_outstanding.size()); ++i)
+    out[i] = g_outstanding[static_cast<std::size_t>(i)];
+  return static_cast<int>(g_outstanding.size());
+}
+// Events: `delay` NOT_READY answers before queued launches end; `hang`: they never end.
+FAKE_API void fake_events(int delay, int hang) {
+  g_event_delay.store(delay);
+  g_events_hang.store(hang != 0);
+  g_event_polls.store(0);
+  if (hang == 0) g_done.store(g_launched.load());
+}
+// cuStreamIsCapturing answers "active" for every stream while on.
+FAKE_API void fake_capturing(int on) { g_capturing.store(on != 0); }
 // Copies up to `max` recorded (lo, hi) pairs into out[2*i], out[2*i+1]; returns how many there are.
 FAKE_API int fake_bounds(std::uint32_t* out, int max) {
   const std::lock_guard<std::mutex> lock(g_atom_mu);
@@ -424,6 +460,53 @@ FAKE_API void* fake_address_of(const char* name) {
   };
   const auto it = table.find(name != nullptr ? name : "");
   return it != table.end() ? it->second : nullptr;
+}
+
+FAKE_API CUresult cuEventCreate(CUevent* e, unsigned flags) {
+  if (e == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  *e = reinterpret_cast<CUevent>(new FakeEvent{0, flags});
+  return CUDA_SUCCESS;
+}
+FAKE_API CUresult cuEventDestroy_v2(CUevent e) {
+  delete reinterpret_cast<FakeEvent*>(e);
+  return CUDA_SUCCESS;
+}
+FAKE_API CUresult cuEventRecord(CUevent e, CUstream) {
+  if (e == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  reinterpret_cast<FakeEvent*>(e)->target = g_launched.load();
+  return CUDA_SUCCESS;
+}
+FAKE_API CUresult cuEventQuery(CUevent e) {
+  if (e == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  if (reinterpret_cast<FakeEvent*>(e)->target <= g_done.load()) return CUDA_SUCCESS;
+  if (!g_events_hang.load() && g_event_polls.fetch_add(1) + 1 >= g_event_delay.load()) {
+    g_event_polls.store(0);
+    g_done.store(g_launched.load());
+  }
+  return CUDA_ERROR_NOT_READY;
+}
+FAKE_API CUresult cuEventSynchronize(CUevent e) {
+  if (e == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  if (g_events_hang.load()) return CUDA_ERROR_LAUNCH_TIMEOUT;  // instead of blocking forever
+  g_done.store(g_launched.load());
+  return CUDA_SUCCESS;
+}
+FAKE_API CUresult cuEventElapsedTime_v2(float* ms, CUevent start, CUevent end) {
+  if (ms == nullptr || start == nullptr || end == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if ((reinterpret_cast<FakeEvent*>(start)->flags & CU_EVENT_DISABLE_TIMING) != 0) return CUDA_ERROR_INVALID_HANDLE;
+  *ms = 1.0f;  // every timed launch "takes" 1 ms
+  return CUDA_SUCCESS;
+}
+FAKE_API CUresult cuStreamIsCapturing(CUstream, CUstreamCaptureStatus* status) {
+  if (status == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  *status = g_capturing.load() ? CU_STREAM_CAPTURE_STATUS_ACTIVE : CU_STREAM_CAPTURE_STATUS_NONE;
+  return CUDA_SUCCESS;
+}
+FAKE_API CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode* mode) {
+  static thread_local CUstreamCaptureMode t_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
+  if (mode == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  std::swap(*mode, t_mode);
+  return CUDA_SUCCESS;
 }
 
 FAKE_API CUresult cuDeviceGetAttribute(int* v, CUdevice_attribute attr, CUdevice dev) {

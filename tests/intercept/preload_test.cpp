@@ -771,9 +771,49 @@ nlohmann::json atom_report() {
   return nlohmann::json::parse(text, nullptr, false);
 }
 
+std::vector<std::uint64_t> recorded_outstanding() {
+  auto fn = driver_fn<int (*)(std::uint64_t*, int)>("fake_outstanding");
+  std::uint64_t raw[256];
+  const int n = fn(raw, 256);
+  return {raw, raw + std::min(n, 256)};
+}
+
+// Loads the fixture's block_ids kernel, records the bounds of the launches
+// that follow (fake_record_bounds) and launches it on a 100 x 3 grid.
+struct AtomLaunch {
+  std::vector<std::pair<std::uint32_t, std::uint32_t>> bounds;
+  std::vector<std::uint64_t> outstanding;  // launches not ended when each atom was launched
+};
+AtomLaunch launch_block_ids() {
+  static const std::vector<std::uint8_t> img = read_fixture("corpus_kernels.sm90.cubin");
+  CUmodule mod = nullptr;
+  CUfunction f = nullptr;
+  if (img.empty() || driver_fn<LoadFn>("cuModuleLoadData")(&mod, img.data()) != CUDA_SUCCESS ||
+      driver_fn<GetFunctionFn>("cuModuleGetFunction")(&f, mod, "block_ids") != CUDA_SUCCESS) {
+    ADD_FAILURE() << "cannot load block_ids";
+    return {};
+  }
+  driver_fn<void (*)(int)>("fake_record_bounds")(1);
+  CUdeviceptr out = 0x1000;
+  void* params[] = {&out};
+  EXPECT_EQ(driver_fn<LaunchFn>("cuLaunchKernel")(f, 100, 3, 1, 64, 1, 1, 0, nullptr, params, nullptr), CUDA_SUCCESS);
+  return {recorded_bounds(), recorded_outstanding()};
+}
+
+nlohmann::json kernel_report(const char* name) {
+  const auto report = atom_report();
+  if (!report.is_object()) return {};
+  for (const auto& k : report["kernels"]) {
+    if (k.value("name", "") == name) return k;
+  }
+  return {};
+}
+
 }  // namespace
 
 using Atomize = PreloadTest;
+using AtomizeInflight2 = PreloadTest;
+using AtomizeEager = PreloadTest;
 
 TEST_F(Atomize, TheDriverGetsTheRewrittenImageAndLaunchesRunAsAtoms) {
   const std::vector<std::uint8_t> img = read_fixture("corpus_kernels.sm90.cubin");
@@ -820,6 +860,11 @@ TEST_F(Atomize, TheDriverGetsTheRewrittenImageAndLaunchesRunAsAtoms) {
     EXPECT_EQ(k.value("split_launches", 0), 1);
     EXPECT_EQ(k.value("atoms", 0), 4);
     EXPECT_EQ(k["whole"].value("cooperative", 0), 1);
+    // Both launches were timed (1 ms each on the fake GPU); the cooperative
+    // one ran whole for longer than one 500 us atom.
+    EXPECT_EQ(k.value("timed", 0), 2);
+    EXPECT_EQ(k.value("long_whole", 0), 1);
+    EXPECT_EQ(k.value("long_whole_ns", 0), 1000000);
   }
   EXPECT_TRUE(seen);
 }
@@ -848,5 +893,69 @@ TEST_F(Atomize, ImagesThatAreNotCubinsPassThrough) {
   CUmodule mod = nullptr;
   ASSERT_EQ(driver_fn<LoadFn>("cuModuleLoadData")(&mod, garbage), CUDA_SUCCESS);
   EXPECT_EQ(reinterpret_cast<const char*>(Fake::get().last_call()->args[1]), garbage);
+}
+
+// LITHOS_ATOM_INFLIGHT=1 (the default): each atom is issued only once the
+// one before it has ended, so none ever waits in the GPU's queue.
+TEST_F(Atomize, AtomsAreIssuedOneAtATime) {
+  driver_fn<void (*)(int, int)>("fake_events")(3, 0);
+  const AtomLaunch l = launch_block_ids();
+  ASSERT_EQ(l.bounds.size(), 4u);
+  EXPECT_EQ(l.outstanding, (std::vector<std::uint64_t>{0, 0, 0, 0}));
+  EXPECT_GE(atom_report().value("paced_launches", 0), 1);
+}
+
+// Under stream capture nothing runs: the atoms become consecutive nodes at once.
+TEST_F(Atomize, CapturedAtomsAreNotPaced) {
+  driver_fn<void (*)(int, int)>("fake_events")(3, 0);
+  driver_fn<void (*)(int)>("fake_capturing")(1);
+  const AtomLaunch l = launch_block_ids();
+  driver_fn<void (*)(int)>("fake_capturing")(0);
+  ASSERT_EQ(l.bounds.size(), 4u);
+  EXPECT_EQ(l.outstanding, (std::vector<std::uint64_t>{0, 1, 2, 3}));
+}
+
+// An atom that never ends (a kernel waiting for work the application has not
+// enqueued yet) must not hang the caller: the wait is given up, the rest of
+// the atoms go out at once, and after two such launches the kernel is no
+// longer paced.
+TEST_F(Atomize, AWaitThatNeverEndsIsGivenUp) {
+  driver_fn<void (*)(int, int)>("fake_events")(3, 1);
+  for (int i = 0; i < 3; ++i) {
+    const AtomLaunch l = launch_block_ids();
+    ASSERT_EQ(l.bounds.size(), 4u);
+    std::uint32_t next = 0;
+    for (const auto& [lo, hi] : l.bounds) {
+      EXPECT_EQ(lo, next);
+      next = hi;
+    }
+    EXPECT_EQ(next, 300u) << "launch " << i << ": every block still runs once";
+  }
+  driver_fn<void (*)(int, int)>("fake_events")(3, 0);
+  const nlohmann::json k = kernel_report("block_ids");
+  ASSERT_TRUE(k.is_object());
+  EXPECT_EQ(k.value("pace_timeouts", 0), 2);
+  EXPECT_EQ(atom_report().value("pace_timeouts", 0), 2);
+  const AtomLaunch after = launch_block_ids();  // not paced any more
+  EXPECT_EQ(after.outstanding, (std::vector<std::uint64_t>{0, 1, 2, 3}));
+}
+
+// LITHOS_ATOM_INFLIGHT=2: at most one atom waits behind the running one.
+TEST_F(AtomizeInflight2, AtMostTwoAtomsAreInFlight) {
+  driver_fn<void (*)(int, int)>("fake_events")(3, 0);
+  const AtomLaunch l = launch_block_ids();
+  ASSERT_EQ(l.bounds.size(), 4u);
+  // The fake GPU ends every queued launch at once: atom 2 waits for atom 0,
+  // by then atom 1 has ended too.
+  EXPECT_EQ(l.outstanding, (std::vector<std::uint64_t>{0, 1, 0, 1}));
+}
+
+// LITHOS_ATOM_INFLIGHT=0: every atom at once, as before pacing existed.
+TEST_F(AtomizeEager, EveryAtomIsIssuedAtOnce) {
+  driver_fn<void (*)(int, int)>("fake_events")(3, 0);
+  const AtomLaunch l = launch_block_ids();
+  ASSERT_EQ(l.bounds.size(), 4u);
+  EXPECT_EQ(l.outstanding, (std::vector<std::uint64_t>{0, 1, 2, 3}));
+  EXPECT_EQ(atom_report().value("paced_launches", -1), 0);
 }
 #endif
