@@ -18,6 +18,9 @@
 #   hol       `lithos bench head-of-line-atoms`: alone, MPS, MPS + paced
 #             500 us atoms; then MPS + atoms issued all at once
 #             (LITHOS_ATOM_INFLIGHT=0) and MPS + paced 250 us atoms
+#   steal     `lithos bench head-of-line-steal`: an hp service at 5% load
+#             beside 5-20 ms be kernels; MPS, MPS + atoms, lithos stealing
+#             without and with atoms (activity board, LITHOS_ROLE)
 # Every GPU process runs under `timeout` (a hang costs one phase, not the
 # call). The GPU's clocks, power limit and compute mode are never changed.
 set -uo pipefail
@@ -115,17 +118,23 @@ if has hol; then
     shift
     stamp "hol: $name"
     mkdir -p "$WORK/$name/runs" "$WORK/$name/be-reports"
-    [[ -f $WORK/hol/runs/alone.json && $name != hol ]] && cp "$WORK/hol/runs/alone.json" "$WORK/$name/runs/"
+    [[ $name == hol-eager || $name == hol-250 ]] && cp "$WORK"/hol/runs/alone-*.json "$WORK/$name/runs/" 2>/dev/null
     local left=$(( ${ATOM_BUDGET_MIN:-9} - ($(date +%s) - t0) / 60 ))
     env "${envs[@]}" LITHOS_ATOM_REPORT="$WORK/$name/be-reports/%p.json" \
-      "$LITHOS" bench head-of-line-atoms --out "$WORK/$name" --budget-min "$left" "$@" \
+      "$LITHOS" bench "$@" --out "$WORK/$name" --budget-min "$left" \
       >"$WORK/$name.summary.txt" 2>"$WORK/$name.progress.txt"
     echo "exit $?" >>"$WORK/$name.summary.txt"
     tail -n 12 "$WORK/$name.summary.txt"
   }
-  hol_run hol LITHOS_ATOM_INFLIGHT=1 --
-  hol_run hol-eager LITHOS_ATOM_INFLIGHT=0 -- --modes mps-atoms
-  hol_run hol-250 LITHOS_ATOM_INFLIGHT=1 LITHOS_ATOM_US=250 -- --modes mps-atoms
+  hol_run hol LITHOS_ATOM_INFLIGHT=1 -- head-of-line-atoms
+  hol_run hol-eager LITHOS_ATOM_INFLIGHT=0 -- head-of-line-atoms --modes mps-atoms
+  hol_run hol-250 LITHOS_ATOM_INFLIGHT=1 LITHOS_ATOM_US=250 -- head-of-line-atoms --modes mps-atoms
+fi
+
+if has steal; then
+  # Stealing (scenarios/bench/head-of-line-steal.toml): an hp service at 5%
+  # load; be steals the GPU while hp is idle, with and without paced atoms.
+  hol_run hol-steal -- head-of-line-steal
 fi
 
 pgrep -a nvidia-cuda-mps || true

@@ -18,26 +18,28 @@ def load(path):
 
 
 def hol_rows(w):
-    """(run, mode, phase, hp p99 ms, hp p99 vs alone, be throughput vs alone, atom us) of the head-of-line runs."""
+    """(run, mode, phase, hp p99 ms, hp p99 vs alone, be throughput vs alone, alone hp p99 ms) of the
+    head-of-line runs."""
     rows = []
     alone = {}
-    for name in ("hol", "hol-eager", "hol-250"):
+    for name in ("hol", "hol-eager", "hol-250", "hol-steal"):
         try:
             res = json.load(open(os.path.join(w, name, "results.json")))
         except (OSError, ValueError):
             continue
-        for m in res.get("modes", []):
+        for m in sorted(res.get("modes", []), key=lambda m: m["mode"] != "alone"):
             for ph in m.get("phases", []):
                 t = {x["name"]: x for x in ph.get("tenants", [])}
                 if "hp" not in t:
                     continue
                 p99 = t["hp"]["p99_ms"]["median"]
                 if m["mode"] == "alone":
-                    alone[ph["name"]] = p99
+                    alone[(name, ph["name"])] = p99
                     continue
                 be = t.get("be", {}).get("norm", {}).get("throughput", {}).get("median")
-                rows.append((name, m["mode"], ph["name"], p99, t["hp"]["norm"]["p99"]["median"], be))
-    return rows, alone
+                rows.append((name, m["mode"], ph["name"], p99, t["hp"]["norm"]["p99"]["median"], be,
+                             alone.get((name, ph["name"]))))
+    return rows
 
 
 def main():
@@ -89,15 +91,15 @@ def main():
                   f"{100 * c['time_share']:.1f}% | {100 * c['splittable_time_share']:.1f}% | "
                   f"{100 * c['bounded_time_share']:.1f}% | {worst} | {c['images']['load_ns'] / 1e6:.0f} |")
         print()
-    rows, alone = hol_rows(w)
+    rows = hol_rows(w)
     if rows:
         print("Head-of-line (lithos bench head-of-line-atoms; hol-eager: LITHOS_ATOM_INFLIGHT=0, every atom at once; "
               "target: HP P99 <= alone P99 + one atom)\n")
         print("| run | mode | BE kernel | HP P99 ms | vs alone | minus alone P99, in atoms | BE throughput vs alone |"
               "\n|---|---|---|---:|---:|---:|---:|")
-        for name, mode, phase, p99, norm, be in rows:
+        for name, mode, phase, p99, norm, be, alone_p99 in rows:
             atom_ms = (250 if name == "hol-250" else 500) / 1e3
-            extra = (p99 - alone[phase]) / atom_ms if phase in alone else float("nan")
+            extra = (p99 - alone_p99) / atom_ms if alone_p99 else float("nan")
             be_s = f"{be:.2f}x" if be is not None else "-"
             print(f"| {name} | {mode} | {phase} | {p99:.3f} | {norm:.2f}x | {extra:.2f} | {be_s} |")
         print()

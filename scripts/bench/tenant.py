@@ -95,7 +95,7 @@ WORKLOADS = {
     "llama1b-prefill": Workload(_infer(batch=(1, POS_INT), seq=(512, POS_INT), graph=(True, BOOL))),
     "llama1b-decode": Workload(_infer(batch=(8, POS_INT), ctx=(1024, POS_INT), graph=(True, BOOL))),
     "gpt": Workload({"training": {"batch": (8, POS_INT), "seq": (1024, POS_INT)}}),
-    "spin": Workload({"closed": _SPIN, "training": _SPIN}, live=frozenset({"kernel_ms"})),
+    "spin": Workload({"service": _SPIN, "closed": _SPIN, "training": _SPIN}, live=frozenset({"kernel_ms"})),
     "fake": Workload({k: {"ms": (1.0, POS_NUM)} for k in KINDS}, live=frozenset({"ms"})),
 }
 

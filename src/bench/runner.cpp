@@ -200,11 +200,20 @@ class ModeRun {
       const bool calibrate = mode_.name == "alone";
       const auto it = calib_.find(t.spec->name);
       t.config = tenant_config(sc_, *t.spec, it != calib_.end() ? it->second : json::object(), calibrate, opt_.device);
-      if (t.setup.tpc_set) {
-        t.argv = {opt_.lithos_exe, "run", "--device", std::to_string(opt_.device), "--tpc-set", *t.setup.tpc_set, "--"};
-      } else if (t.setup.atomize) {
-        t.argv = {
-            opt_.lithos_exe, "run", "--atomize", "--atom-report", log_dir + "/" + t.spec->name + "-atoms.json", "--"};
+      if (t.setup.tpc_set || t.setup.atomize || !t.setup.board_role.empty()) {
+        t.argv = {opt_.lithos_exe, "run"};
+        // --tpc-set's value stays at argv[5]: the slot groups replace it below.
+        if (t.setup.tpc_set) {
+          t.argv.insert(t.argv.end(), {"--device", std::to_string(opt_.device), "--tpc-set", *t.setup.tpc_set});
+        }
+        if (t.setup.atomize) {
+          t.argv.insert(t.argv.end(), {"--atomize", "--atom-report", log_dir + "/" + t.spec->name + "-atoms.json"});
+        }
+        t.argv.emplace_back("--");
+      }
+      if (!t.setup.board_role.empty()) {
+        t.setup.env.emplace_back("LITHOS_ROLE", t.setup.board_role);
+        t.setup.env.emplace_back("LITHOS_BOARD", log_dir + "/activity.board");
       }
       t.argv.push_back(opt_.python);
       t.argv.push_back(script);

@@ -489,6 +489,7 @@ Atomizer::Launch Atomizer::plan(const FunctionEntry& e, const std::uint32_t grid
     l.plan = sched::plan_atoms(cfg, desc, cfg.atom_duration() * config_.atoms_forced);
   } else {
     l.plan = sched::plan_atoms(atom_config_, desc, predicted);
+    if (predicted && l.plan.split()) l.expected_atom_ns = predicted->count() / l.plan.count;
   }
   if (l.plan.split()) {
     c.split_launches.fetch_add(1, std::memory_order_relaxed);
@@ -576,6 +577,7 @@ Atomizer::Pacer::Pacer(Atomizer& az, const FunctionEntry& e, const Launch& l) no
   inflight_ = std::min<std::uint32_t>(az.config_.atom_inflight, kMaxInflight);
   if (inflight_ >= l.plan.count) inflight_ = 0;  // every atom fits in flight: nothing to wait for
   atom_ns_ = std::chrono::duration_cast<std::chrono::nanoseconds>(l.plan.atom_duration).count();
+  expected_ns_ = l.expected_atom_ns;
   if (inflight_ != 0) az.paced_launches.fetch_add(1, std::memory_order_relaxed);
   if (inflight_ != 0 && counters_ != nullptr) counters_->paced.fetch_add(1, std::memory_order_relaxed);
 }
@@ -607,9 +609,11 @@ void Atomizer::Pacer::before(std::uint32_t atom) noexcept {
   const RelaxedCaptureMode relaxed;
   const std::int64_t t0 = static_cast<std::int64_t>(now_ns());
   const std::int64_t timeout = std::max<std::int64_t>(50'000'000, 50 * atom_ns_);
-  // Sleep through the first 60% of an atom's expected run (from its issue),
-  // then poll: the next atom goes out within about a microsecond of the end.
-  const std::int64_t sleep_until = issued_ns_[slot] + (atom_ns_ >= 200'000 ? atom_ns_ * 6 / 10 : 0);
+  // Sleep through the first half of the atom's predicted run (from its
+  // issue; sleeps overshoot by up to ~100 us, hence only for atoms of 250 us
+  // or more), then poll: the next atom goes out within microseconds of the
+  // end. Without a prediction (LITHOS_ATOMS), poll throughout.
+  const std::int64_t sleep_until = issued_ns_[slot] + (expected_ns_ >= 250'000 ? expected_ns_ / 2 - 100'000 : 0);
   for (;;) {
     const CUresult q = d.event_query(static_cast<CUevent>(events_[slot]));
     if (q == CUDA_SUCCESS) break;

@@ -136,9 +136,10 @@ class Atomizer {
   struct Launch {
     sched::AtomPlan plan;
     bool timed = false;
-    bool paced = false;      // atoms issued lazily (Pacer)
-    void* start = nullptr;   // CUevent
-    void* stream = nullptr;  // the stream events go to
+    bool paced = false;                 // atoms issued lazily (Pacer)
+    std::int64_t expected_atom_ns = 0;  // predicted duration / count (0: no prediction)
+    void* start = nullptr;              // CUevent
+    void* stream = nullptr;             // the stream events go to
   };
   // Decides the atoms of one launch. grid/cluster in blocks.
   Launch plan(const FunctionEntry& e, const std::uint32_t grid[3], const std::uint32_t cluster[3], bool cooperative,
@@ -166,8 +167,9 @@ class Atomizer {
     Atomizer& az_;
     KernelCounters* counters_;
     void* stream_;
-    std::uint32_t inflight_ = 0;  // 0: not pacing
-    std::int64_t atom_ns_ = 0;
+    std::uint32_t inflight_ = 0;    // 0: not pacing
+    std::int64_t atom_ns_ = 0;      // the plan's atom duration (timeouts)
+    std::int64_t expected_ns_ = 0;  // the predicted duration of one atom (0: unknown)
     void* events_[kMaxInflight] = {};
     std::int64_t issued_ns_[kMaxInflight] = {};
   };

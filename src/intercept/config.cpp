@@ -160,6 +160,19 @@ Config config_from_env(const EnvLookup& lookup) {
       c.atom_inflight = n;
   }
   if (const char* v = get("LITHOS_ATOM_REPORT")) c.atom_report = v;
+  if (const char* v = get("LITHOS_ROLE")) {
+    if (std::strcmp(v, "hp") == 0)
+      c.role = Role::kHighPriority;
+    else if (std::strcmp(v, "be") == 0)
+      c.role = Role::kBestEffort;
+    else
+      problem("LITHOS_ROLE", v, "expected hp or be");
+  }
+  if (const char* v = get("LITHOS_BOARD")) c.board_path = v;
+  micros("LITHOS_HP_HOLD_US", 0, 1e7, &c.hp_hold_us);
+  if (c.role != Role::kNone && c.board_path.empty()) {
+    problem("LITHOS_ROLE", c.role == Role::kHighPriority ? "hp" : "be", "has no effect without LITHOS_BOARD");
+  }
 
   if (const char* v = get("LITHOS_TEST_FAULT")) {
     if (std::strcmp(v, "launch") == 0)

@@ -21,6 +21,12 @@
 //                          ends (default 1; 0 = all atoms at once)
 //   LITHOS_ATOM_TIME=1     time every launch of a rewritten kernel (coverage)
 //   LITHOS_ATOM_REPORT=F   write the atomizer's per-kernel report (JSON) to F
+//   LITHOS_ROLE=hp|be      this process's role on the activity board
+//   LITHOS_BOARD=FILE      the activity board (board.hpp): hp stamps its
+//                          launches there; a be process confined to a set runs
+//                          on the whole GPU while no hp launch is recent
+//   LITHOS_HP_HOLD_US=T    how long after an hp launch a be process stays on
+//                          its set (default 1000)
 // A malformed value is reported (problems) and ignored: the library then runs
 // as if that variable were unset, it never stops the host program.
 #pragma once
@@ -37,6 +43,7 @@ namespace lithos::intercept {
 
 enum class MaskRequest { kNone, kFirstN, kSet };
 enum class BackendChoice { kAuto, kDescriptor, kGreen, kOff };
+enum class Role { kNone, kHighPriority, kBestEffort };
 
 const char* backend_choice_name(BackendChoice b);
 
@@ -58,6 +65,10 @@ struct Config {
   std::uint32_t atom_inflight = 1;  // LITHOS_ATOM_INFLIGHT (0: every atom at once)
   bool atom_time_all = false;       // LITHOS_ATOM_TIME
   std::string atom_report;          // LITHOS_ATOM_REPORT ("" = none; "%p" = pid)
+  // Activity board (board.hpp).
+  Role role = Role::kNone;   // LITHOS_ROLE
+  std::string board_path;    // LITHOS_BOARD ("" = none)
+  double hp_hold_us = 1000;  // LITHOS_HP_HOLD_US
   // One line per ignored, malformed variable ("LITHOS_TPCS='x': ...").
   std::vector<std::string> problems;
 

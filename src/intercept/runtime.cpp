@@ -94,6 +94,19 @@ Runtime::Runtime() {
   }
   log_set_level(config_.log_level);
   Atomizer::instance().configure(config_);
+  hp_hold_ns_ = static_cast<std::uint64_t>(config_.hp_hold_us * 1e3);
+  if (!config_.board_path.empty() && config_.role != Role::kNone) {
+    try {
+      const Status st = board_.open(config_.board_path);
+      if (!st.is_ok()) {
+        LITHOS_LOG(LogLevel::kError, "activity board: %s; %s", st.message().c_str(),
+                   config_.role == Role::kBestEffort ? "staying on the configured TPC set"
+                                                     : "high-priority launches are not published");
+      }
+    } catch (...) {
+      LITHOS_LOG(LogLevel::kError, "activity board: out of memory while opening it");
+    }
+  }
 }
 
 namespace {
@@ -389,6 +402,13 @@ std::optional<gpu::SlotMask> Runtime::choose(CUstream_st* stream, bool ptsz, Ski
       return std::nullopt;
     }
     entry = *e;
+    // A best-effort process steals the whole GPU while the board shows no
+    // recent high-priority launch (per-stream masks set through the C API
+    // are kept as they are). No board (it failed to open): stay confined.
+    if (config_.role == Role::kBestEffort && board_.is_open() && !board_.hp_active(Board::now_ns(), hp_hold_ns_)) {
+      *why = SkipReason::kStealing;
+      return std::nullopt;
+    }
   }
   if (entry.whole) {
     *why = SkipReason::kWholeLiveSet;
@@ -404,6 +424,7 @@ std::optional<gpu::SlotMask> Runtime::choose(CUstream_st* stream, bool ptsz, Ski
 void Runtime::begin_launch(HookId id, CUstream_st* stream, bool ptsz, const void* function) {
   attach();
   if (config_.fault_launch) throw std::runtime_error("injected fault (LITHOS_TEST_FAULT=launch)");
+  if (config_.role == Role::kHighPriority && board_.is_open()) board_.hp_launched(Board::now_ns());
   ThreadFrame& f = t_frame;
   f.kind = CallKind::kLaunch;
   f.descriptors = 0;

@@ -29,6 +29,7 @@
 
 #include "gpu/qmd.hpp"
 #include "gpu/slot_map.hpp"
+#include "intercept/board.hpp"
 #include "intercept/config.hpp"
 #include "intercept/hook_table.hpp"
 #include "intercept/stats.hpp"
@@ -188,6 +189,8 @@ class Runtime {
   void publish_process_mask_locked(const gpu::SlotMask* slots, const sched::TpcSet& tpcs);
 
   Config config_;
+  Board board_;                   // LITHOS_BOARD (opened by the constructor)
+  std::uint64_t hp_hold_ns_ = 0;  // LITHOS_HP_HOLD_US
   Counters counters_;
 
   std::mutex mu_;  // engage/attach/process-mask publication

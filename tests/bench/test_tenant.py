@@ -222,7 +222,6 @@ class TenantProtocolTest(unittest.TestCase):
             "unknown workload": (config(workload="gpt-9"), "workload"),
             "unknown kind": (config(kind="batch"), "kind"),
             "kind not offered": (config(workload="gpt", kind="service"), "gpt"),
-            "spin as a service": (config(workload="spin", kind="service"), "spin"),
             "unknown param": (config(params={"ms": 1.0, "msec": 2}), "msec"),
             "bad param": (config(params={"ms": -1}), "ms"),
             "bad phase param": (config(phases=phases_bad), "phases[0]"),

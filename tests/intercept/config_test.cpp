@@ -49,6 +49,26 @@ TEST(Config, AtomizerSettings) {
   EXPECT_EQ(c.atom_report, "/tmp/a-%p.json");
 }
 
+TEST(Config, BoardSettings) {
+  const Config none = parse({});
+  EXPECT_EQ(none.role, Role::kNone);
+  EXPECT_TRUE(none.board_path.empty());
+  EXPECT_EQ(none.hp_hold_us, 1000.0);
+  const Config be = parse({{"LITHOS_ROLE", "be"}, {"LITHOS_BOARD", "/dev/shm/b"}, {"LITHOS_HP_HOLD_US", "2500"}});
+  EXPECT_TRUE(be.problems.empty());
+  EXPECT_EQ(be.role, Role::kBestEffort);
+  EXPECT_EQ(be.board_path, "/dev/shm/b");
+  EXPECT_EQ(be.hp_hold_us, 2500.0);
+  EXPECT_EQ(parse({{"LITHOS_ROLE", "hp"}, {"LITHOS_BOARD", "/x"}}).role, Role::kHighPriority);
+  const Config bad = parse({{"LITHOS_ROLE", "boss"}, {"LITHOS_BOARD", "/x"}, {"LITHOS_HP_HOLD_US", "soon"}});
+  EXPECT_EQ(bad.problems.size(), 2u);
+  EXPECT_EQ(bad.role, Role::kNone);
+  EXPECT_EQ(bad.hp_hold_us, 1000.0);
+  const Config lonely = parse({{"LITHOS_ROLE", "be"}});
+  ASSERT_EQ(lonely.problems.size(), 1u) << "a role without a board does nothing: say so";
+  EXPECT_NE(lonely.problems[0].find("LITHOS_BOARD"), std::string::npos);
+}
+
 TEST(Config, MalformedAtomizerSettingsAreReportedAndIgnored) {
   const Config c = parse({{"LITHOS_ATOMIZE", "yes please"},
                           {"LITHOS_ATOM_US", "0"},

@@ -15,6 +15,7 @@
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -22,6 +23,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "intercept/board.hpp"
 
 namespace {
 
@@ -726,6 +729,45 @@ TEST_F(Masked, SwitchingOffAndOnAtRunTime) {
   EXPECT_EQ(set_enabled(1), 0);  // it was off
   ASSERT_EQ(launch_on(nullptr), CUDA_SUCCESS);
   expect_mask(last_mask(), expected_for({2, 3}), "on again");
+}
+
+// ---- Activity board (LITHOS_ROLE, LITHOS_BOARD) ----------------------------------
+using Steal = PreloadTest;
+using Publish = PreloadTest;
+
+TEST_F(Steal, BestEffortStealsTheWholeGpuOnlyWhileNoHighPriorityLaunchIsRecent) {
+  lithos::intercept::Board board;
+  ASSERT_TRUE(board.open(std::getenv("LITHOS_BOARD")).is_ok());
+  constexpr std::uint64_t kHold = 200'000'000;  // LITHOS_HP_HOLD_US=200000
+  // An earlier run may have left a recent stamp: let it age.
+  if (board.hp_active(lithos::intercept::Board::now_ns(), kHold))
+    std::this_thread::sleep_for(std::chrono::milliseconds(210));
+  const auto stolen = not_applied("stealing");
+  ASSERT_EQ(launch_on(nullptr), CUDA_SUCCESS);
+  EXPECT_FALSE(last_mask().valid) << "no hp launch: the whole GPU";
+  EXPECT_EQ(not_applied("stealing"), stolen + 1);
+
+  board.hp_launched(lithos::intercept::Board::now_ns());  // what an hp process does at each launch
+  ASSERT_EQ(launch_on(nullptr), CUDA_SUCCESS);
+  expect_mask(last_mask(), expected_for({2, 3}), "hp active: back on TPCs 1-2");
+
+  std::this_thread::sleep_for(std::chrono::milliseconds(250));
+  ASSERT_EQ(launch_on(nullptr), CUDA_SUCCESS);
+  EXPECT_FALSE(last_mask().valid) << "the hold has passed: stealing again";
+  EXPECT_EQ(not_applied("stealing"), stolen + 2);
+}
+
+TEST_F(Publish, HighPriorityLaunchesAreStamped) {
+  lithos::intercept::Board board;
+  ASSERT_TRUE(board.open(std::getenv("LITHOS_BOARD")).is_ok());
+  const std::uint64_t before = board.hp_launches();
+  const std::uint64_t t0 = lithos::intercept::Board::now_ns();
+  ASSERT_EQ(launch_on(nullptr), CUDA_SUCCESS);
+  ASSERT_EQ(launch_on(nullptr, "cuLaunchKernel_ptsz"), CUDA_SUCCESS);
+  EXPECT_EQ(board.hp_launches(), before + 2);
+  EXPECT_GE(board.hp_last_launch_ns(), t0);
+  EXPECT_LE(board.hp_last_launch_ns(), lithos::intercept::Board::now_ns());
+  EXPECT_FALSE(last_mask().valid) << "an hp process is not masked by its role";
 }
 
 // ---- Kernel atomizer (LITHOS_ATOMIZE=1 LITHOS_ATOMS=4) ---------------------------
