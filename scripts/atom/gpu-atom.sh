@@ -106,26 +106,28 @@ if has coverage; then
   done
 fi
 
+# One `lithos bench` run: name, then extra environment, then -- and the bench arguments.
+hol_run() {  # name, extra env..., then -- bench args
+  local name=$1; shift
+  local envs=()
+  while [[ $1 != -- ]]; do envs+=("$1"); shift; done
+  shift
+  stamp "hol: $name"
+  mkdir -p "$WORK/$name/runs" "$WORK/$name/be-reports"
+  [[ $name == hol-eager || $name == hol-250 ]] && cp "$WORK"/hol/runs/alone-*.json "$WORK/$name/runs/" 2>/dev/null
+  local left=$(( ${ATOM_BUDGET_MIN:-9} - ($(date +%s) - t0) / 60 ))
+  env "${envs[@]}" LITHOS_ATOM_REPORT="$WORK/$name/be-reports/%p.json" \
+    "$LITHOS" bench "$@" --out "$WORK/$name" --budget-min "$left" \
+    >"$WORK/$name.summary.txt" 2>"$WORK/$name.progress.txt"
+  echo "exit $?" >>"$WORK/$name.summary.txt"
+  tail -n 12 "$WORK/$name.summary.txt"
+}
+
 if has hol; then
   # hol: alone, MPS and MPS + atoms (500 us, paced: LITHOS_ATOM_INFLIGHT=1);
   # hol-eager: every atom issued at once (LITHOS_ATOM_INFLIGHT=0), the
   # atomizer before pacing; hol-250: paced 250 us atoms. The later runs reuse
   # the alone run of the first (same scenario, same call).
-  hol_run() {  # name, extra env..., then -- bench args
-    local name=$1; shift
-    local envs=()
-    while [[ $1 != -- ]]; do envs+=("$1"); shift; done
-    shift
-    stamp "hol: $name"
-    mkdir -p "$WORK/$name/runs" "$WORK/$name/be-reports"
-    [[ $name == hol-eager || $name == hol-250 ]] && cp "$WORK"/hol/runs/alone-*.json "$WORK/$name/runs/" 2>/dev/null
-    local left=$(( ${ATOM_BUDGET_MIN:-9} - ($(date +%s) - t0) / 60 ))
-    env "${envs[@]}" LITHOS_ATOM_REPORT="$WORK/$name/be-reports/%p.json" \
-      "$LITHOS" bench "$@" --out "$WORK/$name" --budget-min "$left" \
-      >"$WORK/$name.summary.txt" 2>"$WORK/$name.progress.txt"
-    echo "exit $?" >>"$WORK/$name.summary.txt"
-    tail -n 12 "$WORK/$name.summary.txt"
-  }
   hol_run hol LITHOS_ATOM_INFLIGHT=1 -- head-of-line-atoms
   hol_run hol-eager LITHOS_ATOM_INFLIGHT=0 -- head-of-line-atoms --modes mps-atoms
   hol_run hol-250 LITHOS_ATOM_INFLIGHT=1 LITHOS_ATOM_US=250 -- head-of-line-atoms --modes mps-atoms
