@@ -569,6 +569,12 @@ void Atomizer::finish(const FunctionEntry& e, Launch& l, bool ok) noexcept {
   }
 }
 
+void Atomizer::issued_atoms(const FunctionEntry& e, const Launch& l, std::uint32_t issued) noexcept {
+  if (e.counters == nullptr || issued == l.plan.count) return;
+  // Wrapping arithmetic: adds issued - count, which may be negative.
+  e.counters->atoms.fetch_add(static_cast<std::uint64_t>(issued) - l.plan.count, std::memory_order_relaxed);
+}
+
 // ---- Pacer ------------------------------------------------------------------
 
 Atomizer::Pacer::Pacer(Atomizer& az, const FunctionEntry& e, const Launch& l) noexcept

@@ -16,6 +16,7 @@
 //    the driver lacks the symbol) and never calls through a null pointer.
 #include "intercept/cuda_abi.hpp"  // first: cuda.h in ABI mode
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <exception>
@@ -159,22 +160,46 @@ CUresult launch_one(Fn fn, CUstream stream, A... a) {
 
 // Runs the atoms of one planned launch in order, paced (Atomizer::Pacer);
 // `launch` performs one launch with the bounds currently in `bp`. Stops at
-// the first failure.
+// the first failure. A paced launch sizes each atom when it is issued: the
+// planned atom scaled by the share of the GPU the process gets then
+// (Runtime::board_share), in whole units; other launches run the plan's
+// ranges.
 template <class Launch>
 CUresult run_atoms(const FunctionEntry& e, const Atomizer::Launch& l, BoundsParams& bp, Launch&& launch) {
   if (!l.plan.split()) {
     bp.set(0, 0xffffffffu);
     return launch();
   }
-  Atomizer::Pacer pacer(Atomizer::instance(), e, l);
-  for (std::uint32_t i = 0; i < l.plan.count; ++i) {
-    const sched::BlockRange r = l.plan.atom(i);
+  Atomizer& az = Atomizer::instance();
+  Atomizer::Pacer pacer(az, e, l);
+  if (!l.paced) {
+    for (std::uint32_t i = 0; i < l.plan.count; ++i) {
+      const sched::BlockRange r = l.plan.atom(i);
+      bp.set(static_cast<std::uint32_t>(r.lo), static_cast<std::uint32_t>(r.hi));
+      const CUresult res = launch();
+      if (res != CUDA_SUCCESS) return res;
+    }
+    return CUDA_SUCCESS;
+  }
+  const std::uint64_t unit = l.plan.unit;
+  const std::uint64_t units = l.plan.total_blocks / unit;
+  const std::uint64_t planned = (units + l.plan.count - 1) / l.plan.count;  // units per atom on the whole GPU
+  Runtime& rt = Runtime::instance();
+  std::uint64_t next = 0;
+  std::uint32_t i = 0;
+  while (next < units) {
     pacer.before(i);
-    bp.set(static_cast<std::uint32_t>(r.lo), static_cast<std::uint32_t>(r.hi));
+    const double share = rt.board_share();
+    auto size = static_cast<std::uint64_t>(static_cast<double>(planned) * share + 0.5);
+    size = std::clamp<std::uint64_t>(size, 1, units - next);
+    bp.set(static_cast<std::uint32_t>(next * unit), static_cast<std::uint32_t>((next + size) * unit));
     const CUresult res = launch();
     if (res != CUDA_SUCCESS) return res;
-    if (i + 1 < l.plan.count) pacer.after(i);
+    next += size;
+    if (next < units) pacer.after(i);
+    ++i;
   }
+  az.issued_atoms(e, l, i);
   return CUDA_SUCCESS;
 }
 

@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -419,6 +420,14 @@ std::optional<gpu::SlotMask> Runtime::choose(CUstream_st* stream, bool ptsz, Ski
     return std::nullopt;
   }
   return entry.slots;
+}
+
+double Runtime::board_share() noexcept {
+  if (config_.role != Role::kBestEffort || !board_.is_open() || !map_) return 1.0;
+  const MaskEntry* e = process_mask_.load(std::memory_order_acquire);
+  if (e == nullptr || e->whole || !board_.hp_active(Board::now_ns(), hp_hold_ns_)) return 1.0;
+  const int live = map_->live_set().count();
+  return live > 0 ? std::clamp(static_cast<double>(e->tpcs.count()) / live, 0.0, 1.0) : 1.0;
 }
 
 void Runtime::begin_launch(HookId id, CUstream_st* stream, bool ptsz, const void* function) {

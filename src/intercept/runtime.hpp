@@ -152,6 +152,11 @@ class Runtime {
   int clear_stream_tpcs(CUstream_st* stream) noexcept;
   int set_process_tpcs(const sched::TpcSet* tpcs) noexcept;  // null: whole GPU
   int live_tpcs(sched::TpcSet* out) noexcept;
+  // The share of the live TPCs the next launch of this process gets from the
+  // activity board: below 1 only for a be process confined to its set right
+  // now (hp active). The atomizer sizes paced atoms by it, so that an atom
+  // on a smaller allocation lasts about as long as one on the whole GPU.
+  double board_share() noexcept;
 
   // ---- reporting ----
   StatsHeader stats_header() noexcept;

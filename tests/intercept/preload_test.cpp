@@ -1000,4 +1000,39 @@ TEST_F(AtomizeEager, EveryAtomIsIssuedAtOnce) {
   EXPECT_EQ(l.outstanding, (std::vector<std::uint64_t>{0, 1, 2, 3}));
   EXPECT_EQ(atom_report().value("paced_launches", -1), 0);
 }
+
+// A be process confined while hp is active (activity board) sizes each paced
+// atom by the share of the GPU it gets when the atom is issued: half the
+// live TPCs (1-2 of the fake's 4), half the blocks per atom.
+using StealAtoms = PreloadTest;
+TEST_F(StealAtoms, AtomsShrinkWithTheAllocation) {
+  lithos::intercept::Board board;
+  ASSERT_TRUE(board.open(std::getenv("LITHOS_BOARD")).is_ok());
+  if (board.hp_active(lithos::intercept::Board::now_ns(), 200'000'000))
+    std::this_thread::sleep_for(std::chrono::milliseconds(210));
+  driver_fn<void (*)(int, int)>("fake_events")(3, 0);
+  auto sizes = [](const AtomLaunch& l) {
+    std::vector<std::uint32_t> out;
+    std::uint32_t next = 0;
+    for (const auto& [lo, hi] : l.bounds) {
+      EXPECT_EQ(lo, next);
+      out.push_back(hi - lo);
+      next = hi;
+    }
+    EXPECT_EQ(next, 300u) << "every block once";
+    return out;
+  };
+  const AtomLaunch idle = launch_block_ids();  // whole GPU: the planned 4 atoms of 75 blocks
+  EXPECT_EQ(sizes(idle), (std::vector<std::uint32_t>{75, 75, 75, 75}));
+  EXPECT_FALSE(last_mask().valid);
+
+  board.hp_launched(lithos::intercept::Board::now_ns());
+  const AtomLaunch busy = launch_block_ids();  // 2 of 4 TPCs: atoms of round(37.5) = 38 blocks
+  EXPECT_EQ(sizes(busy), (std::vector<std::uint32_t>{38, 38, 38, 38, 38, 38, 38, 34}));
+  expect_mask(last_mask(), expected_for({2, 3}), "confined atom");
+  EXPECT_EQ(busy.outstanding, std::vector<std::uint64_t>(8, 0)) << "paced: one atom at a time";
+  const nlohmann::json k = kernel_report("block_ids");
+  EXPECT_EQ(k.value("split_launches", 0), 2);
+  EXPECT_EQ(k.value("atoms", 0), 12) << "the atoms issued, not the 8 planned";
+}
 #endif
