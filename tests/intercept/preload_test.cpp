@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
@@ -826,7 +827,7 @@ struct AtomLaunch {
   std::vector<std::pair<std::uint32_t, std::uint32_t>> bounds;
   std::vector<std::uint64_t> outstanding;  // launches not ended when each atom was launched
 };
-AtomLaunch launch_block_ids() {
+AtomLaunch launch_block_ids(const std::function<void()>& just_before = {}) {
   static const std::vector<std::uint8_t> img = read_fixture("corpus_kernels.sm90.cubin");
   CUmodule mod = nullptr;
   CUfunction f = nullptr;
@@ -838,6 +839,7 @@ AtomLaunch launch_block_ids() {
   driver_fn<void (*)(int)>("fake_record_bounds")(1);
   CUdeviceptr out = 0x1000;
   void* params[] = {&out};
+  if (just_before) just_before();
   EXPECT_EQ(driver_fn<LaunchFn>("cuLaunchKernel")(f, 100, 3, 1, 64, 1, 1, 0, nullptr, params, nullptr), CUDA_SUCCESS);
   return {recorded_bounds(), recorded_outstanding()};
 }
@@ -1026,8 +1028,9 @@ TEST_F(StealAtoms, AtomsShrinkWithTheAllocation) {
   EXPECT_EQ(sizes(idle), (std::vector<std::uint32_t>{75, 75, 75, 75}));
   EXPECT_FALSE(last_mask().valid);
 
-  board.hp_launched(lithos::intercept::Board::now_ns());
-  const AtomLaunch busy = launch_block_ids();  // 2 of 4 TPCs: atoms of round(37.5) = 38 blocks
+  // 2 of 4 TPCs: atoms of round(37.5) = 38 blocks (the stamp right before
+  // the launch: loading the module may take long on a loaded machine).
+  const AtomLaunch busy = launch_block_ids([&] { board.hp_launched(lithos::intercept::Board::now_ns()); });
   EXPECT_EQ(sizes(busy), (std::vector<std::uint32_t>{38, 38, 38, 38, 38, 38, 38, 34}));
   expect_mask(last_mask(), expected_for({2, 3}), "confined atom");
   EXPECT_EQ(busy.outstanding, std::vector<std::uint64_t>(8, 0)) << "paced: one atom at a time";
