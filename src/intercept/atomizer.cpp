@@ -41,6 +41,8 @@ struct Driver {
   CUresult (*func_get_module)(CUmodule*, CUfunction) = nullptr;
   CUresult (*kernel_get_name)(const char**, CUkernel) = nullptr;
   CUresult (*kernel_get_library)(CUlibrary*, CUkernel) = nullptr;
+  CUresult (*kernel_get_function)(CUfunction*, CUkernel) = nullptr;
+  CUresult (*occupancy)(int*, CUfunction, int, size_t) = nullptr;
 
   static const Driver& get() {
     static const Driver d = [] {
@@ -68,6 +70,8 @@ struct Driver {
       sym(x.func_get_module, "cuFuncGetModule");
       sym(x.kernel_get_name, "cuKernelGetName");
       sym(x.kernel_get_library, "cuKernelGetLibrary");
+      sym(x.kernel_get_function, "cuKernelGetFunction");
+      sym(x.occupancy, "cuOccupancyMaxActiveBlocksPerMultiprocessor");
       return x;
     }();
     return d;
@@ -242,6 +246,52 @@ int Atomizer::device_sm() noexcept {
     return sm;
   }
   return 0;  // unknown (not cached: a later load may know)
+}
+
+int Atomizer::device_sm_count() noexcept {
+  int n = sm_count_.load(std::memory_order_relaxed);
+  if (n >= 0) return n;
+  const Driver& d = Driver::get();
+  CUdevice dev = 0;
+  if (d.ctx_get_device != nullptr && d.device_get_attribute != nullptr && d.ctx_get_device(&dev) == CUDA_SUCCESS &&
+      d.device_get_attribute(&n, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev) == CUDA_SUCCESS && n >= 0) {
+    sm_count_.store(n, std::memory_order_relaxed);
+    return n;
+  }
+  return 0;  // unknown (not cached)
+}
+
+std::uint64_t Atomizer::wave_blocks(KernelCounters& c, const void* handle, const std::uint32_t block[3],
+                                    std::uint32_t smem) noexcept {
+  const Driver& d = Driver::get();
+  if (handle == nullptr || d.occupancy == nullptr) return 0;
+  const std::uint64_t threads = std::uint64_t{block[0]} * block[1] * block[2];
+  if (threads == 0 || threads > 1024) return 0;
+  const std::uint64_t key = threads << 32 | smem;
+  try {
+    {
+      const std::lock_guard lock(c.mu);
+      const auto it = c.occupancy.find(key);
+      if (it != c.occupancy.end()) return it->second;
+    }
+    auto* f = static_cast<CUfunction>(const_cast<void*>(handle));
+    CUmodule mod = nullptr;
+    // A CUkernel (cuLibrary*) handle: its function in the current context.
+    if (d.func_get_module != nullptr && d.func_get_module(&mod, f) != CUDA_SUCCESS &&
+        d.kernel_get_function != nullptr) {
+      CUfunction g = nullptr;
+      if (d.kernel_get_function(&g, reinterpret_cast<CUkernel>(f)) == CUDA_SUCCESS) f = g;
+    }
+    int per_sm = 0;
+    std::uint64_t wave = 0;
+    if (d.occupancy(&per_sm, f, static_cast<int>(threads), smem) == CUDA_SUCCESS && per_sm > 0)
+      wave = static_cast<std::uint64_t>(per_sm) * static_cast<std::uint64_t>(device_sm_count());
+    const std::lock_guard lock(c.mu);
+    c.occupancy.emplace(key, wave);
+    return wave;
+  } catch (...) {
+    return 0;
+  }
 }
 
 Atomizer::Prepared Atomizer::prepare(const void* image) noexcept {
@@ -457,7 +507,7 @@ std::string Atomizer::driver_name(const void* handle) noexcept {
 }
 
 Atomizer::Launch Atomizer::plan(const FunctionEntry& e, const std::uint32_t grid[3], const std::uint32_t cluster[3],
-                                bool cooperative, void* stream, bool ptsz) noexcept {
+                                bool cooperative, void* stream, bool ptsz, const WaveQuery& wave) noexcept {
   Launch l;
   sched::LaunchDesc desc;
   desc.grid = {grid[0], grid[1], grid[2]};
@@ -465,6 +515,10 @@ Atomizer::Launch Atomizer::plan(const FunctionEntry& e, const std::uint32_t grid
   desc.cooperative = cooperative || e.patch->cooperative;
   const std::uint64_t blocks = desc.grid.count();
   KernelCounters& c = *e.counters;
+  // Whole-wave atoms need the blocks one wave holds (not for cluster launches,
+  // whose residency is per cluster, nor with a fixed count).
+  if (!desc.cooperative && !desc.is_cluster() && config_.atoms_forced == 0 && wave.handle != nullptr)
+    desc.wave_blocks = wave_blocks(c, wave.handle, wave.block, wave.smem);
   c.launches.fetch_add(1, std::memory_order_relaxed);
 
   bool sample = config_.atom_time_all;

@@ -54,16 +54,17 @@ struct KernelCounters {
   std::atomic<std::uint64_t> launches{0};
   std::atomic<std::uint64_t> split_launches{0};  // run as more than one atom
   std::atomic<std::uint64_t> atoms{0};
-  std::atomic<std::uint64_t> whole_reason[8]{};           // sched::AtomReason of launches run whole
-  std::atomic<std::uint64_t> timed{0};                    // launches timed with events
-  std::atomic<std::uint64_t> timed_ns{0};                 // their total GPU time
-  std::atomic<std::uint64_t> paced{0};                    // split launches issued atom by atom
-  std::atomic<std::uint32_t> pace_timeouts{0};            // waits given up (2: never paced again)
-  std::atomic<std::uint64_t> long_whole{0};               // timed launches run whole yet longer than one atom
-  std::atomic<std::uint64_t> long_whole_ns{0};            // their GPU time
-  std::mutex mu;                                          // guards ewma_ns and seen
-  std::unordered_map<std::uint64_t, double> ewma_ns;      // blocks -> smoothed duration
-  std::unordered_map<std::uint64_t, std::uint64_t> seen;  // blocks -> launches (sampling)
+  std::atomic<std::uint64_t> whole_reason[8]{};                // sched::AtomReason of launches run whole
+  std::atomic<std::uint64_t> timed{0};                         // launches timed with events
+  std::atomic<std::uint64_t> timed_ns{0};                      // their total GPU time
+  std::atomic<std::uint64_t> paced{0};                         // split launches issued atom by atom
+  std::atomic<std::uint32_t> pace_timeouts{0};                 // waits given up (2: never paced again)
+  std::atomic<std::uint64_t> long_whole{0};                    // timed launches run whole yet longer than one atom
+  std::atomic<std::uint64_t> long_whole_ns{0};                 // their GPU time
+  std::mutex mu;                                               // guards ewma_ns and seen
+  std::unordered_map<std::uint64_t, double> ewma_ns;           // blocks -> smoothed duration
+  std::unordered_map<std::uint64_t, std::uint64_t> seen;       // blocks -> launches (sampling)
+  std::unordered_map<std::uint64_t, std::uint64_t> occupancy;  // threads << 32 | smem -> blocks per wave (0: unknown)
 };
 
 // What a launch hook needs about a launched handle.
@@ -93,6 +94,15 @@ class BoundsParams {
   void* extra_list_[5] = {};
   void** params_ = nullptr;
   void** extra_ = nullptr;
+};
+
+// What sizes a wave of a launch (cuOccupancyMaxActiveBlocksPerMultiprocessor
+// x SMs): the launched handle, block shape and dynamic shared memory.
+// A null handle: the wave is unknown (atoms are not wave-aligned).
+struct AtomWaveQuery {
+  const void* handle = nullptr;
+  std::uint32_t block[3] = {1, 1, 1};
+  std::uint32_t smem = 0;
 };
 
 class Atomizer {
@@ -141,9 +151,10 @@ class Atomizer {
     void* start = nullptr;              // CUevent
     void* stream = nullptr;             // the stream events go to
   };
+  using WaveQuery = AtomWaveQuery;
   // Decides the atoms of one launch. grid/cluster in blocks.
   Launch plan(const FunctionEntry& e, const std::uint32_t grid[3], const std::uint32_t cluster[3], bool cooperative,
-              void* stream, bool ptsz) noexcept;
+              void* stream, bool ptsz, const WaveQuery& wave = {}) noexcept;
   void finish(const FunctionEntry& e, Launch& l, bool ok) noexcept;
   // A paced launch ran as `issued` atoms instead of the planned count
   // (atoms sized by the allocation when issued): corrects the counters.
@@ -215,6 +226,9 @@ class Atomizer {
  private:
   Atomizer() = default;
   int device_sm() noexcept;
+  int device_sm_count() noexcept;  // multiprocessors of the current context's device (0: unknown)
+  std::uint64_t wave_blocks(KernelCounters& c, const void* handle, const std::uint32_t block[3],
+                            std::uint32_t smem) noexcept;
   void poll_timings(bool wait) noexcept;
   // CUDA events from the pools (pace: created without timing); null when
   // none can be created.
@@ -227,6 +241,7 @@ class Atomizer {
   Config config_;
   sched::AtomConfig atom_config_;
   std::atomic<int> sm_{-1};
+  std::atomic<int> sm_count_{-1};
 
   mutable std::shared_mutex mu_;
   std::unordered_map<const void*, std::shared_ptr<ImageRecord>> images_;  // module/library -> image

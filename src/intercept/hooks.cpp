@@ -183,7 +183,8 @@ CUresult run_atoms(const FunctionEntry& e, const Atomizer::Launch& l, BoundsPara
   }
   const std::uint64_t unit = l.plan.unit;
   const std::uint64_t units = l.plan.total_blocks / unit;
-  const std::uint64_t planned = (units + l.plan.count - 1) / l.plan.count;  // units per atom on the whole GPU
+  // Units per atom on the whole GPU: the plan's whole waves, else its near-equal share.
+  const std::uint64_t planned = l.plan.atom_units > 0 ? l.plan.atom_units : (units + l.plan.count - 1) / l.plan.count;
   Runtime& rt = Runtime::instance();
   std::uint64_t next = 0;
   std::uint32_t i = 0;
@@ -270,7 +271,8 @@ CUresult launch_maybe_atomized(Fn fn, CUstream stream, A... a) {
         return launch_one<Id, Bare>(fn, stream, a...);
       }
       const std::uint32_t grid[3] = {std::get<1>(t), std::get<2>(t), std::get<3>(t)};
-      Atomizer::Launch l = az.plan(*e, grid, cluster, Bare, stream, info.ptsz);
+      const Atomizer::WaveQuery wave{handle, {std::get<4>(t), std::get<5>(t), std::get<6>(t)}, std::get<7>(t)};
+      Atomizer::Launch l = az.plan(*e, grid, cluster, Bare, stream, info.ptsz, wave);
       const CUresult r = run_atoms(*e, l, bp, [&] {
         return launch_one<Id, Bare>(fn, stream, std::get<0>(t), std::get<1>(t), std::get<2>(t), std::get<3>(t),
                                     std::get<4>(t), std::get<5>(t), std::get<6>(t), std::get<7>(t), std::get<8>(t),
@@ -287,7 +289,8 @@ CUresult launch_maybe_atomized(Fn fn, CUstream stream, A... a) {
       bool cooperative = false;
       launch_attributes(cfg, cluster, &cooperative);
       const std::uint32_t grid[3] = {cfg->gridDimX, cfg->gridDimY, cfg->gridDimZ};
-      Atomizer::Launch l = az.plan(*e, grid, cluster, cooperative || Bare, stream, info.ptsz);
+      const Atomizer::WaveQuery wave{handle, {cfg->blockDimX, cfg->blockDimY, cfg->blockDimZ}, cfg->sharedMemBytes};
+      Atomizer::Launch l = az.plan(*e, grid, cluster, cooperative || Bare, stream, info.ptsz, wave);
       const CUresult r = run_atoms(
           *e, l, bp, [&] { return launch_one<Id, Bare>(fn, stream, cfg, std::get<1>(t), bp.params(), bp.extra()); });
       az.finish(*e, l, r == CUDA_SUCCESS);

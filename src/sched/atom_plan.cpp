@@ -27,6 +27,7 @@ const char* atom_reason_name(AtomReason r) {
     case AtomReason::kCooperative: return "cooperative";
     case AtomReason::kClusterIndivisible: return "cluster-indivisible";
     case AtomReason::kSingleUnit: return "single-unit";
+    case AtomReason::kSingleWave: return "single-wave";
   }
   return "?";
 }
@@ -37,6 +38,10 @@ const char* atom_reason_name(AtomReason r) {
 BlockRange AtomPlan::atom(std::uint32_t i) const {
   assert(count >= 1 && unit >= 1 && i < count);
   const std::uint64_t units = total_blocks / unit;
+  if (atom_units > 0) {
+    const std::uint64_t first = std::min<std::uint64_t>(std::uint64_t{i} * atom_units, units);
+    return {first * unit, std::min(first + atom_units, units) * unit};
+  }
   const std::uint64_t base = units / count;
   const std::uint64_t extra = units % count;
   const std::uint64_t first = i * base + std::min<std::uint64_t>(i, extra);
@@ -86,6 +91,29 @@ AtomPlan plan_atoms(const AtomConfig& config, const LaunchDesc& launch, std::opt
   // the wait an atom boundary bounds is at most one atom. A launch that fits
   // in one atom (or a non-positive prediction) runs whole.
   if (predicted->count() <= atom.count()) return whole(AtomReason::kTiny);
+  if (launch.wave_blocks > 0) {
+    const std::uint64_t wave_units = std::max<std::uint64_t>(1, launch.wave_blocks / plan.unit);
+    const std::uint64_t waves = (units + wave_units - 1) / wave_units;
+    if (waves < 2) return whole(AtomReason::kSingleWave);
+    const std::int64_t per_wave = std::max<std::int64_t>(1, predicted->count() / static_cast<std::int64_t>(waves));
+    // Whole waves in one atom (at least one: a wave longer than the atom
+    // duration cannot be cut shorter).
+    std::uint64_t per_atom = static_cast<std::uint64_t>(std::max<std::int64_t>(1, atom.count() / per_wave));
+    if (per_atom >= waves) return whole(AtomReason::kTiny);  // rounding: the grid fits in one atom after all
+    if ((waves + per_atom - 1) / per_atom > config.max_atoms) {
+      per_atom = (waves + config.max_atoms - 1) / config.max_atoms;
+    }
+    plan.atom_units = per_atom * wave_units;
+    plan.count = static_cast<std::uint32_t>((units + plan.atom_units - 1) / plan.atom_units);
+    if (plan.count < 2) {
+      plan.count = 1;
+      plan.atom_units = 0;
+      return whole(AtomReason::kTiny);
+    }
+    plan.atom_duration = atom;
+    plan.reason = AtomReason::kSplit;
+    return plan;
+  }
   const std::int64_t fitting = predicted->count() / atom.count() + (predicted->count() % atom.count() != 0 ? 1 : 0);
 
   plan.count = static_cast<std::uint32_t>(

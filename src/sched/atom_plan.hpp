@@ -43,6 +43,7 @@ enum class AtomReason : std::uint8_t {
   kCooperative,         // grid-synchronising kernels are never split
   kClusterIndivisible,  // no axis along which clusters stay whole
   kSingleUnit,          // the grid has only one splittable unit
+  kSingleWave,          // the grid fits in one wave: atoms would run one after another, no faster each
 };
 const char* atom_reason_name(AtomReason r);
 
@@ -57,17 +58,26 @@ struct AtomPlan {
   std::uint32_t count = 1;         // atoms, at the allocation the prediction was made for
   std::uint64_t total_blocks = 0;  // grid.count()
   std::uint64_t unit = 1;          // atom boundaries are multiples of this many blocks
+  std::uint64_t atom_units = 0;    // units per atom (whole waves; the last atom is shorter); 0: near-equal atoms
   Duration atom_duration{};        // config.atom_duration() (0 when not split)
   AtomReason reason = AtomReason::kUnpredicted;
 
   bool split() const { return count > 1; }
-  // Range of atom i (0 <= i < count): count near-equal ranges of whole units,
-  // the earlier ones one unit larger when they do not divide evenly.
+  // Range of atom i (0 <= i < count): atom_units units each (the last one
+  // what is left), or, with atom_units 0, count near-equal ranges of whole
+  // units, the earlier ones one unit larger when they do not divide evenly.
   BlockRange atom(std::uint32_t i) const;
 };
 
 // Plans atoms for one launch given its predicted duration on the allocation
 // it is expected to get (nullopt: no prediction).
+//
+// With launch.wave_blocks known (blocks resident on the whole GPU at once),
+// atoms are whole waves: a partial wave lasts as long as a full one, so an
+// atom of 3.6 waves takes as long as one of 4. The wave time is predicted /
+// waves; an atom holds the most waves that fit in the atom duration (at
+// least one); a grid of less than two waves is not split (kSingleWave):
+// its atoms would each last a full block time.
 AtomPlan plan_atoms(const AtomConfig& config, const LaunchDesc& launch, std::optional<Duration> predicted);
 
 // The split unit of a launch (1 for non-cluster launches), or 0 when a

@@ -509,10 +509,20 @@ FAKE_API CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode* mode) {
   return CUDA_SUCCESS;
 }
 
+// Blocks per SM: FAKE_OCCUPANCY, else "not supported" (no wave-aligned atoms).
+FAKE_API CUresult cuOccupancyMaxActiveBlocksPerMultiprocessor(int* n, CUfunction, int, size_t) {
+  const char* v = std::getenv("FAKE_OCCUPANCY");
+  if (n == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (v == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
+  *n = std::atoi(v);
+  return CUDA_SUCCESS;
+}
+
 FAKE_API CUresult cuDeviceGetAttribute(int* v, CUdevice_attribute attr, CUdevice dev) {
   record("cuDeviceGetAttribute", v, attr, dev);
   if (v == nullptr) return CUDA_ERROR_INVALID_VALUE;
   *v = attr == CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR ? 9 : 0;  // an H100: 9.0
+  if (attr == CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT) *v = 4;       // a very small one
   return CUDA_SUCCESS;
 }
 FAKE_API CUresult cuModuleLoadData(CUmodule* m, const void* image) {

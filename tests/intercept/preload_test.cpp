@@ -1038,4 +1038,20 @@ TEST_F(StealAtoms, AtomsShrinkWithTheAllocation) {
   EXPECT_EQ(k.value("split_launches", 0), 2);
   EXPECT_EQ(k.value("atoms", 0), 12) << "the atoms issued, not the 8 planned";
 }
+
+// With the occupancy known (FAKE_OCCUPANCY=5 blocks per SM x 4 SMs: waves of
+// 20 blocks) atoms are whole waves: 300 blocks = 15 waves of 1 ms / 15 each
+// (every timed launch takes 1 ms on the fake); 300 us atoms hold 4 waves.
+using AtomizeWaves = PreloadTest;
+TEST_F(AtomizeWaves, AtomsAreWholeWaves) {
+  driver_fn<void (*)(int, int)>("fake_events")(3, 0);
+  const AtomLaunch first = launch_block_ids();
+  EXPECT_EQ(first.bounds.size(), 1u) << "no prediction yet: whole";
+  launch_block_ids();
+  ASSERT_TRUE(atom_report().is_object());  // waits for the timings: the prediction is 1 ms now
+  const AtomLaunch l = launch_block_ids();
+  std::vector<std::uint32_t> sizes;
+  for (const auto& [lo, hi] : l.bounds) sizes.push_back(hi - lo);
+  EXPECT_EQ(sizes, (std::vector<std::uint32_t>{80, 80, 80, 60})) << "near-equal atoms would be 4 x 75";
+}
 #endif

@@ -60,6 +60,48 @@ TEST(AtomPlan, CountIsPredictedOverAtomDuration) {
   EXPECT_EQ(plan_atoms(c, kBig, us(-5)).reason, AtomReason::kTiny);
 }
 
+TEST(AtomPlan, AtomsAreWholeWavesWhenTheWaveIsKnown) {
+  const AtomConfig c;   // 400 us atoms
+  LaunchDesc l = kBig;  // 100000 blocks
+  l.wave_blocks = 264;  // 132 SMs x 2 blocks: 379 waves (the last one partial)
+  // 379 waves in 3.79 ms: 10 us per wave, 40 waves per atom, 10 atoms (the last 19 waves).
+  AtomPlan p = plan_atoms(c, l, us(3790));
+  ASSERT_EQ(p.reason, AtomReason::kSplit);
+  EXPECT_EQ(p.atom_units, 40U * 264U);
+  EXPECT_EQ(p.count, 10U);
+  EXPECT_EQ(p.atom(0), (BlockRange{0, 10560}));
+  EXPECT_EQ(p.atom(9), (BlockRange{95040, 100000}));
+  // Waves longer than an atom: one wave per atom, never less.
+  l.grid = {264 * 40, 1, 1};
+  p = plan_atoms(c, l, ms(20));  // 40 waves of 500 us
+  ASSERT_EQ(p.reason, AtomReason::kSplit);
+  EXPECT_EQ(p.count, 40U);
+  EXPECT_EQ(p.atom(39), (BlockRange{39 * 264, 40 * 264}));
+  // 40 waves of 125 us in 5 ms: 3 waves (375 us) per atom, not 3.6 as the
+  // plain rule would give (which lasts 4 waves, 500 us, on the GPU).
+  p = plan_atoms(c, l, ms(5));
+  EXPECT_EQ(p.atom_units, 3U * 264U);
+  EXPECT_EQ(p.count, 14U);
+  // One wave or less: atoms would run one after another, each a full block time.
+  l.grid = {264, 1, 1};
+  EXPECT_EQ(plan_atoms(c, l, ms(20)).reason, AtomReason::kSingleWave);
+  l.grid = {200, 1, 1};
+  EXPECT_EQ(plan_atoms(c, l, ms(20)).reason, AtomReason::kSingleWave);
+  // max_atoms still caps the count (atoms of more waves then).
+  AtomConfig few = c;
+  few.max_atoms = 8;
+  l.grid = {264 * 40, 1, 1};
+  p = plan_atoms(few, l, ms(20));
+  EXPECT_EQ(p.atom_units, 5U * 264U);
+  EXPECT_EQ(p.count, 8U);
+  // Cluster launches: waves in whole units (clusters of 2 along x).
+  l.grid = {264 * 40, 1, 1};
+  l.cluster = {2, 1, 1};
+  p = plan_atoms(c, l, ms(20));
+  EXPECT_EQ(p.unit, 2U);
+  EXPECT_EQ(p.atom_units, 132U);
+}
+
 TEST(AtomPlan, CountIsClampedByMaxAtomsAndUnits) {
   AtomConfig c;
   c.max_atoms = 8;
