@@ -170,6 +170,14 @@ Config config_from_env(const EnvLookup& lookup) {
   }
   if (const char* v = get("LITHOS_BOARD")) c.board_path = v;
   micros("LITHOS_HP_HOLD_US", 0, 1e7, &c.hp_hold_us);
+  if (const char* v = get("LITHOS_STEAL_ATOM")) {
+    char* end = nullptr;
+    const double d = std::strtod(v, &end);
+    if (end == v || *end != '\0' || !(d > 0.0 && d <= 1.0))
+      problem("LITHOS_STEAL_ATOM", v, "expected a fraction of an atom in (0, 1]");
+    else
+      c.steal_atom = d;
+  }
   if (c.role != Role::kNone && c.board_path.empty()) {
     problem("LITHOS_ROLE", c.role == Role::kHighPriority ? "hp" : "be", "has no effect without LITHOS_BOARD");
   }

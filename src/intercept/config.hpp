@@ -27,6 +27,8 @@
 //                          on the whole GPU while no hp launch is recent
 //   LITHOS_HP_HOLD_US=T    how long after an hp launch a be process stays on
 //                          its set (default 1000)
+//   LITHOS_STEAL_ATOM=F    a stealing be process runs atoms of this fraction
+//                          of the planned atom (default 0.5)
 // A malformed value is reported (problems) and ignored: the library then runs
 // as if that variable were unset, it never stops the host program.
 #pragma once
@@ -69,6 +71,7 @@ struct Config {
   Role role = Role::kNone;   // LITHOS_ROLE
   std::string board_path;    // LITHOS_BOARD ("" = none)
   double hp_hold_us = 1000;  // LITHOS_HP_HOLD_US
+  double steal_atom = 0.5;   // LITHOS_STEAL_ATOM
   // One line per ignored, malformed variable ("LITHOS_TPCS='x': ...").
   std::vector<std::string> problems;
 

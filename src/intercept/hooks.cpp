@@ -161,9 +161,9 @@ CUresult launch_one(Fn fn, CUstream stream, A... a) {
 // Runs the atoms of one planned launch in order, paced (Atomizer::Pacer);
 // `launch` performs one launch with the bounds currently in `bp`. Stops at
 // the first failure. A paced launch sizes each atom when it is issued: the
-// planned atom scaled by the share of the GPU the process gets then
-// (Runtime::board_share), in whole units; other launches run the plan's
-// ranges.
+// planned atom scaled by Runtime::board_atom_scale (the activity board: a
+// confined be process runs smaller atoms on its smaller set, a stealing one
+// shorter atoms), in whole units; other launches run the plan's ranges.
 template <class Launch>
 CUresult run_atoms(const FunctionEntry& e, const Atomizer::Launch& l, BoundsParams& bp, Launch&& launch) {
   if (!l.plan.split()) {
@@ -190,8 +190,8 @@ CUresult run_atoms(const FunctionEntry& e, const Atomizer::Launch& l, BoundsPara
   std::uint32_t i = 0;
   while (next < units) {
     pacer.before(i);
-    const double share = rt.board_share();
-    auto size = static_cast<std::uint64_t>(static_cast<double>(planned) * share + 0.5);
+    const double scale = rt.board_atom_scale();
+    auto size = static_cast<std::uint64_t>(static_cast<double>(planned) * scale + 0.5);
     size = std::clamp<std::uint64_t>(size, 1, units - next);
     bp.set(static_cast<std::uint32_t>(next * unit), static_cast<std::uint32_t>((next + size) * unit));
     const CUresult res = launch();

@@ -422,10 +422,13 @@ std::optional<gpu::SlotMask> Runtime::choose(CUstream_st* stream, bool ptsz, Ski
   return entry.slots;
 }
 
-double Runtime::board_share() noexcept {
-  if (config_.role != Role::kBestEffort || !board_.is_open() || !map_) return 1.0;
+double Runtime::board_atom_scale() noexcept {
+  if (config_.role != Role::kBestEffort || !board_.is_open()) return 1.0;
+  attach();  // the process mask is set up on the first launch: this may be it
+  if (!map_) return 1.0;
   const MaskEntry* e = process_mask_.load(std::memory_order_acquire);
-  if (e == nullptr || e->whole || !board_.hp_active(Board::now_ns(), hp_hold_ns_)) return 1.0;
+  if (e == nullptr || e->whole) return 1.0;
+  if (!board_.hp_active(Board::now_ns(), hp_hold_ns_)) return config_.steal_atom;
   const int live = map_->live_set().count();
   return live > 0 ? std::clamp(static_cast<double>(e->tpcs.count()) / live, 0.0, 1.0) : 1.0;
 }

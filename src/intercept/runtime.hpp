@@ -152,11 +152,13 @@ class Runtime {
   int clear_stream_tpcs(CUstream_st* stream) noexcept;
   int set_process_tpcs(const sched::TpcSet* tpcs) noexcept;  // null: whole GPU
   int live_tpcs(sched::TpcSet* out) noexcept;
-  // The share of the live TPCs the next launch of this process gets from the
-  // activity board: below 1 only for a be process confined to its set right
-  // now (hp active). The atomizer sizes paced atoms by it, so that an atom
-  // on a smaller allocation lasts about as long as one on the whole GPU.
-  double board_share() noexcept;
+  // How the atomizer scales the next paced atom of this process (activity
+  // board, be role only; 1 otherwise). Confined (hp active): the share of
+  // the live TPCs its set holds, so that an atom on the smaller allocation
+  // lasts about as long as one on the whole GPU. Stealing (hp idle):
+  // LITHOS_STEAL_ATOM (default 0.5), so that stolen TPCs come back within
+  // that fraction of an atom when hp returns.
+  double board_atom_scale() noexcept;
 
   // ---- reporting ----
   StatsHeader stats_header() noexcept;

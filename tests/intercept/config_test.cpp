@@ -54,8 +54,15 @@ TEST(Config, BoardSettings) {
   EXPECT_EQ(none.role, Role::kNone);
   EXPECT_TRUE(none.board_path.empty());
   EXPECT_EQ(none.hp_hold_us, 1000.0);
-  const Config be = parse({{"LITHOS_ROLE", "be"}, {"LITHOS_BOARD", "/dev/shm/b"}, {"LITHOS_HP_HOLD_US", "2500"}});
+  EXPECT_EQ(none.steal_atom, 0.5);
+  const Config be = parse({{"LITHOS_ROLE", "be"},
+                           {"LITHOS_BOARD", "/dev/shm/b"},
+                           {"LITHOS_HP_HOLD_US", "2500"},
+                           {"LITHOS_STEAL_ATOM", "0.25"}});
   EXPECT_TRUE(be.problems.empty());
+  EXPECT_EQ(be.steal_atom, 0.25);
+  EXPECT_EQ(parse({{"LITHOS_STEAL_ATOM", "0"}}).problems.size(), 1u);
+  EXPECT_EQ(parse({{"LITHOS_STEAL_ATOM", "1.5"}}).steal_atom, 0.5);
   EXPECT_EQ(be.role, Role::kBestEffort);
   EXPECT_EQ(be.board_path, "/dev/shm/b");
   EXPECT_EQ(be.hp_hold_us, 2500.0);

@@ -1003,9 +1003,10 @@ TEST_F(AtomizeEager, EveryAtomIsIssuedAtOnce) {
   EXPECT_EQ(atom_report().value("paced_launches", -1), 0);
 }
 
-// A be process confined while hp is active (activity board) sizes each paced
-// atom by the share of the GPU it gets when the atom is issued: half the
-// live TPCs (1-2 of the fake's 4), half the blocks per atom.
+// A be process on the activity board sizes each paced atom when it is
+// issued: confined (hp active) by the share of the GPU its set holds (TPCs
+// 1-2 of the fake's 4: half the blocks), stealing (hp idle) by
+// LITHOS_STEAL_ATOM.
 using StealAtoms = PreloadTest;
 TEST_F(StealAtoms, AtomsShrinkWithTheAllocation) {
   lithos::intercept::Board board;
@@ -1024,8 +1025,12 @@ TEST_F(StealAtoms, AtomsShrinkWithTheAllocation) {
     EXPECT_EQ(next, 300u) << "every block once";
     return out;
   };
-  const AtomLaunch idle = launch_block_ids();  // whole GPU: the planned 4 atoms of 75 blocks
-  EXPECT_EQ(sizes(idle), (std::vector<std::uint32_t>{75, 75, 75, 75}));
+  // Stealing (hp idle): atoms of LITHOS_STEAL_ATOM=0.25 of the planned 75
+  // blocks (round(18.75) = 19), so that hp gets the stolen TPCs back soon.
+  const AtomLaunch idle = launch_block_ids();
+  std::vector<std::uint32_t> stolen(15, 19);
+  stolen.push_back(15);
+  EXPECT_EQ(sizes(idle), stolen);
   EXPECT_FALSE(last_mask().valid);
 
   // 2 of 4 TPCs: atoms of round(37.5) = 38 blocks (the stamp right before
@@ -1036,7 +1041,7 @@ TEST_F(StealAtoms, AtomsShrinkWithTheAllocation) {
   EXPECT_EQ(busy.outstanding, std::vector<std::uint64_t>(8, 0)) << "paced: one atom at a time";
   const nlohmann::json k = kernel_report("block_ids");
   EXPECT_EQ(k.value("split_launches", 0), 2);
-  EXPECT_EQ(k.value("atoms", 0), 12) << "the atoms issued, not the 8 planned";
+  EXPECT_EQ(k.value("atoms", 0), 24) << "the atoms issued (16 + 8), not the 8 planned";
 }
 
 // With the occupancy known (FAKE_OCCUPANCY=5 blocks per SM x 4 SMs: waves of
