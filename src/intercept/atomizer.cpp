@@ -635,7 +635,6 @@ Atomizer::Pacer::Pacer(Atomizer& az, const FunctionEntry& e, const Launch& l) no
     : az_(az), counters_(e.counters), stream_(l.stream) {
   if (!l.paced) return;
   inflight_ = std::min<std::uint32_t>(az.config_.atom_inflight, kMaxInflight);
-  if (inflight_ >= l.plan.count) inflight_ = 0;  // every atom fits in flight: nothing to wait for
   atom_ns_ = std::chrono::duration_cast<std::chrono::nanoseconds>(l.plan.atom_duration).count();
   expected_ns_ = l.expected_atom_ns;
   if (inflight_ != 0) az.paced_launches.fetch_add(1, std::memory_order_relaxed);
@@ -649,7 +648,7 @@ Atomizer::Pacer::~Pacer() {
   }
 }
 
-void Atomizer::Pacer::after(std::uint32_t atom) noexcept {
+void Atomizer::Pacer::after(std::uint32_t atom, double fraction) noexcept {
   if (inflight_ == 0) return;
   const Driver& d = Driver::get();
   const std::uint32_t slot = atom % inflight_;
@@ -660,6 +659,7 @@ void Atomizer::Pacer::after(std::uint32_t atom) noexcept {
     return;
   }
   issued_ns_[slot] = static_cast<std::int64_t>(now_ns());
+  expected_slot_ns_[slot] = static_cast<std::int64_t>(static_cast<double>(expected_ns_) * fraction);
 }
 
 void Atomizer::Pacer::before(std::uint32_t atom) noexcept {
@@ -673,7 +673,8 @@ void Atomizer::Pacer::before(std::uint32_t atom) noexcept {
   // issue; sleeps overshoot by up to ~100 us, hence only for atoms of 250 us
   // or more), then poll: the next atom goes out within microseconds of the
   // end. Without a prediction (LITHOS_ATOMS), poll throughout.
-  const std::int64_t sleep_until = issued_ns_[slot] + (expected_ns_ >= 250'000 ? expected_ns_ / 2 - 100'000 : 0);
+  const std::int64_t expected = expected_slot_ns_[slot];
+  const std::int64_t sleep_until = issued_ns_[slot] + (expected >= 250'000 ? expected / 2 - 100'000 : 0);
   for (;;) {
     const CUresult q = d.event_query(static_cast<CUevent>(events_[slot]));
     if (q == CUDA_SUCCESS) break;

@@ -174,7 +174,9 @@ class Atomizer {
     Pacer(const Pacer&) = delete;
     Pacer& operator=(const Pacer&) = delete;
     void before(std::uint32_t atom) noexcept;  // call before launching atom `atom`
-    void after(std::uint32_t atom) noexcept;   // call after it was launched
+    // Call after atom `atom` was launched; `fraction`: its size over the
+    // planned atom's (atoms are resized when issued), for the wait's sleep.
+    void after(std::uint32_t atom, double fraction = 1.0) noexcept;
 
    private:
     static constexpr std::uint32_t kMaxInflight = 64;
@@ -186,6 +188,7 @@ class Atomizer {
     std::int64_t expected_ns_ = 0;  // the predicted duration of one atom (0: unknown)
     void* events_[kMaxInflight] = {};
     std::int64_t issued_ns_[kMaxInflight] = {};
+    std::int64_t expected_slot_ns_[kMaxInflight] = {};  // the predicted run of the atom in each slot
   };
 
   // LITHOS_ATOM_TIME: a launch of a kernel lithos did not rewrite, timed

@@ -197,7 +197,7 @@ CUresult run_atoms(const FunctionEntry& e, const Atomizer::Launch& l, BoundsPara
     const CUresult res = launch();
     if (res != CUDA_SUCCESS) return res;
     next += size;
-    if (next < units) pacer.after(i);
+    if (next < units) pacer.after(i, static_cast<double>(size) / static_cast<double>(planned));
     ++i;
   }
   az.issued_atoms(e, l, i);
