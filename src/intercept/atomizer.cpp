@@ -547,7 +547,6 @@ Atomizer::Launch Atomizer::plan(const FunctionEntry& e, const std::uint32_t grid
   }
   if (l.plan.split()) {
     c.split_launches.fetch_add(1, std::memory_order_relaxed);
-    c.atoms.fetch_add(l.plan.count, std::memory_order_relaxed);
   } else {
     c.whole_reason[static_cast<int>(l.plan.reason) & 7].fetch_add(1, std::memory_order_relaxed);
   }
@@ -623,10 +622,8 @@ void Atomizer::finish(const FunctionEntry& e, Launch& l, bool ok) noexcept {
   }
 }
 
-void Atomizer::issued_atoms(const FunctionEntry& e, const Launch& l, std::uint32_t issued) noexcept {
-  if (e.counters == nullptr || issued == l.plan.count) return;
-  // Wrapping arithmetic: adds issued - count, which may be negative.
-  e.counters->atoms.fetch_add(static_cast<std::uint64_t>(issued) - l.plan.count, std::memory_order_relaxed);
+void Atomizer::atoms_issued(const FunctionEntry& e, std::uint32_t n) noexcept {
+  if (e.counters != nullptr) e.counters->atoms.fetch_add(n, std::memory_order_relaxed);
 }
 
 // ---- Pacer ------------------------------------------------------------------

@@ -156,9 +156,9 @@ class Atomizer {
   Launch plan(const FunctionEntry& e, const std::uint32_t grid[3], const std::uint32_t cluster[3], bool cooperative,
               void* stream, bool ptsz, const WaveQuery& wave = {}) noexcept;
   void finish(const FunctionEntry& e, Launch& l, bool ok) noexcept;
-  // A paced launch ran as `issued` atoms instead of the planned count
-  // (atoms sized by the allocation when issued): corrects the counters.
-  void issued_atoms(const FunctionEntry& e, const Launch& l, std::uint32_t issued) noexcept;
+  // Counts `n` atoms launched for a split launch (paced launches size their
+  // atoms when issued, so the count can differ from the plan's).
+  void atoms_issued(const FunctionEntry& e, std::uint32_t n) noexcept;
 
   // Issues the atoms of a paced launch lazily: after each atom an event is
   // recorded; before atom i the calling thread waits until atom

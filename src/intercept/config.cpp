@@ -125,11 +125,16 @@ Config config_from_env(const EnvLookup& lookup) {
         problem(name, v, "expected 1 or 0");
     }
   };
+  // A number of the whole string; false when it is not one.
+  auto number = [](const char* v, double* out) {
+    char* end = nullptr;
+    *out = std::strtod(v, &end);
+    return end != v && *end == '\0';
+  };
   auto micros = [&](const char* name, double lo, double hi, double* out) {
     if (const char* v = get(name)) {
-      char* end = nullptr;
-      const double d = std::strtod(v, &end);
-      if (end == v || *end != '\0' || !(d >= lo && d <= hi))
+      double d = 0;
+      if (!number(v, &d) || !(d >= lo && d <= hi))
         problem(name, v,
                 "expected microseconds between " + std::to_string(static_cast<int>(lo)) + " and " +
                     std::to_string(static_cast<int>(hi)));
@@ -137,28 +142,24 @@ Config config_from_env(const EnvLookup& lookup) {
         *out = d;
     }
   };
+  auto whole = [&](const char* name, unsigned lo, unsigned hi, const char* expected, std::uint32_t* out) {
+    if (const char* v = get(name)) {
+      unsigned n = 0;
+      const char* end = v + std::strlen(v);
+      const auto [ptr, ec] = std::from_chars(v, end, n);
+      if (ec != std::errc() || ptr != end || n < lo || n > hi)
+        problem(name, v, expected);
+      else
+        *out = n;
+    }
+  };
   flag("LITHOS_ATOMIZE", &c.atomize);
   flag("LITHOS_ATOM_TIME", &c.atom_time_all);
   micros("LITHOS_ATOM_US", 1, 1e7, &c.atom_us);
   micros("LITHOS_ATOM_COST_US", 0, 1e6, &c.atom_cost_us);
-  if (const char* v = get("LITHOS_ATOMS")) {
-    unsigned n = 0;
-    const char* end = v + std::strlen(v);
-    const auto [ptr, ec] = std::from_chars(v, end, n);
-    if (ec != std::errc() || ptr != end || n < 1 || n > 4096)
-      problem("LITHOS_ATOMS", v, "expected a whole number of atoms between 1 and 4096");
-    else
-      c.atoms_forced = n;
-  }
-  if (const char* v = get("LITHOS_ATOM_INFLIGHT")) {
-    unsigned n = 0;
-    const char* end = v + std::strlen(v);
-    const auto [ptr, ec] = std::from_chars(v, end, n);
-    if (ec != std::errc() || ptr != end || n > 64)
-      problem("LITHOS_ATOM_INFLIGHT", v, "expected a whole number of atoms between 0 (all at once) and 64");
-    else
-      c.atom_inflight = n;
-  }
+  whole("LITHOS_ATOMS", 1, 4096, "expected a whole number of atoms between 1 and 4096", &c.atoms_forced);
+  whole("LITHOS_ATOM_INFLIGHT", 0, 64, "expected a whole number of atoms between 0 (all at once) and 64",
+        &c.atom_inflight);
   if (const char* v = get("LITHOS_ATOM_REPORT")) c.atom_report = v;
   if (const char* v = get("LITHOS_ROLE")) {
     if (std::strcmp(v, "hp") == 0)
@@ -171,9 +172,8 @@ Config config_from_env(const EnvLookup& lookup) {
   if (const char* v = get("LITHOS_BOARD")) c.board_path = v;
   micros("LITHOS_HP_HOLD_US", 0, 1e7, &c.hp_hold_us);
   if (const char* v = get("LITHOS_STEAL_ATOM")) {
-    char* end = nullptr;
-    const double d = std::strtod(v, &end);
-    if (end == v || *end != '\0' || !(d > 0.0 && d <= 1.0))
+    double d = 0;
+    if (!number(v, &d) || !(d > 0.0 && d <= 1.0))
       problem("LITHOS_STEAL_ATOM", v, "expected a fraction of an atom in (0, 1]");
     else
       c.steal_atom = d;

@@ -177,8 +177,12 @@ CUresult run_atoms(const FunctionEntry& e, const Atomizer::Launch& l, BoundsPara
       const sched::BlockRange r = l.plan.atom(i);
       bp.set(static_cast<std::uint32_t>(r.lo), static_cast<std::uint32_t>(r.hi));
       const CUresult res = launch();
-      if (res != CUDA_SUCCESS) return res;
+      if (res != CUDA_SUCCESS) {
+        az.atoms_issued(e, i);
+        return res;
+      }
     }
+    az.atoms_issued(e, l.plan.count);
     return CUDA_SUCCESS;
   }
   const std::uint64_t unit = l.plan.unit;
@@ -195,12 +199,15 @@ CUresult run_atoms(const FunctionEntry& e, const Atomizer::Launch& l, BoundsPara
     size = std::clamp<std::uint64_t>(size, 1, units - next);
     bp.set(static_cast<std::uint32_t>(next * unit), static_cast<std::uint32_t>((next + size) * unit));
     const CUresult res = launch();
-    if (res != CUDA_SUCCESS) return res;
+    if (res != CUDA_SUCCESS) {
+      az.atoms_issued(e, i);
+      return res;
+    }
     next += size;
     if (next < units) pacer.after(i, static_cast<double>(size) / static_cast<double>(planned));
     ++i;
   }
-  az.issued_atoms(e, l, i);
+  az.atoms_issued(e, i);
   return CUDA_SUCCESS;
 }
 

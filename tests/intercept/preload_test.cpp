@@ -1011,8 +1011,11 @@ using StealAtoms = PreloadTest;
 TEST_F(StealAtoms, AtomsShrinkWithTheAllocation) {
   lithos::intercept::Board board;
   ASSERT_TRUE(board.open(std::getenv("LITHOS_BOARD")).is_ok());
-  if (board.hp_active(lithos::intercept::Board::now_ns(), 200'000'000))
-    std::this_thread::sleep_for(std::chrono::milliseconds(210));
+  // LITHOS_HP_HOLD_US=2000000: long enough that the eight paced atoms of the
+  // busy launch go out within it on a loaded machine. A stamp left by a run
+  // less than 2 s ago must age first.
+  while (board.hp_active(lithos::intercept::Board::now_ns(), 2'000'000'000))
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
   driver_fn<void (*)(int, int)>("fake_events")(3, 0);
   auto sizes = [](const AtomLaunch& l) {
     std::vector<std::uint32_t> out;
