@@ -20,7 +20,7 @@ std::string errno_text(int e) {
 }
 
 constexpr std::string_view kMagic = "lithos-slot-map";
-constexpr int kFormatVersion = 1;
+constexpr int kFormatVersion = 2;  // 1 is still read (no topology)
 constexpr int kMaxSms = 2 * sched::kMaxTpcs;
 
 std::string live_range_text(const SlotMap& map) {
@@ -123,6 +123,7 @@ std::string slot_map_serialize(const SlotMap& map) {
     const int t = map.tpc_of_slot[static_cast<std::size_t>(s)];
     if (t >= 0) out += "slot " + std::to_string(s) + " " + std::to_string(t) + "\n";
   }
+  for (int g = 0; g < map.topology.count(); ++g) out += "gpc " + map.topology.gpc(g).to_string() + "\n";
   out += "end\n";
   return out;
 }
@@ -134,6 +135,10 @@ Result<SlotMap> slot_map_parse(std::string_view text) {
   std::array<int, kMaxSlots> pending_tpc{};
   pending_tpc.fill(-1);
   std::array<int, kMaxSlots> pending_line{};
+  std::array<sched::TpcSet, sched::kMaxGpcs> gpcs{};
+  int gpc_count = 0;
+  int first_gpc_line = 0;
+  int version = 0;
   int line_no = 0;
   auto bad = [&](const std::string& why) {
     return Status::invalid_argument("slot map line " + std::to_string(line_no) + ": " + why);
@@ -151,9 +156,8 @@ Result<SlotMap> slot_map_parse(std::string_view text) {
     const std::string_view value = sp == std::string_view::npos ? std::string_view{} : line.substr(sp + 1);
     if (!seen_magic) {
       if (key != kMagic) return bad("not a lithos slot map (expected '" + std::string(kMagic) + " 1')");
-      int v = 0;
-      if (!parse_int(value, v) || v != kFormatVersion) {
-        return bad("unsupported format version '" + std::string(value) + "' (this lithos reads version 1)");
+      if (!parse_int(value, version) || version < 1 || version > kFormatVersion) {
+        return bad("unsupported format version '" + std::string(value) + "' (this lithos reads versions 1-2)");
       }
       seen_magic = true;
       continue;
@@ -196,6 +200,14 @@ Result<SlotMap> slot_map_parse(std::string_view text) {
       if (pending_tpc[static_cast<std::size_t>(s)] >= 0) return bad("slot " + std::to_string(s) + " listed twice");
       pending_tpc[static_cast<std::size_t>(s)] = t;
       pending_line[static_cast<std::size_t>(s)] = line_no;
+    } else if (key == "gpc") {
+      if (version < 2) return bad("'gpc' lines need format version 2");
+      if (gpc_count == sched::kMaxGpcs) return bad("more than " + std::to_string(sched::kMaxGpcs) + " GPCs");
+      auto set = sched::TpcSet::parse(value);
+      if (!set) return bad("gpc: " + set.status().message());
+      if (set.value().empty()) return bad("a GPC must name at least one TPC");
+      if (gpc_count == 0) first_gpc_line = line_no;
+      gpcs[static_cast<std::size_t>(gpc_count++)] = set.value();
     } else if (key == "end") {
       if (!value.empty()) return bad("'end' takes no value");
       seen_end = true;
@@ -224,6 +236,14 @@ Result<SlotMap> slot_map_parse(std::string_view text) {
     map.tpc_of_slot[static_cast<std::size_t>(s)] = static_cast<std::int16_t>(t);
   }
   if (claimed.empty()) return Status::invalid_argument("slot map has no live slot");
+  if (gpc_count > 0) {
+    line_no = first_gpc_line;
+    auto topology = sched::Topology::from_gpcs(gpcs.data(), gpc_count);
+    if (!topology) return bad(topology.status().message());
+    const sched::TpcSet stray = topology.value().tpcs() - claimed;
+    if (!stray.empty()) return bad("GPC TPC(s) " + stray.to_string() + " are controlled by no slot");
+    map.topology = topology.value();
+  }
   return map;
 }
 

@@ -20,6 +20,7 @@
 
 #include "common/status.hpp"
 #include "gpu/qmd.hpp"
+#include "sched/topology.hpp"
 #include "sched/tpc_set.hpp"
 
 namespace lithos::gpu {
@@ -32,6 +33,10 @@ struct SlotMap {
   int slot_count = 0;          // mask slots probed: slots >= slot_count are unknown (treated as dead)
   // tpc_of_slot[s] = logical TPC that slot s controls; -1 = dead or not probed.
   std::array<std::int16_t, kMaxSlots> tpc_of_slot = empty_slots();
+  // Which live TPCs share a GPC (cluster domains, sched/topology.hpp);
+  // unknown (no GPCs) when it was not measured. Measured by
+  // gpu/topology_probe.hpp; format version 2 stores it.
+  sched::Topology topology;
 
   static constexpr std::array<std::int16_t, kMaxSlots> empty_slots() {
     std::array<std::int16_t, kMaxSlots> a{};
@@ -61,18 +66,21 @@ struct SlotMap {
 // This is the "never emit a mask with no live slot" guarantee.
 Result<SlotMask> mask_for(const SlotMap& map, const sched::TpcSet& tpcs);
 
-// Text format, version 1 (one record per line, '#' starts a comment line):
-//   lithos-slot-map 1
+// Text format, version 2 (one record per line, '#' starts a comment line):
+//   lithos-slot-map 2
 //   gpu_uuid GPU-...
 //   gpu_name NVIDIA H100 80GB HBM3        (rest of the line, may hold spaces)
 //   driver_version 580.159.04
 //   sm_count 132
 //   slot_count 128
 //   slot <s> <tpc>                        (one line per live slot, s ascending)
+//   gpc <tpcs>                            (one line per GPC, e.g. "gpc 0,8,16,24"; none: unknown)
 //   end
+// Version 1 (no gpc lines) is still read; its topology is unknown.
 // Parsing is strict: unknown keys, duplicates, out-of-range numbers, a TPC
-// claimed by two slots, a missing header/trailer or a live TPC >= sm_count/2
-// are errors (kInvalidArgument, with the line number).
+// claimed by two slots, a missing header/trailer, a live TPC >= sm_count/2,
+// a GPC naming a TPC no slot controls, or GPCs that overlap are errors
+// (kInvalidArgument, with the line number).
 std::string slot_map_serialize(const SlotMap& map);
 Result<SlotMap> slot_map_parse(std::string_view text);
 

@@ -150,7 +150,7 @@ TEST(MaskFor, NeverEmitsAMaskWithoutALiveSlot) {
 TEST(SlotMapText, RoundTrips) {
   const SlotMap m = h100_slot_map();
   const std::string text = slot_map_serialize(m);
-  EXPECT_EQ(text.rfind("lithos-slot-map 1\n", 0), 0U);
+  EXPECT_EQ(text.rfind("lithos-slot-map 2\n", 0), 0U);
   auto back = slot_map_parse(text);
   ASSERT_TRUE(back.is_ok()) << back.status().to_string();
   EXPECT_EQ(*back, m);
@@ -181,7 +181,7 @@ TEST(SlotMapText, MalformedInputIsAnError) {
   const std::pair<std::string, std::string> cases[] = {
       {"", "empty"},
       {"hello\n", "not a lithos slot map"},
-      {replace(good, "lithos-slot-map 1", "lithos-slot-map 2"), "format version"},
+      {replace(good, "lithos-slot-map 2", "lithos-slot-map 3"), "format version"},
       {replace(good, "end\n", ""), "truncated"},
       {good + "slot 90 5\n", "after 'end'"},
       {replace(good, "sm_count 132", "sm_count many"), "sm_count"},
