@@ -178,4 +178,21 @@ Status qmd_set_grid_width(std::uint8_t* qmd, QmdVersion v, std::uint32_t width) 
   return Status::ok();
 }
 
+bool qmd_cluster_dims(const std::uint8_t* qmd, QmdVersion v, QmdCluster* out) {
+  if (qmd == nullptr || out == nullptr || v != QmdVersion::kV04_00) return false;
+  // A byte of 0 means "no cluster" (the driver leaves the fields clear for
+  // plain launches); each field is the CTA count along its axis.
+  QmdCluster c;
+  c.x = qmd[268] == 0 ? 1U : qmd[268];
+  c.y = qmd[269] == 0 ? 1U : qmd[269];
+  c.z = qmd[270] == 0 ? 1U : qmd[270];
+  *out = c;
+  return true;
+}
+
+bool qmd_cluster_tested_on_hardware(QmdVersion v) {
+  (void)v;
+  return false;  // to be confirmed with scripts/safe/topo_probe qmd
+}
+
 }  // namespace lithos::gpu

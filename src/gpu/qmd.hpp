@@ -109,4 +109,17 @@ Result<std::uint32_t> qmd_grid_width(const std::uint8_t* qmd, QmdVersion v);
 // Refuses a width of 0 (a launch with no blocks) and kUnknown.
 Status qmd_set_grid_width(std::uint8_t* qmd, QmdVersion v, std::uint32_t width);
 
+// The thread-block cluster shape a descriptor carries (CTAs along x, y, z;
+// {1,1,1} for a launch without clusters). V04_00 only: the bytes at 268,
+// 269 and 270 (public header). False (and *out untouched) for other
+// layouts. Never allocates: the descriptor callback calls it.
+struct QmdCluster {
+  std::uint32_t x = 1, y = 1, z = 1;
+  std::uint32_t count() const { return x * y * z; }
+};
+bool qmd_cluster_dims(const std::uint8_t* qmd, QmdVersion v, QmdCluster* out);
+// Whether qmd_cluster_dims was checked against cluster launches on real
+// hardware for this layout (the interposer reads it only then).
+bool qmd_cluster_tested_on_hardware(QmdVersion v);
+
 }  // namespace lithos::gpu

@@ -74,6 +74,47 @@ const void* launched_function(const A&... a) noexcept {
   }
 }
 
+// What a launch hook's arguments say of the launch (no driver call): the
+// function, grid, block, dynamic shared memory, the cluster attribute and
+// whether it is cooperative. Runtime::launch_needs turns it into what the
+// launch needs of a TPC set not to hang.
+template <HookId Id, class... A>
+LaunchInfo launch_info(const A&... a) noexcept {
+  LaunchInfo li;
+  li.function = launched_function(a...);
+  auto t = std::tie(a...);
+  if constexpr (Id == HookId::cuLaunchKernel || Id == HookId::cuLaunchKernel_ptsz ||
+                Id == HookId::cuLaunchCooperativeKernel || Id == HookId::cuLaunchCooperativeKernel_ptsz) {
+    li.grid = {std::get<1>(t), std::get<2>(t), std::get<3>(t)};
+    li.block = {std::get<4>(t), std::get<5>(t), std::get<6>(t)};
+    li.smem = std::get<7>(t);
+    li.cooperative = Id == HookId::cuLaunchCooperativeKernel || Id == HookId::cuLaunchCooperativeKernel_ptsz;
+  } else if constexpr (Id == HookId::cuLaunchKernelEx || Id == HookId::cuLaunchKernelEx_ptsz) {
+    const CUlaunchConfig* cfg = std::get<0>(t);
+    if (cfg != nullptr) {
+      li.grid = {cfg->gridDimX, cfg->gridDimY, cfg->gridDimZ};
+      li.block = {cfg->blockDimX, cfg->blockDimY, cfg->blockDimZ};
+      li.smem = cfg->sharedMemBytes;
+      for (unsigned i = 0; cfg->attrs != nullptr && i < cfg->numAttrs; ++i) {
+        const CUlaunchAttribute& at = cfg->attrs[i];
+        if (at.id == CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION) {
+          li.cluster = {at.value.clusterDim.x, at.value.clusterDim.y, at.value.clusterDim.z};
+          li.cluster_attr = true;
+        } else if (at.id == CU_LAUNCH_ATTRIBUTE_COOPERATIVE && at.value.cooperative != 0) {
+          li.cooperative = true;
+        }
+      }
+    }
+  } else if constexpr (Id == HookId::cuLaunchCooperativeKernelMultiDevice) {
+    // Several devices' launches under one mask: only the whole GPU is known
+    // to hold all of their grids at once.
+    li.cooperative = true;
+    li.multi_device = true;
+    li.merged.resident_sms = sched::LaunchNeeds::kAllSms;
+  }
+  return li;
+}
+
 // Green-context backend: the argument list with the stream replaced by the
 // partition's stream (a cuLaunchKernelEx configuration is copied into *cfg).
 template <class T>
@@ -133,8 +174,9 @@ CUresult launch_one(Fn fn, CUstream stream, A... a) {
   constexpr HookInfo info = hook_info(Id);
   Runtime& rt = Runtime::instance();
   const FrameGuard guard;
+  const LaunchInfo li = launch_info<Id>(a...);
   try {
-    rt.begin_launch(Id, stream, info.ptsz, launched_function(a...));
+    rt.begin_launch(Id, stream, info.ptsz, li);
   } catch (const std::exception& e) {
     Runtime::frame() = guard.saved();
     rt.internal_error(Id, e.what());
@@ -144,7 +186,7 @@ CUresult launch_one(Fn fn, CUstream stream, A... a) {
   }
   if constexpr (kHasStreamParam<A...>) {
     if (rt.backend() == Backend::kGreen) {
-      const Runtime::GreenRoute route = rt.green_route(stream, info.ptsz);
+      const Runtime::GreenRoute route = rt.green_route(stream, info.ptsz, &li);
       if (route) {
         CUlaunchConfig cfg{};
         const CUresult r = fn(with_stream(a, route.target(), &cfg)...);
@@ -445,7 +487,7 @@ CUresult dispatch(CUstream stream, A... a) {
   } else if constexpr (info.kind == HookKind::kGraphInstantiate) {
     CUgraphExec* out = std::get<0>(std::tie(a...));
     const FrameGuard guard;
-    rt.begin_graph(nullptr, stream, info.ptsz);
+    rt.begin_graph(nullptr, stream, info.ptsz, std::get<1>(std::tie(a...)));
     const CUresult r = fn(a...);
     rt.end_graph_instantiate(r == CUDA_SUCCESS, r == CUDA_SUCCESS && out != nullptr ? *out : nullptr);
     return r;

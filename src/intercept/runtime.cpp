@@ -159,8 +159,12 @@ void Runtime::engage_locked() {
     auto loaded = gpu::slot_map_load(config_.slot_map_path);
     if (loaded) {
       map_ = std::move(loaded).value();
-      LITHOS_LOG(LogLevel::kInfo, "slot map %s: %s %s, %d live TPCs", config_.slot_map_path.c_str(),
-                 map_->gpu_name.c_str(), map_->gpu_uuid.c_str(), map_->live_tpcs());
+      topology_ = map_->topology;
+      live_ = map_->live_set();
+      LITHOS_LOG(LogLevel::kInfo, "slot map %s: %s %s, %d live TPCs, %s", config_.slot_map_path.c_str(),
+                 map_->gpu_name.c_str(), map_->gpu_uuid.c_str(), map_->live_tpcs(),
+                 topology_.known() ? (std::to_string(topology_.count()) + " GPCs").c_str()
+                                   : "GPCs unknown (cluster launches run on the whole GPU; run `lithos calibrate`)");
     } else {
       LITHOS_LOG(LogLevel::kError, "cannot use the slot map %s: %s", config_.slot_map_path.c_str(),
                  loaded.status().message().c_str());
@@ -362,7 +366,7 @@ std::uintptr_t Runtime::stream_key(CUstream_st* stream, bool ptsz) noexcept {
   return reinterpret_cast<std::uintptr_t>(stream);
 }
 
-std::optional<gpu::SlotMask> Runtime::choose(CUstream_st* stream, bool ptsz, SkipReason* why) noexcept {
+std::optional<Runtime::Choice> Runtime::choose(CUstream_st* stream, bool ptsz, SkipReason* why) noexcept {
   const Backend b = backend_.load(std::memory_order_acquire);
   if (b == Backend::kIdle) {
     // No mask to write: none asked for, the request failed, or the set is
@@ -419,7 +423,7 @@ std::optional<gpu::SlotMask> Runtime::choose(CUstream_st* stream, bool ptsz, Ski
     *why = SkipReason::kOtherDevice;
     return std::nullopt;
   }
-  return entry.slots;
+  return Choice{entry.slots, entry.tpcs};
 }
 
 double Runtime::board_atom_scale() noexcept {
@@ -433,26 +437,146 @@ double Runtime::board_atom_scale() noexcept {
   return live > 0 ? std::clamp(static_cast<double>(e->tpcs.count()) / live, 0.0, 1.0) : 1.0;
 }
 
-void Runtime::begin_launch(HookId id, CUstream_st* stream, bool ptsz, const void* function) {
+void Runtime::begin_launch(HookId id, CUstream_st* stream, bool ptsz, const LaunchInfo& launch) {
   attach();
   if (config_.fault_launch) throw std::runtime_error("injected fault (LITHOS_TEST_FAULT=launch)");
   if (config_.role == Role::kHighPriority && board_.is_open()) board_.hp_launched(Board::now_ns());
+  if (launch.cooperative) counters_.bump(counters_.cooperative_launches);
   ThreadFrame& f = t_frame;
   f.kind = CallKind::kLaunch;
   f.descriptors = 0;
+  f.needs = {};
   SkipReason why = SkipReason::kNotRequested;
-  const auto mask = choose(stream, ptsz, &why);
-  f.has_mask = mask.has_value();
-  if (mask) {
-    f.mask = *mask;
+  const auto choice = choose(stream, ptsz, &why);
+  f.has_mask = choice.has_value();
+  if (choice) {
+    f.mask = choice->slots;
+    f.tpcs = choice->tpcs;
+    f.needs = launch_needs(launch, f.tpcs);
   } else if (backend_.load(std::memory_order_relaxed) != Backend::kGreen) {  // green: confined by routing
     counters_.skip(why);
   }
   if (log_enabled(LogLevel::kDebug)) {
-    const std::string name = kernel_name(function);
-    LITHOS_LOG(LogLevel::kDebug, "%s %s stream %p: %s", hook_info(id).name, name.empty() ? "?" : name.c_str(),
-               static_cast<void*>(stream), mask ? "masked" : skip_reason_name(why));
+    const std::string name = kernel_name(launch.function);
+    LITHOS_LOG(LogLevel::kDebug, "%s %s stream %p: %s%s", hook_info(id).name, name.empty() ? "?" : name.c_str(),
+               static_cast<void*>(stream), choice ? "masked" : skip_reason_name(why),
+               f.needs.any() ? (" (cluster " + std::to_string(f.needs.cluster_sms) + " SMs, resident " +
+                                std::to_string(f.needs.resident_sms) + " SMs)")
+                                   .c_str()
+                             : "");
   }
+}
+
+sched::LaunchNeeds Runtime::launch_needs(const LaunchInfo& launch, const sched::TpcSet& tpcs) noexcept {
+  if (launch.multi_device) return launch.merged;
+  sched::LaunchNeeds n;
+  try {
+    // Any cluster fits a set with a whole GPC of 8 TPCs (16 SMs, the largest
+    // cluster Hopper allows), so the compile-time shape is looked up only
+    // for sets without one.
+    if (launch.cluster_attr) {
+      n = sched::cluster_needs(launch.cluster);
+    } else if (sched::max_cluster_sms(topology_, tpcs) < 16) {
+      n = sched::cluster_needs(static_cluster(launch.function));
+    }
+    if (launch.cooperative) {
+      n |= sched::cooperative_needs(launch.grid.count(),
+                                    blocks_per_sm(launch.function, launch.block.count(), launch.smem));
+    }
+  } catch (...) {
+    counters_.bump(counters_.internal_errors);
+    n.resident_sms = sched::LaunchNeeds::kAllSms;  // cannot tell: only the whole GPU is safe
+  }
+  return n;
+}
+
+namespace {
+
+// A CUfunction for a launched handle: the handle itself, or for a CUkernel
+// (cuLibrary*) its function in the current context. Null when neither.
+CUfunction function_of(const void* handle) noexcept {
+  using GetModuleFn = CUresult (*)(CUmodule*, CUfunction);
+  using KernelGetFunctionFn = CUresult (*)(CUfunction*, CUkernel);
+  static const auto get_module = reinterpret_cast<GetModuleFn>(RealDriver::instance().symbol("cuFuncGetModule"));
+  static const auto kernel_get_function =
+      reinterpret_cast<KernelGetFunctionFn>(RealDriver::instance().symbol("cuKernelGetFunction"));
+  if (handle == nullptr) return nullptr;
+  auto* f = static_cast<CUfunction>(const_cast<void*>(handle));
+  CUmodule mod = nullptr;
+  if (get_module == nullptr || get_module(&mod, f) == CUDA_SUCCESS) return f;
+  CUfunction g = nullptr;
+  if (kernel_get_function != nullptr && kernel_get_function(&g, reinterpret_cast<CUkernel>(f)) == CUDA_SUCCESS) {
+    return g;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+sched::Dim3 Runtime::static_cluster(const void* function) noexcept {
+  sched::Dim3 none;
+  if (function == nullptr) return none;
+  try {
+    {
+      const std::shared_lock<std::shared_mutex> lock(shapes_mu_);
+      const auto it = static_clusters_.find(function);
+      if (it != static_clusters_.end()) return it->second;
+    }
+    using AttrFn = CUresult (*)(int*, CUfunction_attribute, CUfunction);
+    static const auto get_attr = reinterpret_cast<AttrFn>(RealDriver::instance().symbol("cuFuncGetAttribute"));
+    sched::Dim3 shape;
+    InternalScope internal;
+    CUfunction f = function_of(function);
+    if (get_attr != nullptr && f != nullptr) {
+      int x = 0, y = 0, z = 0;
+      if (get_attr(&x, CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH, f) == CUDA_SUCCESS &&
+          get_attr(&y, CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_HEIGHT, f) == CUDA_SUCCESS &&
+          get_attr(&z, CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_DEPTH, f) == CUDA_SUCCESS && x > 0) {
+        shape = {static_cast<std::uint32_t>(x), static_cast<std::uint32_t>(y > 0 ? y : 1),
+                 static_cast<std::uint32_t>(z > 0 ? z : 1)};
+      }
+    }
+    const std::unique_lock<std::shared_mutex> lock(shapes_mu_);
+    if (static_clusters_.size() > 65536) static_clusters_.clear();  // handles of unloaded modules
+    static_clusters_[function] = shape;
+    return shape;
+  } catch (...) {
+    counters_.bump(counters_.internal_errors);
+    return none;
+  }
+}
+
+int Runtime::blocks_per_sm(const void* function, std::uint64_t threads, std::uint32_t smem) noexcept {
+  using OccupancyFn = CUresult (*)(int*, CUfunction, int, size_t);
+  static const auto occupancy =
+      reinterpret_cast<OccupancyFn>(RealDriver::instance().symbol("cuOccupancyMaxActiveBlocksPerMultiprocessor"));
+  if (occupancy == nullptr || threads == 0 || threads > 1024) return 0;
+  InternalScope internal;
+  CUfunction f = function_of(function);
+  int n = 0;
+  if (f == nullptr || occupancy(&n, f, static_cast<int>(threads), smem) != CUDA_SUCCESS) return 0;
+  return n;
+}
+
+bool Runtime::safe_mask(const sched::TpcSet& tpcs, const sched::LaunchNeeds& needs, gpu::SlotMask* mask) noexcept {
+  if (!needs.any() || !map_) return true;
+  if (needs.cluster_sms > 1) counters_.bump(counters_.cluster_descriptors);
+  const sched::Fit fit = sched::fit_tpcs(topology_, needs, tpcs, live_);
+  switch (fit.action) {
+    case sched::FitAction::kAsIs: return true;
+    case sched::FitAction::kWhole: counters_.bump(counters_.whole_by_rule); return false;
+    case sched::FitAction::kWidened: break;
+  }
+  counters_.bump(fit.reason == sched::FitReason::kCooperative ? counters_.widened_cooperative
+                                                              : counters_.widened_cluster);
+  // The widened set's slots (every TPC of it is live, so each has a slot).
+  gpu::SlotMask m = gpu::SlotMask::all();
+  for (int s = 0; s < gpu::kMaxSlots; ++s) {
+    const int t = map_->tpc_of_slot[static_cast<std::size_t>(s)];
+    if (t >= 0 && fit.tpcs.test(t)) m.set_disabled(s, false);
+  }
+  *mask = m;
+  return true;
 }
 
 void Runtime::end_launch() noexcept {
@@ -467,6 +591,8 @@ void Runtime::on_descriptor(std::uint8_t* qmd) noexcept {
   if (lithos_disabled()) return;  // switched off: the callback may still be subscribed
   ThreadFrame& f = t_frame;
   gpu::SlotMask mask{};
+  sched::TpcSet tpcs;
+  sched::LaunchNeeds needs;
   bool apply = false;
   switch (f.kind) {
     case CallKind::kLaunch:
@@ -474,12 +600,16 @@ void Runtime::on_descriptor(std::uint8_t* qmd) noexcept {
       ++f.descriptors;
       apply = f.has_mask;
       mask = f.mask;
+      tpcs = f.tpcs;
+      needs = f.needs;
       break;
     case CallKind::kGraph:
       counters_.bump(counters_.descriptors_in_graph);
       ++f.descriptors;
       apply = f.has_mask;
       mask = f.mask;
+      tpcs = f.tpcs;
+      needs = f.needs;
       break;
     case CallKind::kNone: {
       counters_.bump(counters_.descriptors_outside);
@@ -491,6 +621,7 @@ void Runtime::on_descriptor(std::uint8_t* qmd) noexcept {
       if (e != nullptr && !e->whole && device_check_.load(std::memory_order_relaxed) == DeviceCheck::kAll) {
         apply = true;
         mask = e->slots;
+        tpcs = e->tpcs;
       }
       break;
     }
@@ -512,6 +643,14 @@ void Runtime::on_descriptor(std::uint8_t* qmd) noexcept {
                     "untested on hardware",
                     gpu::qmd_version_name(v));
   }
+  // The rule (sched::fit_tpcs) for what this descriptor's launch needs: the
+  // hook's knowledge, and the cluster shape the descriptor itself carries
+  // (the only source for graph nodes and launches outside a hook).
+  if (gpu::qmd_cluster_tested_on_hardware(v)) {
+    gpu::QmdCluster c;
+    if (gpu::qmd_cluster_dims(qmd, v, &c) && c.count() > 1) needs |= sched::cluster_needs({c.x, c.y, c.z});
+  }
+  if (!safe_mask(tpcs, needs, &mask)) return;  // only the whole GPU is safe: leave the descriptor unmasked
   try {
     const Status st = gpu::qmd_write_mask(qmd, v, mask);
     if (st.is_ok()) {
@@ -539,20 +678,23 @@ void Runtime::internal_error(HookId id, const char* what) noexcept {
 // ---------------------------------------------------------------------------
 // Graphs
 
-Runtime::GraphCall Runtime::begin_graph(CUgraphExec_st* exec, CUstream_st* stream, bool ptsz) noexcept {
+Runtime::GraphCall Runtime::begin_graph(CUgraphExec_st* exec, CUstream_st* stream, bool ptsz, void* graph) noexcept {
   GraphCall call;
   attach();
   ThreadFrame& f = t_frame;
   f.kind = CallKind::kGraph;
   f.descriptors = 0;
   f.has_mask = false;
+  f.needs = {};
   if (backend_.load(std::memory_order_acquire) != Backend::kDescriptor) return call;
   SkipReason why = SkipReason::kNotRequested;
-  const auto mask = choose(stream, ptsz, &why);
-  if (mask) {
+  const auto choice = choose(stream, ptsz, &why);
+  if (choice) {
     f.has_mask = true;
-    f.mask = *mask;
+    f.mask = choice->slots;
+    f.tpcs = choice->tpcs;
   }
+  if (graph != nullptr) f.needs = graph_needs(graph);  // kept with the exec by end_graph_instantiate
   if (exec != nullptr) {
     try {
       const std::lock_guard<std::mutex> lock(graphs_mu_);
@@ -562,6 +704,7 @@ Runtime::GraphCall Runtime::begin_graph(CUgraphExec_st* exec, CUstream_st* strea
         call.built = it->second.built;
         call.had_mask = it->second.has_mask;
         call.mask = it->second.mask;
+        f.needs = it->second.needs;
       }
     } catch (...) {
       counters_.bump(counters_.internal_errors);
@@ -570,12 +713,86 @@ Runtime::GraphCall Runtime::begin_graph(CUgraphExec_st* exec, CUstream_st* strea
   return call;
 }
 
+sched::LaunchNeeds Runtime::graph_needs(void* graph) noexcept {
+  using GetNodesFn = CUresult (*)(CUgraph, CUgraphNode*, size_t*);
+  using NodeTypeFn = CUresult (*)(CUgraphNode, CUgraphNodeType*);
+  using KernelParamsFn = CUresult (*)(CUgraphNode, CUDA_KERNEL_NODE_PARAMS*);
+  using KernelAttrFn = CUresult (*)(CUgraphNode, CUkernelNodeAttrID, CUkernelNodeAttrValue*);
+  using ChildFn = CUresult (*)(CUgraphNode, CUgraph*);
+  RealDriver& drv = RealDriver::instance();
+  static const auto get_nodes = reinterpret_cast<GetNodesFn>(drv.symbol("cuGraphGetNodes"));
+  static const auto node_type = reinterpret_cast<NodeTypeFn>(drv.symbol("cuGraphNodeGetType"));
+  static const auto kernel_params = reinterpret_cast<KernelParamsFn>(drv.symbol("cuGraphKernelNodeGetParams_v2"));
+  static const auto kernel_attr = reinterpret_cast<KernelAttrFn>(drv.symbol("cuGraphKernelNodeGetAttribute"));
+  static const auto child = reinterpret_cast<ChildFn>(drv.symbol("cuGraphChildGraphNodeGetGraph"));
+  sched::LaunchNeeds needs;
+  if (get_nodes == nullptr || node_type == nullptr || kernel_params == nullptr) {
+    needs.resident_sms = sched::LaunchNeeds::kAllSms;  // cannot look inside: whole GPU
+    return needs;
+  }
+  InternalScope internal;
+  try {
+    std::vector<CUgraph> todo{static_cast<CUgraph>(graph)};
+    std::size_t visited = 0;
+    while (!todo.empty() && visited < 64) {
+      CUgraph g = todo.back();
+      todo.pop_back();
+      ++visited;
+      size_t n = 0;
+      if (get_nodes(g, nullptr, &n) != CUDA_SUCCESS || n > (1U << 20)) continue;
+      std::vector<CUgraphNode> nodes(n);
+      if (n > 0 && get_nodes(g, nodes.data(), &n) != CUDA_SUCCESS) continue;
+      for (std::size_t i = 0; i < n; ++i) {
+        CUgraphNodeType type{};
+        if (node_type(nodes[i], &type) != CUDA_SUCCESS) continue;
+        if (type == CU_GRAPH_NODE_TYPE_GRAPH) {
+          CUgraph sub = nullptr;
+          if (child != nullptr && child(nodes[i], &sub) == CUDA_SUCCESS && sub != nullptr) todo.push_back(sub);
+          continue;
+        }
+        if (type != CU_GRAPH_NODE_TYPE_KERNEL) continue;
+        CUDA_KERNEL_NODE_PARAMS p{};
+        if (kernel_params(nodes[i], &p) != CUDA_SUCCESS) continue;
+        const void* fn = p.func != nullptr ? static_cast<const void*>(p.func) : static_cast<const void*>(p.kern);
+        LaunchInfo info;
+        info.function = fn;
+        info.grid = {p.gridDimX, p.gridDimY, p.gridDimZ};
+        info.block = {p.blockDimX, p.blockDimY, p.blockDimZ};
+        info.smem = p.sharedMemBytes;
+        if (kernel_attr != nullptr) {
+          CUkernelNodeAttrValue v{};
+          if (kernel_attr(nodes[i], CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION, &v) == CUDA_SUCCESS &&
+              v.clusterDim.x * v.clusterDim.y * v.clusterDim.z > 1) {
+            info.cluster = {v.clusterDim.x, v.clusterDim.y, v.clusterDim.z};
+            info.cluster_attr = true;
+          }
+          v = {};
+          if (kernel_attr(nodes[i], CU_LAUNCH_ATTRIBUTE_COOPERATIVE, &v) == CUDA_SUCCESS && v.cooperative != 0) {
+            info.cooperative = true;
+            counters_.bump(counters_.cooperative_launches);
+          }
+        }
+        sched::LaunchNeeds n1 =
+            info.cluster_attr ? sched::cluster_needs(info.cluster) : sched::cluster_needs(static_cluster(fn));
+        if (info.cooperative) {
+          n1 |= sched::cooperative_needs(info.grid.count(), blocks_per_sm(fn, info.block.count(), info.smem));
+        }
+        needs |= n1;
+      }
+    }
+  } catch (...) {
+    counters_.bump(counters_.internal_errors);
+    needs.resident_sms = sched::LaunchNeeds::kAllSms;
+  }
+  return needs;
+}
+
 void Runtime::end_graph_instantiate(bool ok, CUgraphExec_st* exec) noexcept {
   if (!ok || exec == nullptr || backend_.load(std::memory_order_acquire) != Backend::kDescriptor) return;
   const ThreadFrame& f = t_frame;
   try {
     const std::lock_guard<std::mutex> lock(graphs_mu_);
-    graphs_[exec] = ExecRecord{f.descriptors > 0, f.has_mask, f.mask};
+    graphs_[exec] = ExecRecord{f.descriptors > 0, f.has_mask, f.mask, f.needs};
   } catch (...) {
     counters_.bump(counters_.internal_errors);
   }
@@ -587,7 +804,7 @@ void Runtime::end_graph_launch(bool ok, CUgraphExec_st* exec, const GraphCall& c
   if (f.descriptors > 0) {
     try {
       const std::lock_guard<std::mutex> lock(graphs_mu_);
-      graphs_[exec] = ExecRecord{true, f.has_mask, f.mask};
+      graphs_[exec] = ExecRecord{true, f.has_mask, f.mask, f.needs};
     } catch (...) {
       counters_.bump(counters_.internal_errors);
     }
@@ -736,6 +953,8 @@ void Runtime::after_primary_ctx_retain(CUctx_st** ctx, int ordinal) noexcept {
         auto made = gpu::GreenPartition::create(cat, wanted);
         if (made) {
           partition = std::move(made).value();
+          green_tpcs_ = wanted;
+          green_live_ = cat.tpcs();
           process_mask_text_ = "TPCs " + wanted.to_string() + " (" + std::to_string(wanted.count()) + " of " +
                                std::to_string(cat.tpcs().count()) + ", green context)";
         } else {
@@ -795,9 +1014,18 @@ Runtime::GreenRoute::~GreenRoute() {
   rt_->green_routes_mu_.unlock();
 }
 
-Runtime::GreenRoute Runtime::green_route(CUstream_st* stream, bool ptsz) noexcept {
+Runtime::GreenRoute Runtime::green_route(CUstream_st* stream, bool ptsz, const LaunchInfo* launch) noexcept {
   GreenRoute route;
   if (backend_.load(std::memory_order_acquire) != Backend::kGreen) return route;
+  if (launch != nullptr) {
+    // The rule, for the partition's fixed set: a launch it could hang stays
+    // on the caller's stream, which runs on every SM.
+    const sched::LaunchNeeds needs = launch_needs(*launch, green_tpcs_);
+    if (needs.any() && sched::fit_tpcs(topology_, needs, green_tpcs_, green_live_).action != sched::FitAction::kAsIs) {
+      counters_.bump(counters_.green_unrouted);
+      return route;
+    }
+  }
   auto* partition = static_cast<gpu::GreenPartition*>(green_partition_.load(std::memory_order_acquire));
   if (partition == nullptr || cu_event_record_ == nullptr || cu_stream_wait_event_ == nullptr ||
       cu_event_create_ == nullptr) {

@@ -33,7 +33,10 @@
 #include "intercept/config.hpp"
 #include "intercept/hook_table.hpp"
 #include "intercept/stats.hpp"
+#include "sched/launch_fit.hpp"
+#include "sched/topology.hpp"
 #include "sched/tpc_set.hpp"
+#include "sched/types.hpp"
 
 // The driver's opaque handle types (cuda.h typedefs pointers to these).
 struct CUstream_st;
@@ -57,6 +60,21 @@ struct ThreadFrame {
   bool internal = false;          // lithos's own driver calls: hooks forward untouched
   std::uint32_t descriptors = 0;  // descriptors built during the current call
   gpu::SlotMask mask{};
+  sched::TpcSet tpcs;        // the set `mask` enables
+  sched::LaunchNeeds needs;  // what the launch (or graph) needs of a set not to hang
+};
+
+// What a launch hook knows of its launch without asking the driver.
+struct LaunchInfo {
+  const void* function = nullptr;  // CUfunction or CUkernel (null: unknown)
+  sched::Dim3 grid;
+  sched::Dim3 block;
+  std::uint32_t smem = 0;     // dynamic shared memory
+  sched::Dim3 cluster;        // from the launch's attributes
+  bool cluster_attr = false;  // `cluster` was given at launch (else the kernel's compile-time shape applies)
+  bool cooperative = false;   // cuLaunchCooperativeKernel* or CU_LAUNCH_ATTRIBUTE_COOPERATIVE
+  bool multi_device = false;  // cuLaunchCooperativeKernelMultiDevice: needs of every entry already merged
+  sched::LaunchNeeds merged;  // multi_device: the entries' needs
 };
 
 enum class Backend : std::uint8_t {
@@ -89,8 +107,21 @@ class Runtime {
 
   // ---- hook work (hooks.cpp) ----
   // Before a kernel launch on `stream`: decide the mask, put it in this
-  // thread's frame. Throws only under LITHOS_TEST_FAULT=launch.
-  void begin_launch(HookId id, CUstream_st* stream, bool ptsz, const void* function);
+  // thread's frame with what the launch needs of it (safe_mask() applies
+  // that when the descriptor is built). Throws only under
+  // LITHOS_TEST_FAULT=launch.
+  void begin_launch(HookId id, CUstream_st* stream, bool ptsz, const LaunchInfo& launch);
+  // What a launch needs of a TPC set not to hang: its cluster (given, or the
+  // kernel's compile-time shape) and, for a cooperative launch, its grid at
+  // the kernel's occupancy. Asks the driver (cached per function).
+  // `tpcs`: the set it is about to get (a set with a whole 8-TPC GPC holds
+  // any cluster, so the compile-time shape need not be looked up).
+  sched::LaunchNeeds launch_needs(const LaunchInfo& launch, const sched::TpcSet& tpcs) noexcept;
+  // The rule every descriptor mask obeys (sched::fit_tpcs): widens *mask,
+  // which enables `tpcs`, until a launch with `needs` cannot hang on it.
+  // False when only the whole GPU is safe: no mask may be written then.
+  // Counts what it did. Never allocates or locks (descriptor callback).
+  bool safe_mask(const sched::TpcSet& tpcs, const sched::LaunchNeeds& needs, gpu::SlotMask* mask) noexcept;
   // After it: counts a launch whose descriptor never showed.
   void end_launch() noexcept;
 
@@ -101,7 +132,10 @@ class Runtime {
     bool had_mask = false;
     gpu::SlotMask mask{};
   };
-  GraphCall begin_graph(CUgraphExec_st* exec, CUstream_st* stream, bool ptsz) noexcept;
+  // `graph` (instantiate only): the CUgraph being instantiated, whose kernel
+  // nodes' needs are merged (cooperative nodes cannot be told apart in the
+  // descriptor callback) and kept with the exec for its launches.
+  GraphCall begin_graph(CUgraphExec_st* exec, CUstream_st* stream, bool ptsz, void* graph = nullptr) noexcept;
   void end_graph_instantiate(bool ok, CUgraphExec_st* exec) noexcept;
   void end_graph_launch(bool ok, CUgraphExec_st* exec, const GraphCall& call) noexcept;
   void forget_graph_exec(CUgraphExec_st* exec) noexcept;
@@ -139,8 +173,10 @@ class Runtime {
     void* out_event_ = nullptr;
   };
   // An empty route when the backend is not green (or anything fails: the
-  // launch then goes to the caller's stream).
-  GreenRoute green_route(CUstream_st* stream, bool ptsz) noexcept;
+  // launch then goes to the caller's stream). `launch` (null for graphs):
+  // a launch the partition could hang (sched::fit_tpcs) is not routed, so it
+  // runs on the whole GPU.
+  GreenRoute green_route(CUstream_st* stream, bool ptsz, const LaunchInfo* launch = nullptr) noexcept;
 
   // The descriptor callback (registered with gpu::install_descriptor_callback).
   void on_descriptor(std::uint8_t* qmd) noexcept;
@@ -188,8 +224,20 @@ class Runtime {
   // idle. Returns false when no backend can apply the mask.
   bool ensure_callback() noexcept;
 
-  // The mask wanted for work on `stream`, or why there is none.
-  std::optional<gpu::SlotMask> choose(CUstream_st* stream, bool ptsz, SkipReason* why) noexcept;
+  // The mask (and its set) wanted for work on `stream`, or why there is none.
+  struct Choice {
+    gpu::SlotMask slots;
+    sched::TpcSet tpcs;
+  };
+  std::optional<Choice> choose(CUstream_st* stream, bool ptsz, SkipReason* why) noexcept;
+  // The merged needs of a graph's kernel nodes (child graphs included).
+  sched::LaunchNeeds graph_needs(void* graph) noexcept;
+  // Compile-time cluster shape of a function (CU_FUNC_ATTRIBUTE_REQUIRED_
+  // CLUSTER_*), cached per handle; {1,1,1} when none or unknown.
+  sched::Dim3 static_cluster(const void* function) noexcept;
+  // Resident blocks per SM of `function` with this block and dynamic shared
+  // memory (0: unknown).
+  int blocks_per_sm(const void* function, std::uint64_t threads, std::uint32_t smem) noexcept;
   bool device_ok() noexcept;
   static std::uintptr_t stream_key(CUstream_st* stream, bool ptsz) noexcept;
   // Sets the process mask (null: whole GPU). Called with mu_ held.
@@ -206,6 +254,9 @@ class Runtime {
   std::atomic<Backend> backend_{Backend::kPending};
 
   std::optional<gpu::SlotMap> map_;
+  // From map_ (set once in engage_locked, before any launch reads them).
+  sched::Topology topology_;
+  sched::TpcSet live_;
   // The process-wide mask: an immutable entry swapped atomically; replaced
   // entries are kept (never freed) because a launch may still read them.
   // `whole`: the set is every live TPC. No mask is written for it (the
@@ -241,9 +292,14 @@ class Runtime {
     bool built = false;
     bool has_mask = false;
     gpu::SlotMask mask{};
+    sched::LaunchNeeds needs;  // of its kernel nodes (graph_needs at instantiate)
   };
   std::mutex graphs_mu_;
   std::unordered_map<const void*, ExecRecord> graphs_;
+
+  // Compile-time cluster shapes by CUfunction / CUkernel handle.
+  mutable std::shared_mutex shapes_mu_;
+  std::unordered_map<const void*, sched::Dim3> static_clusters_;
 
   // Kernel names by CUfunction / CUkernel handle.
   mutable std::mutex names_mu_;
@@ -255,6 +311,8 @@ class Runtime {
   struct GreenState;
   std::unique_ptr<GreenState> green_;            // guarded by mu_
   std::atomic<void*> green_partition_{nullptr};  // gpu::GreenPartition*
+  sched::TpcSet green_tpcs_;                     // the partition's TPCs (set before backend_ turns kGreen)
+  sched::TpcSet green_live_;                     // the catalogue's TPCs
   struct GreenStream {
     CUstream_st* stream = nullptr;
     void* in = nullptr;   // CUevent

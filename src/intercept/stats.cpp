@@ -77,6 +77,12 @@ StatsSnapshot Counters::snapshot() const noexcept {
   s.dlsym_hooked = load(dlsym_hooked);
   s.green_routed = load(green_routed);
   s.internal_errors = load(internal_errors);
+  s.cooperative_launches = load(cooperative_launches);
+  s.cluster_descriptors = load(cluster_descriptors);
+  s.widened_cluster = load(widened_cluster);
+  s.widened_cooperative = load(widened_cooperative);
+  s.whole_by_rule = load(whole_by_rule);
+  s.green_unrouted = load(green_unrouted);
   return s;
 }
 
@@ -88,7 +94,7 @@ bool stats_interposition_failed(const StatsHeader& header, const StatsSnapshot& 
 
 std::string stats_text(const StatsHeader& h, const StatsSnapshot& s) {
   std::string out;
-  char buf[256];
+  char buf[512];
   std::snprintf(buf, sizeof buf, "statistics of pid %d (%s)", h.pid, h.program.c_str());
   out += line(buf);
   out += line("  backend: " + h.backend + (h.qmd_version.empty() ? "" : ", descriptor layout " + h.qmd_version) +
@@ -133,6 +139,16 @@ std::string stats_text(const StatsHeader& h, const StatsSnapshot& s) {
   if (s.green_routed > 0) {
     std::snprintf(buf, sizeof buf, "  launches routed to the green-context partition: %llu",
                   static_cast<unsigned long long>(s.green_routed));
+    out += line(buf);
+  }
+  if (s.cooperative_launches + s.cluster_descriptors + s.whole_by_rule + s.green_unrouted > 0) {
+    std::snprintf(
+        buf, sizeof buf,
+        "  safe masks: %llu cooperative launches, %llu masked cluster descriptors; widened for clusters "
+        "%llu, for cooperative grids %llu; left on the whole GPU %llu; green launches not routed %llu",
+        static_cast<unsigned long long>(s.cooperative_launches), static_cast<unsigned long long>(s.cluster_descriptors),
+        static_cast<unsigned long long>(s.widened_cluster), static_cast<unsigned long long>(s.widened_cooperative),
+        static_cast<unsigned long long>(s.whole_by_rule), static_cast<unsigned long long>(s.green_unrouted));
     out += line(buf);
   }
   if (stats_interposition_failed(h, s)) {
@@ -193,6 +209,10 @@ std::string stats_json(const StatsHeader& h, const StatsSnapshot& s) {
   out += ",\"dlsym_hooked\":" + num(s.dlsym_hooked);
   out += ",\"green_routed\":" + num(s.green_routed);
   out += ",\"internal_errors\":" + num(s.internal_errors);
+  out += ",\"safe\":{\"cooperative_launches\":" + num(s.cooperative_launches) +
+         ",\"cluster_descriptors\":" + num(s.cluster_descriptors) + ",\"widened_cluster\":" + num(s.widened_cluster) +
+         ",\"widened_cooperative\":" + num(s.widened_cooperative) + ",\"whole_by_rule\":" + num(s.whole_by_rule) +
+         ",\"green_unrouted\":" + num(s.green_unrouted) + "}";
   out += ",\"interposition_failed\":" + std::string(stats_interposition_failed(h, s) ? "true" : "false");
   out += "}\n";
   return out;

@@ -45,6 +45,13 @@ struct StatsSnapshot {
   std::uint64_t dlsym_hooked = 0;                 // dlsym answers replaced by a hook
   std::uint64_t green_routed = 0;                 // launches sent to the green-context partition's stream
   std::uint64_t internal_errors = 0;
+  // Safe masks (sched/launch_fit.hpp): what the rule did to masked launches.
+  std::uint64_t cooperative_launches = 0;  // cooperative launches seen (any path, masked or not)
+  std::uint64_t cluster_descriptors = 0;   // masked descriptors of cluster launches
+  std::uint64_t widened_cluster = 0;       // masks widened inside a GPC for a cluster
+  std::uint64_t widened_cooperative = 0;   // masks widened until a cooperative grid is resident
+  std::uint64_t whole_by_rule = 0;         // launches left on the whole GPU by the rule (no mask written)
+  std::uint64_t green_unrouted = 0;        // green-context launches kept off a partition that could hang them
 
   // Sum of calls over the kernel-launch hooks.
   std::uint64_t kernel_launches() const;
@@ -85,6 +92,12 @@ struct Counters {
   std::atomic<std::uint64_t> dlsym_hooked{0};
   std::atomic<std::uint64_t> green_routed{0};
   std::atomic<std::uint64_t> internal_errors{0};
+  std::atomic<std::uint64_t> cooperative_launches{0};
+  std::atomic<std::uint64_t> cluster_descriptors{0};
+  std::atomic<std::uint64_t> widened_cluster{0};
+  std::atomic<std::uint64_t> widened_cooperative{0};
+  std::atomic<std::uint64_t> whole_by_rule{0};
+  std::atomic<std::uint64_t> green_unrouted{0};
 
   static void bump(std::atomic<std::uint64_t>& c) noexcept { c.fetch_add(1, std::memory_order_relaxed); }
   void call(HookId id) noexcept { bump(calls[static_cast<std::size_t>(hook_index(id))]); }

@@ -509,6 +509,68 @@ FAKE_API CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode* mode) {
   return CUDA_SUCCESS;
 }
 
+// Compile-time cluster shapes: functions 0xc4 and 0xc8 were built with
+// __cluster_dims__(4,1,1) and (8,1,1); every other function has none.
+FAKE_API CUresult cuFuncGetAttribute(int* v, CUfunction_attribute attr, CUfunction f) {
+  if (v == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  const auto h = reinterpret_cast<std::uintptr_t>(f);
+  *v = 0;
+  if (attr == CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH && (h == 0xc4 || h == 0xc8)) *v = static_cast<int>(h - 0xc0);
+  if ((attr == CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_HEIGHT || attr == CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_DEPTH) &&
+      (h == 0xc4 || h == 0xc8)) {
+    *v = 1;
+  }
+  return CUDA_SUCCESS;
+}
+
+// Graph contents for the safe-mask tests: graph 0x6c00 holds one cooperative
+// kernel node of 16 blocks (node 0x6c01); graph 0x6c10 one node with a
+// 4-CTA cluster attribute (node 0x6c11); graph 0x6c20 a child graph node
+// (0x6c21) whose graph is 0x6c00. Other graphs have no nodes.
+FAKE_API CUresult cuGraphGetNodes(CUgraph g, CUgraphNode* nodes, size_t* n) {
+  if (n == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  const auto h = reinterpret_cast<std::uintptr_t>(g);
+  const bool known = h == 0x6c00 || h == 0x6c10 || h == 0x6c20;
+  if (nodes == nullptr) {
+    *n = known ? 1 : 0;
+    return CUDA_SUCCESS;
+  }
+  if (known && *n >= 1) nodes[0] = reinterpret_cast<CUgraphNode>(h + 1);
+  *n = known ? 1 : 0;
+  return CUDA_SUCCESS;
+}
+FAKE_API CUresult cuGraphNodeGetType(CUgraphNode node, CUgraphNodeType* type) {
+  if (type == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  *type = reinterpret_cast<std::uintptr_t>(node) == 0x6c21 ? CU_GRAPH_NODE_TYPE_GRAPH : CU_GRAPH_NODE_TYPE_KERNEL;
+  return CUDA_SUCCESS;
+}
+FAKE_API CUresult cuGraphChildGraphNodeGetGraph(CUgraphNode node, CUgraph* g) {
+  if (g == nullptr || reinterpret_cast<std::uintptr_t>(node) != 0x6c21) return CUDA_ERROR_INVALID_VALUE;
+  *g = reinterpret_cast<CUgraph>(0x6c00);
+  return CUDA_SUCCESS;
+}
+FAKE_API CUresult cuGraphKernelNodeGetParams_v2(CUgraphNode, CUDA_KERNEL_NODE_PARAMS* p) {
+  if (p == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  *p = {};
+  p->func = reinterpret_cast<CUfunction>(0x10);
+  p->gridDimX = 16;
+  p->gridDimY = p->gridDimZ = 1;
+  p->blockDimX = 32;
+  p->blockDimY = p->blockDimZ = 1;
+  return CUDA_SUCCESS;
+}
+FAKE_API CUresult cuGraphKernelNodeGetAttribute(CUgraphNode node, CUkernelNodeAttrID id, CUkernelNodeAttrValue* v) {
+  if (v == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  *v = {};
+  const auto h = reinterpret_cast<std::uintptr_t>(node);
+  if (id == CU_LAUNCH_ATTRIBUTE_COOPERATIVE && h == 0x6c01) v->cooperative = 1;
+  if (id == CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION && h == 0x6c11) {
+    v->clusterDim.x = 4;
+    v->clusterDim.y = v->clusterDim.z = 1;
+  }
+  return CUDA_SUCCESS;
+}
+
 // Blocks per SM: FAKE_OCCUPANCY, else "not supported" (no wave-aligned atoms).
 FAKE_API CUresult cuOccupancyMaxActiveBlocksPerMultiprocessor(int* n, CUfunction, int, size_t) {
   const char* v = std::getenv("FAKE_OCCUPANCY");

@@ -395,7 +395,9 @@ TEST_F(Masked, ProcessMaskIsWrittenIntoEveryLaunchPath) {
   CUlaunchConfig cfg{};
   ASSERT_EQ(driver_fn<LaunchExFn>("cuLaunchKernelEx_ptsz")(&cfg, nullptr, nullptr, nullptr), CUDA_SUCCESS);
   expect_mask(last_mask(), want, "cuLaunchKernelEx_ptsz");
-  ASSERT_EQ(driver_fn<CoopFn>("cuLaunchCooperativeKernel")(nullptr, 1, 1, 1, 1, 1, 1, 0, nullptr, nullptr),
+  // A one-block cooperative grid fits the set (FAKE_OCCUPANCY=8 blocks per SM).
+  ASSERT_EQ(driver_fn<CoopFn>("cuLaunchCooperativeKernel")(reinterpret_cast<CUfunction>(0x10), 1, 1, 1, 1, 1, 1, 0,
+                                                           nullptr, nullptr),
             CUDA_SUCCESS);
   expect_mask(last_mask(), want, "cuLaunchCooperativeKernel");
   // Through cuGetProcAddress, as the CUDA runtime and PyTorch get it.
@@ -406,6 +408,28 @@ TEST_F(Masked, ProcessMaskIsWrittenIntoEveryLaunchPath) {
   ASSERT_EQ(reinterpret_cast<LaunchFn>(p)(nullptr, 1, 1, 1, 1, 1, 1, 0, nullptr, nullptr, nullptr), CUDA_SUCCESS);
   expect_mask(last_mask(), want, "cuGetProcAddress(cuLaunchKernel, per-thread)");
   EXPECT_GE(stat("masks_applied"), 5U);
+}
+
+// Without a measured topology (this slot map has no gpc lines) a cluster
+// launch can only be known safe on the whole GPU.
+TEST_F(Masked, ClusterLaunchesRunOnTheWholeGpuWithoutATopology) {
+  const auto before = stats()["safe"];
+  CUlaunchAttribute at{};
+  at.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+  at.value.clusterDim.x = 2;
+  at.value.clusterDim.y = at.value.clusterDim.z = 1;
+  CUlaunchConfig cfg{};
+  cfg.gridDimX = 4;
+  cfg.gridDimY = cfg.gridDimZ = 1;
+  cfg.blockDimX = 32;
+  cfg.blockDimY = cfg.blockDimZ = 1;
+  cfg.attrs = &at;
+  cfg.numAttrs = 1;
+  ASSERT_EQ(driver_fn<LaunchExFn>("cuLaunchKernelEx")(&cfg, reinterpret_cast<CUfunction>(0x10), nullptr, nullptr),
+            CUDA_SUCCESS);
+  EXPECT_FALSE(last_mask().valid);
+  const auto after = stats()["safe"];
+  EXPECT_EQ(after.value("whole_by_rule", 0U), before.value("whole_by_rule", 0U) + 1);
 }
 
 TEST_F(Masked, LiveTpcsComeFromTheSlotMap) {
@@ -1063,3 +1087,119 @@ TEST_F(AtomizeWaves, AtomsAreWholeWaves) {
   EXPECT_EQ(sizes, (std::vector<std::uint32_t>{80, 80, 80, 60})) << "near-equal atoms would be 4 x 75";
 }
 #endif
+
+namespace {
+
+// ---------------------------------------------------------------------------
+// Safe masks (sched/launch_fit.hpp): two GPCs {0,1} and {2,3}; the process
+// set 1-2 (slots 2, 3) holds one TPC of each.
+using Safe = PreloadTest;
+using SafeUnknownOccupancy = PreloadTest;
+
+CUresult launch_cluster(unsigned x, CUfunction f = reinterpret_cast<CUfunction>(0x10)) {
+  CUlaunchAttribute at{};
+  at.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+  at.value.clusterDim.x = x;
+  at.value.clusterDim.y = at.value.clusterDim.z = 1;
+  CUlaunchConfig cfg{};
+  cfg.gridDimX = 8 * x;
+  cfg.gridDimY = cfg.gridDimZ = 1;
+  cfg.blockDimX = 128;
+  cfg.blockDimY = cfg.blockDimZ = 1;
+  cfg.attrs = &at;
+  cfg.numAttrs = 1;
+  return driver_fn<LaunchExFn>("cuLaunchKernelEx")(&cfg, f, nullptr, nullptr);
+}
+
+CUresult launch_cooperative(unsigned grid) {
+  return driver_fn<CoopFn>("cuLaunchCooperativeKernel")(reinterpret_cast<CUfunction>(0x10), grid, 1, 1, 64, 1, 1, 0,
+                                                        nullptr, nullptr);
+}
+
+std::uint64_t safe_stat(const char* key) { return stats()["safe"].value(key, std::uint64_t{0}); }
+
+TEST_F(Safe, AClusterThatFitsOneGpcKeepsTheSet) {
+  ASSERT_EQ(launch_cluster(2), CUDA_SUCCESS);  // 2 SMs: one TPC of either GPC
+  expect_mask(last_mask(), expected_for({2, 3}), "cluster of 2");
+}
+
+TEST_F(Safe, AClusterIsWidenedInsideOneGpc) {
+  const std::uint64_t widened = safe_stat("widened_cluster");
+  ASSERT_EQ(launch_cluster(4), CUDA_SUCCESS);  // 4 SMs: both TPCs of one GPC
+  // GPC {0,1} holds TPC 1 of the set (as many as GPC {2,3} does, and comes
+  // first): TPC 0 (slot 0) is added.
+  expect_mask(last_mask(), expected_for({0, 2, 3}), "cluster of 4");
+  EXPECT_EQ(safe_stat("widened_cluster"), widened + 1);
+  EXPECT_GE(safe_stat("cluster_descriptors"), 1U);
+}
+
+TEST_F(Safe, AClusterNoGpcCanHoldRunsOnTheWholeGpu) {
+  const std::uint64_t whole = safe_stat("whole_by_rule");
+  ASSERT_EQ(launch_cluster(8), CUDA_SUCCESS);  // 8 SMs: no GPC has 4 TPCs
+  EXPECT_FALSE(last_mask().valid);
+  EXPECT_EQ(safe_stat("whole_by_rule"), whole + 1);
+}
+
+TEST_F(Safe, CompileTimeClustersAreLookedUp) {
+  // Function 0xc4 was compiled with __cluster_dims__(4,1,1): a plain
+  // cuLaunchKernel of it is a cluster launch.
+  ASSERT_EQ(driver_fn<LaunchFn>("cuLaunchKernel")(reinterpret_cast<CUfunction>(0xc4), 8, 1, 1, 128, 1, 1, 0, nullptr,
+                                                  nullptr, nullptr),
+            CUDA_SUCCESS);
+  expect_mask(last_mask(), expected_for({0, 2, 3}), "compile-time cluster of 4");
+  ASSERT_EQ(launch_on(nullptr), CUDA_SUCCESS);  // function 0x10: no cluster
+  expect_mask(last_mask(), expected_for({2, 3}), "plain launch");
+}
+
+TEST_F(Safe, CooperativeGridsGetTheirCapacity) {
+  const std::uint64_t coop = safe_stat("cooperative_launches");
+  // FAKE_OCCUPANCY=2 blocks per SM; the set has 2 TPCs = 4 SMs = 8 blocks.
+  ASSERT_EQ(launch_cooperative(8), CUDA_SUCCESS);
+  expect_mask(last_mask(), expected_for({2, 3}), "cooperative at capacity");
+  ASSERT_EQ(launch_cooperative(9), CUDA_SUCCESS);  // 5 SMs: 3 TPCs, TPC 0 added
+  expect_mask(last_mask(), expected_for({0, 2, 3}), "cooperative beyond capacity");
+  EXPECT_GE(safe_stat("widened_cooperative"), 1U);
+  ASSERT_EQ(launch_cooperative(16), CUDA_SUCCESS);  // every SM: the whole GPU
+  EXPECT_FALSE(last_mask().valid);
+  EXPECT_EQ(safe_stat("cooperative_launches"), coop + 3);
+}
+
+TEST_F(Safe, GraphsWithCooperativeOrClusterNodesAreWidened) {
+  using InstFn = CUresult (*)(CUgraphExec*, CUgraph, unsigned long long);
+  CUgraphExec exec = nullptr;
+  // One cooperative node of 16 blocks at 2 per SM: every SM -> whole GPU.
+  ASSERT_EQ(driver_fn<InstFn>("cuGraphInstantiateWithFlags")(&exec, reinterpret_cast<CUgraph>(0x6c00), 0),
+            CUDA_SUCCESS);
+  EXPECT_FALSE(last_mask().valid);
+  // A node with a 4-CTA cluster attribute.
+  ASSERT_EQ(driver_fn<InstFn>("cuGraphInstantiateWithFlags")(&exec, reinterpret_cast<CUgraph>(0x6c10), 0),
+            CUDA_SUCCESS);
+  expect_mask(last_mask(), expected_for({0, 2, 3}), "graph with a cluster node");
+  // The cooperative node inside a child graph is found too.
+  ASSERT_EQ(driver_fn<InstFn>("cuGraphInstantiateWithFlags")(&exec, reinterpret_cast<CUgraph>(0x6c20), 0),
+            CUDA_SUCCESS);
+  EXPECT_FALSE(last_mask().valid);
+  // A graph without such nodes keeps the set.
+  ASSERT_EQ(driver_fn<InstFn>("cuGraphInstantiateWithFlags")(&exec, reinterpret_cast<CUgraph>(0x6d00), 0),
+            CUDA_SUCCESS);
+  expect_mask(last_mask(), expected_for({2, 3}), "plain graph");
+}
+
+TEST_F(Safe, TheStatisticsReportTheRule) {
+  ASSERT_EQ(launch_cluster(4), CUDA_SUCCESS);
+  const auto s = stats();
+  ASSERT_TRUE(s.contains("safe"));
+  for (const char* k : {"cooperative_launches", "cluster_descriptors", "widened_cluster", "widened_cooperative",
+                        "whole_by_rule", "green_unrouted"}) {
+    EXPECT_TRUE(s["safe"].contains(k)) << k;
+  }
+}
+
+TEST_F(SafeUnknownOccupancy, CooperativeLaunchesWithoutOccupancyRunWhole) {
+  ASSERT_EQ(launch_cooperative(1), CUDA_SUCCESS);
+  EXPECT_FALSE(last_mask().valid);
+  ASSERT_EQ(launch_on(nullptr), CUDA_SUCCESS);
+  expect_mask(last_mask(), expected_for({2, 3}), "plain launch");
+}
+
+}  // namespace
