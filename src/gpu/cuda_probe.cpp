@@ -112,6 +112,17 @@ std::string encode_run(const CalibrateRunResult& r) {
   for (char& c : save_error) c = c == '\n' ? ' ' : c;
   out += "note " + note + "\n";
   out += "save_error " + save_error + "\n";
+  std::string topology_error = r.topology_error;
+  for (char& c : topology_error) c = c == '\n' ? ' ' : c;
+  out += "topology_error " + topology_error + "\n";
+  out += "topology_launches " + std::to_string(r.topology_stats.launches) + "\n";
+  std::snprintf(secs, sizeof secs, "%.6f", r.topology_stats.seconds);
+  out += std::string("topology_seconds ") + secs + "\n";
+  std::string fits;
+  for (const auto& [c, n] : r.topology_stats.max_active_clusters) {
+    fits += (fits.empty() ? "" : ",") + std::to_string(c) + ":" + std::to_string(n);
+  }
+  out += "topology_max_active_clusters " + fits + "\n";
   out += "map\n";
   out += slot_map_serialize(r.map);
   return out;
@@ -157,8 +168,53 @@ Result<CalibrateRunResult> decode_run(std::string_view text) {
       r.note = value;
     else if (key == "save_error")
       r.save_error = value;
+    else if (key == "topology_error")
+      r.topology_error = value;
+    else if (key == "topology_launches")
+      num(r.topology_stats.launches);
+    else if (key == "topology_seconds")
+      r.topology_stats.seconds = std::strtod(value.c_str(), nullptr);
+    else if (key == "topology_max_active_clusters") {
+      // "2:66,4:30,8:15,16:7"
+      std::string_view rest = value;
+      while (!rest.empty()) {
+        const std::size_t comma = rest.find(',');
+        const std::string_view item = rest.substr(0, comma);
+        const std::size_t colon = item.find(':');
+        int c = 0, n = 0;
+        if (colon != std::string_view::npos) {
+          std::from_chars(item.data(), item.data() + colon, c);
+          std::from_chars(item.data() + colon + 1, item.data() + item.size(), n);
+          r.topology_stats.max_active_clusters[c] = n;
+        }
+        rest.remove_prefix(comma == std::string_view::npos ? rest.size() : comma + 1);
+      }
+    }
   }
   return Status::internal("calibration child: answer without a slot map");
+}
+
+// Measures the topology into out.map (or records why not). False when a
+// cluster launch hung: the context is wedged and the caller must not tear
+// anything down (the probe is leaked on purpose; the process is about to
+// end).
+bool measure_topology(const DriverApi& api, const CalibrateRunOptions& options, CalibrateRunResult& out) {
+  auto probe = CudaClusterProbe::create(api, options.device, options.launch.timeout_s);
+  if (!probe) {
+    out.topology_error = probe.status().to_string();
+    return true;
+  }
+  auto topology = discover_topology(**probe, out.map, options.topology, &out.topology_stats);
+  if (topology) {
+    out.map.topology = *topology;
+  } else {
+    out.topology_error = topology.status().to_string();
+  }
+  if ((*probe)->hung()) {
+    (void)probe->release();
+    return false;
+  }
+  return true;
 }
 
 }  // namespace
@@ -227,13 +283,20 @@ Result<CalibrateRunResult> calibrate_device_in_process(const CalibrateRunOptions
   out.cache_path = slot_map_cache_path(dir, info->uuid, info->driver_version);
   if (!options.force) {
     auto cached = slot_map_load(out.cache_path);
-    if (cached && cached->gpu_uuid == info->uuid && cached->driver_version == info->driver_version &&
-        cached->sm_count == info->sm_count) {
+    const bool same = cached && cached->gpu_uuid == info->uuid && cached->driver_version == info->driver_version &&
+                      cached->sm_count == info->sm_count;
+    // Thread-block clusters exist from sm_90 on; without them the topology
+    // cannot be measured, so a map without one is as good as it gets.
+    const bool wants_topology = options.measure_topology && info->cc_major >= 9;
+    if (same && (cached->topology.known() || !wants_topology)) {
       out.map = std::move(*cached);
       out.from_cache = true;
       return out;
     }
-    if (cached) {
+    if (same) {
+      out.note = "cached map at " + out.cache_path +
+                 " has no topology (format 1, or its measurement failed); recalibrated to measure the GPCs";
+    } else if (cached) {
       out.note = "cached map at " + out.cache_path + " is for another GPU/driver; recalibrated";
     } else if (cached.status().code() != StatusCode::kNotFound) {
       out.note = "cached map unusable (" + cached.status().message() + "); recalibrated";
@@ -247,6 +310,11 @@ Result<CalibrateRunResult> calibrate_device_in_process(const CalibrateRunOptions
   auto map = calibrate(**probe, options.calibrate, &out.stats);
   if (!map) return map.status();
   out.map = std::move(*map);
+  if (options.measure_topology && !measure_topology(*api, options, out)) {
+    // A cluster launch hung: the context is wedged, so the slot-map probe is
+    // leaked too (its teardown could block). The map itself is sound.
+    (void)probe->release();
+  }
   if (options.save) {
     if (Status s = slot_map_save(out.cache_path, out.map); !s.is_ok()) out.save_error = s.message();
   }

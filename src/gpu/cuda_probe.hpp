@@ -1,7 +1,8 @@
 // The real SmProbe: the %smid kernel launched with the slot mask written into
 // its launch descriptor by the descriptor callback; and the watchdog that
-// runs a whole calibration in a forked child, so that a launch that never
-// finishes is reported instead of hanging `lithos calibrate`.
+// runs a whole calibration (slot map, then topology) in a forked child, so
+// that a launch that never finishes is reported instead of hanging
+// `lithos calibrate`.
 #pragma once
 
 #include <memory>
@@ -12,6 +13,7 @@
 #include "gpu/driver.hpp"
 #include "gpu/slot_map.hpp"
 #include "gpu/smid_kernel.hpp"
+#include "gpu/topology_probe.hpp"
 #include "sched/tpc_set.hpp"
 
 namespace lithos::gpu {
@@ -53,6 +55,10 @@ struct CalibrateRunOptions {
   int timeout_s = 30;     // the child is killed after this (whole run)
   SmidLaunch launch{};    // per-launch settings (timeout_s = per-launch watchdog)
   CalibrateOptions calibrate{};
+  // Measure the topology (which TPCs share a GPC) after the slot map, in the
+  // same child, with unmasked cluster launches (gpu/topology_probe.hpp).
+  bool measure_topology = true;
+  TopologyOptions topology{};
 };
 
 struct CalibrateRunResult {
@@ -66,10 +72,17 @@ struct CalibrateRunResult {
   double seconds = 0;             // wall time, fork to result
   std::string note;               // e.g. why a cached map was not used
   std::string save_error;         // set when the cache could not be written
+  // Why map.topology is unknown after a calibration ("" when it was measured,
+  // or the map came from the cache). A topology failure never fails the
+  // calibration: the map is used and cached without a topology.
+  std::string topology_error;
+  TopologyStats topology_stats;  // zero when loaded from the cache
 };
 
 // Loads the cached map for the device or calibrates it, in a forked child
-// (the parent never initialises CUDA, so it may call this again). Errors:
+// (the parent never initialises CUDA, so it may call this again). A cached
+// map without a topology (format 1, or a failed measurement) on a device with
+// thread-block clusters is recalibrated when measure_topology is set. Errors:
 // kUnavailable (no driver / GPU / hook), kInternal or kFailedPrecondition
 // from calibration, kUnavailable "watchdog" when the child did not finish.
 // Must not be called from a process that has already initialised CUDA

@@ -105,7 +105,10 @@ Result<DriverApi> load_from(const std::string& library) {
   ok &= resolve(res, api.cuLibraryUnload, "cuLibraryUnload", 12000);
   ok &= resolve(res, api.cuLibraryGetKernel, "cuLibraryGetKernel", 12000);
   if (!ok) return Status::unavailable("the CUDA driver lacks an entry point lithos needs (driver too old?)");
-  // Optional: green contexts.
+  // Optional: thread-block clusters (the topology probe), green contexts.
+  resolve(res, api.cuLaunchKernelEx, "cuLaunchKernelEx", 11060);
+  resolve(res, api.cuFuncSetAttribute, "cuFuncSetAttribute", 9000);
+  resolve(res, api.cuOccupancyMaxActiveClusters, "cuOccupancyMaxActiveClusters", 11070);
   resolve(res, api.cuDeviceGetDevResource, "cuDeviceGetDevResource", 12040);
   resolve(res, api.cuDevSmResourceSplitByCount, "cuDevSmResourceSplitByCount", 12040);
   resolve(res, api.cuDevResourceGenerateDesc, "cuDevResourceGenerateDesc", 12040);

@@ -55,6 +55,12 @@ struct DriverApi {
   PFN_cuLibraryUnload_v12000 cuLibraryUnload = nullptr;
   PFN_cuLibraryGetKernel_v12000 cuLibraryGetKernel = nullptr;
 
+  // Thread-block clusters (driver >= 11.8): the topology probe. Null when the
+  // driver lacks them: check has_clusters().
+  PFN_cuLaunchKernelEx_v11060 cuLaunchKernelEx = nullptr;
+  PFN_cuFuncSetAttribute_v9000 cuFuncSetAttribute = nullptr;
+  PFN_cuOccupancyMaxActiveClusters_v11070 cuOccupancyMaxActiveClusters = nullptr;
+
   // Green contexts (driver >= 12.4; cuGreenCtxStreamCreate >= 12.5). Null
   // when the driver lacks them: check has_green_contexts().
   PFN_cuDeviceGetDevResource_v12040 cuDeviceGetDevResource = nullptr;
@@ -69,6 +75,9 @@ struct DriverApi {
     return cuDeviceGetDevResource != nullptr && cuDevSmResourceSplitByCount != nullptr &&
            cuDevResourceGenerateDesc != nullptr && cuGreenCtxCreate != nullptr && cuGreenCtxDestroy != nullptr &&
            cuGreenCtxStreamCreate != nullptr && cuCtxFromGreenCtx != nullptr;
+  }
+  bool has_clusters() const {
+    return cuLaunchKernelEx != nullptr && cuFuncSetAttribute != nullptr && cuOccupancyMaxActiveClusters != nullptr;
   }
   // cuGetExportTable in the shape install_descriptor_callback() takes.
   GetExportTableFn export_table_fn() const;

@@ -179,6 +179,7 @@ Result<LaunchId> Engine::submit(QueueId queue, const LaunchDesc& launch, Time no
                       .reason = AtomReason::kDisabled};
   }
   p.need = occupancy_tpc_bound(dev, p.plan.total_blocks, p.blocks_per_tpc);
+  p.safe = needs_of(launch, blocks_per_sm(dev, launch));
   if (traits_.rightsize && !p.plan.split()) {
     p.need = state_.rightsizer.choose(p.key, p.need);
   }
@@ -235,15 +236,44 @@ void Engine::dispatch(Time now, std::vector<AtomDispatch>& out) {
         next_wakeup_ = std::min(next_wakeup_, q.tail_end - state_.config.throttle);
         break;
       }
-      const Placement placement = policy_->place(state_, q, q.pending.front(), now);
+      Placement placement = policy_->place(state_, q, q.pending.front(), now);
       if (placement.waiting()) {
         next_wakeup_ = std::min(next_wakeup_, placement.retry_at);
         break;
       }
+      if (!make_safe(q, q.pending.front(), placement, now)) break;  // deferred: retried at the next event
       out.push_back(carve(q, q.pending.front(), placement, now));
     }
   }
   if (next_wakeup_ <= now) next_wakeup_ = kTimeNever;  // nothing will change by itself
+}
+
+bool Engine::make_safe(const QueueState& q, const PendingLaunch& head, Placement& placement, Time now) {
+  if (!head.safe.any()) return true;
+  const Fit fit = fit_tpcs(state_.config.device.topology, head.safe, placement.tpcs, state_.device_tpcs,
+                           state_.config.device.sms_per_tpc);
+  if (fit.action == FitAction::kAsIs || fit.tpcs == placement.tpcs) return true;
+  const TenantState& t = state_.tenants[idx(q.tenant)];
+  const TpcSet added = fit.tpcs - placement.tpcs;
+  if (fit.action == FitAction::kWhole && !t.is_high()) {
+    // Only the whole GPU is safe: a best-effort launch waits until no
+    // high-priority tenant is active, rather than run over it.
+    bool wait = false;
+    for (const TenantState& o : state_.tenants) {
+      if (o.id == t.id || !o.is_high() || !state_.active(o.id, now)) continue;
+      wait = true;
+      // Drained but within its grace: it turns inactive by itself.
+      if (!o.has_work()) next_wakeup_ = std::min(next_wakeup_, o.idle_since + state_.config.policy.idle_grace);
+    }
+    if (wait) {
+      ++counters_.deferred;
+      return false;
+    }
+  }
+  ++counters_.widened;
+  placement.stolen |= added - t.owned;
+  placement.tpcs = fit.tpcs;
+  return true;
 }
 
 AtomDispatch Engine::carve(QueueState& q, PendingLaunch& head, const Placement& placement, Time now) {

@@ -27,6 +27,7 @@
 #include "common/status.hpp"
 #include "common/time.hpp"
 #include "sched/atom_plan.hpp"
+#include "sched/launch_fit.hpp"
 #include "sched/policy.hpp"
 #include "sched/predictor.hpp"
 #include "sched/rightsize.hpp"
@@ -79,7 +80,8 @@ struct PendingLaunch {
   std::optional<Duration> predicted_full;  // on the whole device, at submit
   std::uint64_t next_block = 0;            // first block not yet dispatched
   std::uint32_t atoms_dispatched = 0;
-  int need = 1;  // TPCs it can use: occupancy bound (or right-sized count)
+  int need = 1;      // TPCs it can use: occupancy bound (or right-sized count)
+  LaunchNeeds safe;  // what a set needs not to hang it (clusters, cooperative grid)
 
   std::uint64_t remaining_blocks() const { return plan.total_blocks - next_block; }
 };
@@ -203,11 +205,17 @@ class Engine {
     std::uint64_t split_launches = 0;
     std::uint64_t stolen_atoms = 0;
     std::uint64_t throttled = 0;  // dispatch visits held back by the throttle
+    std::uint64_t widened = 0;    // placements widened by the safe-mask rule (fit_tpcs)
+    std::uint64_t deferred = 0;   // best-effort launches held until the whole GPU was free of hp work
   };
   const Counters& counters() const { return counters_; }
 
  private:
   bool throttled(const QueueState& q, Time now) const;
+  // Applies the safe-mask rule (fit_tpcs) to a placement for the head of
+  // `q`: widens it, or returns false when a best-effort launch must wait for
+  // the whole GPU (an active high-priority tenant holds part of it).
+  bool make_safe(const QueueState& q, const PendingLaunch& head, Placement& placement, Time now);
   AtomDispatch carve(QueueState& q, PendingLaunch& head, const Placement& placement, Time now);
   void refresh_owners();
 

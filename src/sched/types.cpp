@@ -2,7 +2,16 @@
 
 namespace lithos::sched {
 
-DeviceShape DeviceShape::h100_sxm() { return DeviceShape{}; }
+DeviceShape DeviceShape::h100_sxm() {
+  DeviceShape d;
+  // Eight GPCs of 4-9 TPCs and four TPCs that are cluster domains of their
+  // own (measured 2026-11-24, docs/results/2026-11-24-h100-safe/topo).
+  auto t = Topology::parse(
+      "0,8,16,24;1,9,17,25,32,39,46,53;2,10,18,26,33,40,47,54;3,11,19,27,34,41,48,55;4,12,20,28,35,42,49,56;"
+      "5,13,21,29,36,43,50,57;6,14,22,30,37,44,51,58,60;7,15,23,31,38,45,52,59,61;62;63;64;65");
+  if (t) d.topology = t.value();
+  return d;
+}
 
 const char* priority_class_name(PriorityClass c) {
   switch (c) {

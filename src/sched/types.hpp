@@ -6,6 +6,7 @@
 #include <string>
 
 #include "common/time.hpp"
+#include "sched/topology.hpp"
 
 namespace lithos::sched {
 
@@ -34,9 +35,13 @@ struct DeviceShape {
   int smem_per_sm = 228 * 1024;  // bytes usable by blocks on one SM
   int smem_per_block_max = 227 * 1024;
   int smem_reserved_per_block = 1024;  // the driver's per-block reservation (sm_80+)
+  // Which TPCs share a GPC (thread-block clusters must fit in one); unknown
+  // by default, so that cluster launches run on the whole device.
+  Topology topology;
 
   // Shape of an H100 SXM5 80GB (compute capability 9.0, 132 SMs), from
-  // NVIDIA's CUDA C Programming Guide tables for compute capability 9.0.
+  // NVIDIA's CUDA C Programming Guide tables for compute capability 9.0, and
+  // the GPCs measured on the lent H100 (docs/safe-masks.md).
   static DeviceShape h100_sxm();
 };
 

@@ -463,6 +463,61 @@ TEST(LithosRules, CooperativeKernelsAreNeverSplit) {
   EXPECT_EQ(out[0].blocks.size(), 26400U);
 }
 
+// The safe-mask rule (launch_fit.hpp) inside the Engine: a placement that
+// could hang a cluster launch is widened inside one GPC of the H100.
+TEST(SafeMasks, ClusterPlacementsAreWidenedInsideOneGpc) {
+  auto e = make_engine("static-partition");
+  TenantSpec a = high("a", 54);
+  const QueueId qa = *e->add_queue(*e->add_tenant(a));
+  const QueueId qc = *e->add_queue(*e->add_tenant(best_effort("c")));  // TPCs 54-65: one per GPC 2-7, 62-65
+  (void)qa;
+  LaunchDesc k = kernel(7, 64, 128);
+  k.cluster = Dim3{8, 1, 1};  // 8 SMs = 4 TPCs of one GPC; GPCs 6 and 7 hold 2 of the set each
+  ASSERT_TRUE(e->submit(qc, k, Time{}).is_ok());
+  std::vector<AtomDispatch> out;
+  e->dispatch(Time{}, out);
+  ASSERT_EQ(out.size(), 1U);
+  const Topology& t = e->state().config.device.topology;
+  EXPECT_GE(t.max_in_one_gpc(out[0].tpcs), 4);
+  EXPECT_TRUE(out[0].tpcs.contains(TpcSet::range(54, 66)));
+  EXPECT_EQ(out[0].tpcs.count(), 14);  // GPC 6 (58, 60 in the set) gets its lowest two: 6 and 14
+  EXPECT_TRUE(out[0].tpcs.test(6));
+  EXPECT_TRUE(out[0].tpcs.test(14));
+  EXPECT_EQ(e->counters().widened, 1U);
+}
+
+TEST(SafeMasks, BestEffortCooperativeLaunchesNeedingEverySmWaitForHighPriorityToIdle) {
+  auto e = make_engine("lithos");
+  const QueueId hp = *e->add_queue(*e->add_tenant(high("svc", 40)));
+  const QueueId be = *e->add_queue(*e->add_tenant(best_effort("be")));
+  LaunchDesc svc = kernel(1, 16);  // one TPC's worth: the rest stays borrowable
+  svc.duration_hint = ms(1);
+  ASSERT_TRUE(e->submit(hp, svc, Time{}).is_ok());
+  std::vector<AtomDispatch> out;
+  e->dispatch(Time{}, out);
+  ASSERT_EQ(out.size(), 1U);
+  const AtomId hp_atom = out[0].atom;
+  // 8 blocks per SM x 132 SMs: the grid needs every SM at once.
+  LaunchDesc coop = kernel(2, 8 * 132);
+  coop.cooperative = true;
+  coop.duration_hint = us(200);
+  ASSERT_TRUE(e->submit(be, coop, Time{us(10)}).is_ok());
+  out.clear();
+  e->dispatch(Time{us(10)}, out);
+  EXPECT_TRUE(out.empty()) << "deferred while the service is active";
+  EXPECT_EQ(e->counters().deferred, 1U);
+  e->atom_finished(hp_atom, Time{}, Time{ms(1)});
+  out.clear();
+  e->dispatch(Time{ms(1)}, out);  // drained, but within its idle grace
+  EXPECT_TRUE(out.empty());
+  EXPECT_NE(e->next_wakeup(), kTimeNever);
+  out.clear();
+  e->dispatch(e->next_wakeup(), out);
+  ASSERT_EQ(out.size(), 1U);
+  EXPECT_EQ(out[0].tpcs, TpcSet::range(0, 66));
+  EXPECT_EQ(out[0].blocks.size(), 8U * 132U);
+}
+
 TEST(LithosRules, ThrottleKeepsAboutOneWindowInFlight) {
   EngineConfig cfg;
   cfg.throttle = us(100);
