@@ -142,6 +142,15 @@ void Engine::refresh_owners() {
 
 Result<QueueId> Engine::add_queue(TenantId tenant) {
   if (tenant >= state_.tenants.size()) return Status::not_found("no tenant " + std::to_string(tenant));
+  for (QueueState& old : state_.queues) {
+    if (!old.closed) continue;
+    const QueueId id = old.id;
+    old = QueueState{};
+    old.id = id;
+    old.tenant = tenant;
+    state_.tenants[idx(tenant)].queues.push_back(id);
+    return id;
+  }
   QueueState q;
   q.id = static_cast<QueueId>(state_.queues.size());
   q.tenant = tenant;
@@ -150,15 +159,8 @@ Result<QueueId> Engine::add_queue(TenantId tenant) {
   return state_.queues.back().id;
 }
 
-Result<LaunchId> Engine::submit(QueueId queue, const LaunchDesc& launch, Time now) {
-  if (queue >= state_.queues.size()) return Status::not_found("no queue " + std::to_string(queue));
-  if (launch.grid.count() == 0 || launch.block.count() == 0) {
-    return Status::invalid_argument("launch with an empty grid or block");
-  }
-  QueueState& q = state_.queues[queue];
-  TenantState& t = state_.tenants[idx(q.tenant)];
+PendingLaunch Engine::make_pending(QueueState& q, const LaunchDesc& launch, Time now) {
   const DeviceShape& dev = state_.config.device;
-
   PendingLaunch p;
   p.id = next_launch_++;
   p.desc = launch;
@@ -167,6 +169,21 @@ Result<LaunchId> Engine::submit(QueueId queue, const LaunchDesc& launch, Time no
   p.blocks_per_tpc = blocks_per_tpc(dev, launch);
   p.plan.total_blocks = launch.grid.count();
   p.predicted_full = state_.predict(p, p.plan.total_blocks, dev.tpcs);
+  return p;
+}
+
+Result<LaunchId> Engine::submit(QueueId queue, const LaunchDesc& launch, Time now) {
+  if (queue >= state_.queues.size() || state_.queues[queue].closed) {
+    return Status::not_found("no queue " + std::to_string(queue));
+  }
+  if (launch.grid.count() == 0 || launch.block.count() == 0) {
+    return Status::invalid_argument("launch with an empty grid or block");
+  }
+  QueueState& q = state_.queues[queue];
+  TenantState& t = state_.tenants[idx(q.tenant)];
+  const DeviceShape& dev = state_.config.device;
+
+  PendingLaunch p = make_pending(q, launch, now);
   if (traits_.atomize) {
     p.plan = plan_atoms(state_.config.atoms, launch, p.predicted_full);
   } else if (traits_.preempts_at_timeslice) {
@@ -193,6 +210,59 @@ Result<LaunchId> Engine::submit(QueueId queue, const LaunchDesc& launch, Time no
   return id;
 }
 
+Result<AtomDispatch> Engine::submit_running(QueueId queue, const LaunchDesc& launch, const TpcSet& tpcs, Time now) {
+  if (queue >= state_.queues.size() || state_.queues[queue].closed) {
+    return Status::not_found("no queue " + std::to_string(queue));
+  }
+  if (launch.grid.count() == 0 || launch.block.count() == 0) {
+    return Status::invalid_argument("launch with an empty grid or block");
+  }
+  if (tpcs.empty()) return Status::invalid_argument("a launch on no TPC");
+  QueueState& q = state_.queues[queue];
+  TenantState& t = state_.tenants[idx(q.tenant)];
+  PendingLaunch p = make_pending(q, launch, now);
+  p.plan = AtomPlan{.count = 1,
+                    .total_blocks = launch.grid.count(),
+                    .unit = 1,
+                    .atom_duration = Duration{},
+                    .reason = AtomReason::kDisabled};
+  p.need = occupancy_tpc_bound(state_.config.device, p.plan.total_blocks, p.blocks_per_tpc);
+  ++t.need_count[static_cast<std::size_t>(p.need)];
+  t.max_need = std::max(t.max_need, p.need);
+  ++t.pending_launches;
+  ++counters_.launches;
+  Placement placement;
+  placement.tpcs = tpcs;
+  placement.priority = HwPriority::kHigh;
+  return carve(q, p, placement, now, /*queued=*/false);
+}
+
+std::vector<AtomId> Engine::close_queue(QueueId queue, Time now) {
+  std::vector<AtomId> released;
+  if (queue >= state_.queues.size() || state_.queues[queue].closed) return released;
+  QueueState& q = state_.queues[queue];
+  TenantState& t = state_.tenants[idx(q.tenant)];
+  while (!q.pending.empty()) {
+    const PendingLaunch& p = q.pending.front();
+    if (--t.need_count[static_cast<std::size_t>(p.need)] == 0 && p.need == t.max_need) {
+      while (t.max_need > 0 && t.need_count[static_cast<std::size_t>(t.max_need)] == 0) --t.max_need;
+    }
+    --t.pending_launches;
+    q.pending.pop_front();
+  }
+  for (std::size_t i = t.inflight.size(); i-- > 0;) {
+    const AtomId a = t.inflight[i];
+    if (state_.atoms[a].queue != queue) continue;
+    released.push_back(a);
+    release_atom(a, now);
+  }
+  std::erase(t.queues, queue);
+  q.closed = true;
+  q.inflight_atoms = 0;
+  if (!t.has_work()) t.idle_since = now;
+  return released;
+}
+
 void Engine::sync(QueueId queue) {
   if (queue < state_.queues.size()) state_.queues[queue].ordinal = 0;
 }
@@ -208,7 +278,7 @@ void Engine::dispatch(Time now, std::vector<AtomDispatch>& out) {
 
   order_.clear();
   for (const QueueState& q : state_.queues) {
-    if (!q.pending.empty()) order_.push_back(q.id);
+    if (!q.closed && !q.pending.empty()) order_.push_back(q.id);
   }
   // Insertion sort: a handful of queues, and no allocation on this path.
   auto before = [&](QueueId a, QueueId b) {
@@ -276,7 +346,7 @@ bool Engine::make_safe(const QueueState& q, const PendingLaunch& head, Placement
   return true;
 }
 
-AtomDispatch Engine::carve(QueueState& q, PendingLaunch& head, const Placement& placement, Time now) {
+AtomDispatch Engine::carve(QueueState& q, PendingLaunch& head, const Placement& placement, Time now, bool queued) {
   const EngineConfig& cfg = state_.config;
   TenantState& t = state_.tenants[idx(q.tenant)];
   const int ntpcs = std::max(1, placement.tpcs.count());
@@ -357,7 +427,7 @@ AtomDispatch Engine::carve(QueueState& q, PendingLaunch& head, const Placement& 
       while (t.max_need > 0 && t.need_count[static_cast<std::size_t>(t.max_need)] == 0) --t.max_need;
     }
     --t.pending_launches;
-    q.pending.pop_front();
+    if (queued) q.pending.pop_front();
   }
   policy_->on_dispatch(state_, a, now);
   return d;
@@ -367,7 +437,6 @@ Completion Engine::atom_finished(AtomId id, Time start, Time end) {
   Completion c;
   if (id >= state_.atoms.size() || !state_.atoms[id].live) return c;  // unknown: ignore
   InflightAtom& a = state_.atoms[id];
-  QueueState& q = state_.queues[a.queue];
   TenantState& t = state_.tenants[idx(a.tenant)];
   const DeviceShape& dev = state_.config.device;
 
@@ -378,25 +447,31 @@ Completion Engine::atom_finished(AtomId id, Time start, Time end) {
   // not samples of it.
   if (traits_.rightsize && a.whole) state_.rightsizer.observe(a.key, std::max(used, 1), ran);
 
+  c.launch = a.launch;
+  c.queue = a.queue;
+  c.tenant = a.tenant;
+  c.launch_done = a.last;
+  release_atom(id, end);
+  return c;
+}
+
+void Engine::release_atom(AtomId id, Time end) {
+  InflightAtom& a = state_.atoms[id];
+  QueueState& q = state_.queues[a.queue];
+  TenantState& t = state_.tenants[idx(a.tenant)];
   // Swap-remove from the tenant's in-flight list.
   const AtomId moved = t.inflight.back();
   t.inflight[a.tenant_slot] = moved;
   state_.atoms[moved].tenant_slot = a.tenant_slot;
   t.inflight.pop_back();
-  --q.inflight_atoms;
+  if (q.inflight_atoms > 0) --q.inflight_atoms;
   if (q.inflight_atoms == 0) q.tail_end = end;
   --t.inflight_atoms;
   if (!a.stolen.empty() && t.stolen_inflight > 0) --t.stolen_inflight;
   if (!t.has_work()) t.idle_since = end;
-
-  c.launch = a.launch;
-  c.queue = a.queue;
-  c.tenant = a.tenant;
-  c.launch_done = a.last;
   policy_->on_finish(state_, a, end);
   a.live = false;
   state_.free_atoms.push_back(id);
-  return c;
 }
 
 }  // namespace lithos::sched

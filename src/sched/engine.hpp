@@ -89,6 +89,7 @@ struct PendingLaunch {
 struct QueueState {
   QueueId id = 0;
   TenantId tenant = 0;
+  bool closed = false;               // close_queue(): free for add_queue to reuse
   RingQueue<PendingLaunch> pending;  // not fully dispatched, in submit order
   std::uint32_t ordinal = 0;         // launches since the last sync()
   std::uint32_t inflight_atoms = 0;
@@ -187,6 +188,18 @@ class Engine {
 
   // Enqueues a launch; it reaches the hardware through dispatch().
   Result<LaunchId> submit(QueueId queue, const LaunchDesc& launch, Time now);
+  // Records a launch that is already on the hardware on `tpcs` (a
+  // high-priority launch never waits for a decision, docs/daemon.md): it is
+  // accounted as one whole atom from `now`, so that policies see its tenant
+  // active and its TPCs held until atom_finished() reports its end. Errors:
+  // an unknown or closed queue, an empty grid or block, an empty set.
+  Result<AtomDispatch> submit_running(QueueId queue, const LaunchDesc& launch, const TpcSet& tpcs, Time now);
+  // Drops a queue whose owner is gone (a process died, a stream was
+  // destroyed): its pending launches are discarded and its atoms in flight
+  // released as if they had ended at `now` (nothing is learned from them).
+  // The queue id may be reused by a later add_queue. Returns the atoms
+  // released (their ids are invalid afterwards).
+  std::vector<AtomId> close_queue(QueueId queue, Time now);
   // The host synchronised with `queue`: launch ordinals restart at zero.
   void sync(QueueId queue);
 
@@ -216,7 +229,11 @@ class Engine {
   // `q`: widens it, or returns false when a best-effort launch must wait for
   // the whole GPU (an active high-priority tenant holds part of it).
   bool make_safe(const QueueState& q, const PendingLaunch& head, Placement& placement, Time now);
-  AtomDispatch carve(QueueState& q, PendingLaunch& head, const Placement& placement, Time now);
+  // `queued`: head is q.pending.front() (popped when its last atom goes out);
+  // false for submit_running's launch, which never sat in the queue.
+  AtomDispatch carve(QueueState& q, PendingLaunch& head, const Placement& placement, Time now, bool queued = true);
+  PendingLaunch make_pending(QueueState& q, const LaunchDesc& launch, Time now);
+  void release_atom(AtomId id, Time end);
   void refresh_owners();
 
   EngineState state_;

@@ -518,6 +518,56 @@ TEST(SafeMasks, BestEffortCooperativeLaunchesNeedingEverySmWaitForHighPriorityTo
   EXPECT_EQ(out[0].blocks.size(), 8U * 132U);
 }
 
+// The daemon's two entry points beside submit: launches already on the GPU
+// (high priority never waits) and queues whose process died.
+TEST(Daemon, RunningLaunchesHoldTheirTpcsUntilTheyFinish) {
+  auto e = make_engine("lithos");
+  const QueueId hp = *e->add_queue(*e->add_tenant(high("svc", 40)));
+  const QueueId be = *e->add_queue(*e->add_tenant(best_effort("train")));
+  LaunchDesc g = kernel(1, 1000);
+  g.duration_hint = ms(3);  // a CUDA graph: milliseconds of work
+  auto running = e->submit_running(hp, g, TpcSet::range(0, 66), Time{});
+  ASSERT_TRUE(running.is_ok());
+  EXPECT_EQ(running->tpcs, TpcSet::range(0, 66));
+  EXPECT_TRUE(e->state().active(0, Time{us(500)}));
+  LaunchDesc t = kernel(2, 20000);
+  t.duration_hint = ms(5);
+  ASSERT_TRUE(e->submit(be, t, Time{us(10)}).is_ok());
+  std::vector<AtomDispatch> out;
+  e->dispatch(Time{us(10)}, out);
+  EXPECT_TRUE(out.empty()) << "every TPC is under the service's graph, and its quota is its own";
+  e->atom_finished(running->atom, Time{}, Time{ms(3)});
+  e->dispatch(Time{ms(3) + us(50)}, out);
+  ASSERT_FALSE(out.empty());
+  EXPECT_EQ(out[0].queue, be);
+  EXPECT_FALSE(e->submit_running(hp, g, TpcSet{}, Time{}).is_ok());
+}
+
+TEST(Daemon, ClosedQueuesGiveBackEverything) {
+  auto e = make_engine("lithos");
+  const TenantId bt = *e->add_tenant(best_effort("train"));
+  const QueueId be = *e->add_queue(bt);
+  LaunchDesc t = kernel(2, 20000);
+  t.duration_hint = ms(5);
+  ASSERT_TRUE(e->submit(be, t, Time{}).is_ok());
+  ASSERT_TRUE(e->submit(be, t, Time{}).is_ok());
+  std::vector<AtomDispatch> out;
+  e->dispatch(Time{}, out);
+  ASSERT_FALSE(out.empty());
+  EXPECT_TRUE(e->state().tenants[bt].has_work());
+  const auto released = e->close_queue(be, Time{us(100)});
+  EXPECT_EQ(released.size(), out.size());
+  EXPECT_FALSE(e->state().tenants[bt].has_work());
+  EXPECT_EQ(e->state().tenants[bt].max_need, 0);
+  EXPECT_TRUE(e->state().held(bt).empty());
+  EXPECT_FALSE(e->submit(be, t, Time{}).is_ok()) << "a closed queue takes no work";
+  // A late completion of a released atom is ignored; the id is reused.
+  e->atom_finished(released[0], Time{}, Time{us(200)});
+  const QueueId again = *e->add_queue(bt);
+  EXPECT_EQ(again, be);
+  ASSERT_TRUE(e->submit(again, t, Time{us(300)}).is_ok());
+}
+
 TEST(LithosRules, ThrottleKeepsAboutOneWindowInFlight) {
   EngineConfig cfg;
   cfg.throttle = us(100);
