@@ -314,6 +314,7 @@ int qmd() {
     cudaLaunchConfig_t cfg{};
     cfg.gridDim = dim3(64);
     cfg.blockDim = dim3(128);
+    cfg.dynamicSmemBytes = 16;  // the kernel writes smem[0]
     cfg.stream = s;
     CK(cudaLaunchKernelEx(&cfg, cluster_kernel, a, b, bad, 0LL, 0));
     CK(cudaStreamSynchronize(s));
@@ -327,10 +328,33 @@ int qmd() {
                 {"cluster-8x1x1", 64, 1, 8, 1, 1},
                 {"cluster-16x1x1", 64, 1, 16, 1, 1}};
   for (const Shape& sh : shapes) {
-    CK(launch_cluster(sh.cx, sh.gx, 0, a, b, bad, 0, 0, s));
+    CK(launch_cluster(sh.cx, sh.gx, 16, a, b, bad, 0, 0, s));
     CK(cudaStreamSynchronize(s));
     std::memcpy(q, g_last_qmd, 384);
     print_qmd_diff(sh.name, plain, q);
+  }
+  {
+    // A 2-D grid with 2x2x1 clusters, and 1x2x1 on a 2-D grid.
+    const unsigned dims[2][3] = {{2, 2, 1}, {1, 2, 1}};
+    for (const auto& d : dims) {
+      cudaLaunchConfig_t cfg{};
+      cfg.gridDim = dim3(8, 8);
+      cfg.blockDim = dim3(128);
+      cfg.dynamicSmemBytes = 16;
+      cfg.stream = s;
+      cudaLaunchAttribute at[1];
+      at[0].id = cudaLaunchAttributeClusterDimension;
+      at[0].val.clusterDim.x = d[0];
+      at[0].val.clusterDim.y = d[1];
+      at[0].val.clusterDim.z = d[2];
+      cfg.attrs = at;
+      cfg.numAttrs = 1;
+      CK(cudaLaunchKernelEx(&cfg, cluster_kernel, a, b, bad, 0LL, 0));
+      CK(cudaStreamSynchronize(s));
+      char name[64];
+      std::snprintf(name, sizeof name, "cluster-%ux%ux%u-grid-8x8", d[0], d[1], d[2]);
+      print_qmd_diff(name, plain, g_last_qmd);
+    }
   }
   {
     static_cluster_kernel<<<64, 128, 0, s>>>(a);

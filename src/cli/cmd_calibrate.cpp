@@ -1,6 +1,7 @@
 // `lithos calibrate`: load or measure this GPU's slot map (physical mask slot
-// -> logical TPC), print it, and optionally check that launches confined to a
-// TPC set run on exactly its SMs (descriptor hook and green contexts).
+// -> logical TPC) and its topology (which TPCs share a GPC), print them, and
+// optionally check that launches confined to a TPC set run on exactly its
+// SMs (descriptor hook and green contexts).
 //
 // Every GPU step runs in a forked child under a watchdog (gpu/watchdog.hpp):
 // a launch that never finishes is reported, and this process never
@@ -8,8 +9,10 @@
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -17,6 +20,7 @@
 #include "gpu/calibrate.hpp"
 #include "gpu/cuda_probe.hpp"
 #include "gpu/green_context.hpp"
+#include "gpu/topology_probe.hpp"
 #include "gpu/watchdog.hpp"
 #include "sched/tpc_set.hpp"
 
@@ -142,6 +146,33 @@ Result<json> run_green_checks(const CalibrateArgs& a) {
   return json::parse(*wire);
 }
 
+// The GPCs with their TPCs and slots, or why they are unknown.
+json topology_json(const gpu::CalibrateRunResult& r) {
+  const gpu::SlotMap& m = r.map;
+  if (!m.topology.known()) {
+    return {{"error", !r.topology_error.empty() ? r.topology_error
+                                                : std::string(r.from_cache ? "the cached map has no topology"
+                                                                           : "the topology was not measured")}};
+  }
+  json gpcs = json::array();
+  for (int g = 0; g < m.topology.count(); ++g) {
+    const sched::TpcSet& set = m.topology.gpc(g);
+    std::vector<int> slots;
+    set.for_each([&](int t) {
+      if (auto s = m.slot_of_tpc(t)) slots.push_back(*s);
+    });
+    std::sort(slots.begin(), slots.end());
+    gpcs.push_back({{"tpcs", set.to_string()}, {"slots", slots}, {"sms", 2 * set.count()}});
+  }
+  json fits = json::object();
+  for (const auto& [c, n] : r.topology_stats.max_active_clusters) fits[std::to_string(c)] = n;
+  return {{"gpcs", gpcs},
+          {"groups_are_gpcs", gpu::groups_are_gpcs(m, kGroupSize)},
+          {"max_active_clusters", fits},
+          {"launches", r.topology_stats.launches},
+          {"seconds", r.topology_stats.seconds}};
+}
+
 json map_json(const gpu::CalibrateRunResult& r, const CalibrateArgs& a) {
   const gpu::SlotMap& m = r.map;
   json slots = json::array();
@@ -187,7 +218,8 @@ json map_json(const gpu::CalibrateRunResult& r, const CalibrateArgs& a) {
           {"slots", slots},
           {"dead_slots", dead},
           {"group_size", kGroupSize},
-          {"groups", groups}};
+          {"groups", groups},
+          {"topology", topology_json(r)}};
 }
 
 std::string ranges(const std::vector<int>& v) {
@@ -234,6 +266,69 @@ void print_table(const json& j) {
     for (const auto& t : grp["tpcs"]) tpcs += (tpcs.empty() ? "" : ",") + std::to_string(t.get<int>());
     fmt::print("  {:>5}  {:>3}-{:<3}  {:>4}  {}\n", g++, first, first + grp["slots"].get<int>() - 1,
                grp["live"].get<int>(), tpcs.empty() ? "-" : tpcs);
+  }
+}
+
+// Why the slot groups are not exactly the GPCs, in words.
+std::string group_mismatches(const json& j) {
+  const json& gpcs = j["topology"]["gpcs"];
+  std::vector<int> gpc_of_slot(static_cast<std::size_t>(gpu::kMaxSlots), -1);
+  for (std::size_t g = 0; g < gpcs.size(); ++g) {
+    for (const auto& s : gpcs[g]["slots"]) gpc_of_slot[s.get<std::size_t>()] = static_cast<int>(g);
+  }
+  std::string out;
+  auto add = [&](const std::string& what) { out += (out.empty() ? "" : "; ") + what; };
+  std::set<int> spanning;
+  int g = 0;
+  for (const auto& grp : j["groups"]) {
+    const int first = grp["first_slot"].get<int>();
+    std::set<int> in;
+    for (int s = first; s < first + grp["slots"].get<int>(); ++s) {
+      if (gpc_of_slot[static_cast<std::size_t>(s)] >= 0) in.insert(gpc_of_slot[static_cast<std::size_t>(s)]);
+    }
+    if (in.size() > 1) add(fmt::format("group {} holds {} GPCs", g, in.size()));
+    if (in.size() == 1 &&
+        gpcs[static_cast<std::size_t>(*in.begin())]["slots"].size() != grp["live"].get<std::size_t>()) {
+      spanning.insert(*in.begin());
+    }
+    ++g;
+  }
+  for (int gpc : spanning) add(fmt::format("GPC {} spans several groups", gpc));
+  return out.empty() ? std::string("some live TPCs are in no GPC") : out;
+}
+
+void print_topology(const json& j) {
+  const json& t = j["topology"];
+  if (t.contains("error")) {
+    fmt::print("\nGPCs: unknown ({})\n", t["error"].get<std::string>());
+    return;
+  }
+  const json& gpcs = t["gpcs"];
+  if (j["source"] == "cache") {
+    fmt::print("\nGPCs (thread-block cluster domains): {}, from the cache\n", gpcs.size());
+  } else {
+    fmt::print("\nGPCs (thread-block cluster domains): {}, measured with {} cluster launches in {:.2f} s\n",
+               gpcs.size(), t["launches"].get<int>(), t["seconds"].get<double>());
+  }
+  fmt::print("  {:>4}  {:>4}  {:>4}  {:<10}  {}\n", "gpc", "tpcs", "sms", "slots", "TPCs");
+  int g = 0;
+  for (const auto& gpc : gpcs) {
+    const std::vector<int> slots = gpc["slots"].get<std::vector<int>>();
+    fmt::print("  {:>4}  {:>4}  {:>4}  {:<10}  {}\n", g++, slots.size(), gpc["sms"].get<int>(), ranges(slots),
+               gpc["tpcs"].get<std::string>());
+  }
+  if (t["groups_are_gpcs"].get<bool>()) {
+    fmt::print("slot groups of {} are the GPCs: yes\n", j["group_size"].get<int>());
+  } else {
+    fmt::print("slot groups of {} are the GPCs: no ({})\n", j["group_size"].get<int>(), group_mismatches(j));
+  }
+  if (!t["max_active_clusters"].empty()) {
+    std::vector<std::pair<int, int>> fits;
+    for (const auto& [c, n] : t["max_active_clusters"].items()) fits.emplace_back(std::stoi(c), n.get<int>());
+    std::sort(fits.begin(), fits.end());
+    std::string text;
+    for (const auto& [c, n] : fits) text += fmt::format("{}{}: {}", text.empty() ? "" : ", ", c, n);
+    fmt::print("max active clusters at one block per SM (driver): {}; the GPCs' sums agree\n", text);
   }
 }
 
@@ -299,6 +394,7 @@ int run_calibrate(const CalibrateArgs& a) {
     fmt::print("{}\n", j.dump(2));
   } else {
     print_table(j);
+    print_topology(j);
     print_checks(checks);
     if (j.contains("green") && j["green"].contains("catalog_ms")) {
       fmt::print("green contexts: {} one-TPC groups identified in {:.1f} ms\n", j["green"]["groups"].get<int>(),
@@ -315,8 +411,9 @@ CommandRunner add_calibrate_command(CLI::App& app) {
   CLI::App* sub = app.add_subcommand(
       "calibrate",
       "Load or measure this GPU's slot map (launch-descriptor mask slot -> logical TPC), cached per GPU UUID and "
-      "driver version; print live TPCs, the slot -> SM map and the slot groups. Hang-free: no launch ever enables "
-      "only unproven slots, and every launch runs under a watchdog.");
+      "driver version, and which TPCs share a GPC (from unmasked thread-block cluster launches); print live TPCs, "
+      "the slot -> SM map, the slot groups and the GPCs. Hang-free: no launch ever enables only unproven slots, and "
+      "every launch runs under a watchdog.");
   sub->add_flag("--json", args->json, "Print JSON (schema lithos.calibrate/1, see docs/gpu.md) instead of a table");
   sub->add_flag("--force", args->force, "Recalibrate even when a cached map exists, and overwrite it");
   sub->add_option("--cache-dir", args->cache_dir,

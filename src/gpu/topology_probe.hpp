@@ -69,11 +69,13 @@ struct TopologyStats {
 // Round r launches, for every size c the driver accepts, (1 + r % 3) times
 // its max active clusters (at most max_blocks CTAs) spinning spin_cycles +
 // r * spin_step cycles, varied per cluster on odd rounds. GPCs come ordered by
-// their lowest slot. Errors (kFailedPrecondition unless the probe failed):
-// a cluster answer of the wrong size, with an SM seen twice or outside
-// 0..sm_count-1; a GPC holding half a TPC or a TPC no slot of `map`
-// controls; a live TPC never seen; a cross-check mismatch (the message gives
-// both numbers). `stats` (optional) receives counts.
+// their lowest slot. Errors: the probe's own (with context); kUnavailable
+// when the driver fits no cluster of the smallest size; kInvalidArgument for
+// options outside 2-16 CTAs; kFailedPrecondition for a map of another SM
+// count, a cluster answer of the wrong size or with an SM seen twice or
+// outside 0..sm_count-1, a GPC holding half a TPC or a TPC no slot of `map`
+// controls, a live TPC never seen, or a cross-check mismatch (the message
+// gives both numbers). `stats` (optional) receives counts, also on errors.
 Result<sched::Topology> discover_topology(ClusterProbe& probe, const SlotMap& map, const TopologyOptions& options,
                                           TopologyStats* stats = nullptr);
 

@@ -548,7 +548,7 @@ Atomizer::Launch Atomizer::plan(const FunctionEntry& e, const std::uint32_t grid
   if (l.plan.split()) {
     c.split_launches.fetch_add(1, std::memory_order_relaxed);
   } else {
-    c.whole_reason[static_cast<int>(l.plan.reason) & 7].fetch_add(1, std::memory_order_relaxed);
+    c.whole_reason[static_cast<int>(l.plan.reason) % sched::kAtomReasonCount].fetch_add(1, std::memory_order_relaxed);
   }
 
   const Driver& d = Driver::get();
@@ -788,7 +788,7 @@ std::string Atomizer::report_json() noexcept {
       num("long_whole_ns", c->long_whole_ns.load());
       o += ",\"whole\":{";
       bool f2 = true;
-      for (int r = 0; r < 8; ++r) {
+      for (int r = 0; r < sched::kAtomReasonCount; ++r) {
         const std::uint64_t v = c->whole_reason[r].load();
         if (v == 0) continue;
         if (!f2) o += ',';

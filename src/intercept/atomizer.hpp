@@ -54,11 +54,11 @@ struct KernelCounters {
   std::atomic<std::uint64_t> launches{0};
   std::atomic<std::uint64_t> split_launches{0};  // run as more than one atom
   std::atomic<std::uint64_t> atoms{0};
-  std::atomic<std::uint64_t> whole_reason[8]{};                // sched::AtomReason of launches run whole
-  std::atomic<std::uint64_t> timed{0};                         // launches timed with events
-  std::atomic<std::uint64_t> timed_ns{0};                      // their total GPU time
-  std::atomic<std::uint64_t> paced{0};                         // split launches issued atom by atom
-  std::atomic<std::uint32_t> pace_timeouts{0};                 // waits given up (2: never paced again)
+  std::atomic<std::uint64_t> whole_reason[sched::kAtomReasonCount]{};  // sched::AtomReason of launches run whole
+  std::atomic<std::uint64_t> timed{0};                                 // launches timed with events
+  std::atomic<std::uint64_t> timed_ns{0};                              // their total GPU time
+  std::atomic<std::uint64_t> paced{0};                                 // split launches issued atom by atom
+  std::atomic<std::uint32_t> pace_timeouts{0};                         // waits given up (2: never paced again)
   std::atomic<std::uint64_t> long_whole{0};                    // timed launches run whole yet longer than one atom
   std::atomic<std::uint64_t> long_whole_ns{0};                 // their GPU time
   std::mutex mu;                                               // guards ewma_ns and seen

@@ -32,6 +32,7 @@
 #include "intercept/board.hpp"
 #include "intercept/config.hpp"
 #include "intercept/hook_table.hpp"
+#include "intercept/launch_info.hpp"
 #include "intercept/stats.hpp"
 #include "sched/launch_fit.hpp"
 #include "sched/topology.hpp"
@@ -62,19 +63,6 @@ struct ThreadFrame {
   gpu::SlotMask mask{};
   sched::TpcSet tpcs;        // the set `mask` enables
   sched::LaunchNeeds needs;  // what the launch (or graph) needs of a set not to hang
-};
-
-// What a launch hook knows of its launch without asking the driver.
-struct LaunchInfo {
-  const void* function = nullptr;  // CUfunction or CUkernel (null: unknown)
-  sched::Dim3 grid;
-  sched::Dim3 block;
-  std::uint32_t smem = 0;     // dynamic shared memory
-  sched::Dim3 cluster;        // from the launch's attributes
-  bool cluster_attr = false;  // `cluster` was given at launch (else the kernel's compile-time shape applies)
-  bool cooperative = false;   // cuLaunchCooperativeKernel* or CU_LAUNCH_ATTRIBUTE_COOPERATIVE
-  bool multi_device = false;  // cuLaunchCooperativeKernelMultiDevice: needs of every entry already merged
-  sched::LaunchNeeds merged;  // multi_device: the entries' needs
 };
 
 enum class Backend : std::uint8_t {

@@ -28,6 +28,7 @@ const char* atom_reason_name(AtomReason r) {
     case AtomReason::kClusterIndivisible: return "cluster-indivisible";
     case AtomReason::kSingleUnit: return "single-unit";
     case AtomReason::kSingleWave: return "single-wave";
+    case AtomReason::kIndivisible: return "indivisible";
   }
   return "?";
 }
@@ -82,6 +83,7 @@ AtomPlan plan_atoms(const AtomConfig& config, const LaunchDesc& launch, std::opt
   };
   if (!config.enabled || config.max_atoms < 2) return whole(AtomReason::kDisabled);
   if (launch.cooperative) return whole(AtomReason::kCooperative);
+  if (launch.indivisible) return whole(AtomReason::kIndivisible);
   if (unit == 0) return whole(AtomReason::kClusterIndivisible);
   if (units < 2) return whole(AtomReason::kSingleUnit);
   if (!predicted.has_value()) return whole(AtomReason::kUnpredicted);

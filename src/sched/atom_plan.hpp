@@ -44,7 +44,9 @@ enum class AtomReason : std::uint8_t {
   kClusterIndivisible,  // no axis along which clusters stay whole
   kSingleUnit,          // the grid has only one splittable unit
   kSingleWave,          // the grid fits in one wave: atoms would run one after another, no faster each
+  kIndivisible,         // the launch cannot carry atom bounds (LaunchDesc::indivisible)
 };
+inline constexpr int kAtomReasonCount = 9;
 const char* atom_reason_name(AtomReason r);
 
 struct BlockRange {

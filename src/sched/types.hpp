@@ -77,6 +77,7 @@ struct LaunchDesc {
   std::uint32_t smem_per_block = 0;  // static + dynamic shared memory, bytes
   Dim3 cluster;                      // {1,1,1}: not a cluster launch
   bool cooperative = false;          // grid-synchronising: never split
+  bool indivisible = false;          // the runtime cannot split it (a kernel it did not rewrite)
   std::uint64_t wave_blocks = 0;     // blocks the whole GPU holds at once (0: unknown)
   // A duration the caller already knows (e.g. an oracle in the simulator);
   // the scheduler uses its own predictor when this is empty.

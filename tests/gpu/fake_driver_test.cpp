@@ -1,14 +1,18 @@
 // The whole GPU path against the fake driver (fake_driver/fake_libcuda.cpp,
 // loaded through $LITHOS_CUDA_LIBRARY, set by CTest): loader, descriptor
 // hook, %smid probe, calibration in a child, cache, confinement checks, the
-// per-launch watchdog, green contexts.
+// per-launch watchdog, green contexts, the cluster probe and the topology.
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <fstream>
+#include <set>
+#include <sstream>
 
 #include "gpu/cuda_probe.hpp"
 #include "gpu/green_context.hpp"
+#include "gpu/topology_probe.hpp"
 #include "gpu/watchdog.hpp"
 #include "h100_fixture.hpp"
 
@@ -29,6 +33,21 @@ int fake_launches() {
   auto f = reinterpret_cast<int (*)()>(::dlsym(api().handle, "lithos_fake_cuda_launches"));
   return f != nullptr ? f() : -1;
 }
+
+void set_compute_capability(int major, int minor) {
+  auto f = reinterpret_cast<void (*)(int, int)>(::dlsym(api().handle, "lithos_fake_cuda_set_compute_capability"));
+  ASSERT_NE(f, nullptr);
+  f(major, minor);
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+const std::map<int, int> kH100MaxActiveClusters = {{2, 66}, {4, 30}, {8, 15}, {16, 7}};
 
 std::string temp_dir() {
   char tmpl[] = "/tmp/lithos-fake-driver-XXXXXX";
@@ -97,6 +116,158 @@ TEST(FakeDriver, AMalformedCacheIsRecalibratedAndReplaced) {
   EXPECT_NE(second->note.find("unusable"), std::string::npos) << second->note;
   EXPECT_TRUE(slot_map_load(first->cache_path).is_ok());
   std::system(("rm -rf '" + opt.cache_dir + "'").c_str());
+}
+
+TEST(FakeDriver, ClusterProbeFindsTheH100Topology) {
+  auto probe = CudaClusterProbe::create(api(), 0);
+  ASSERT_TRUE(probe.is_ok()) << probe.status().to_string();
+  EXPECT_EQ((*probe)->info().sm_count, 132);
+  EXPECT_EQ((*probe)->dynamic_smem_bytes(), 232448);  // the opt-in maximum: one block per SM
+  for (const auto& [c, n] : kH100MaxActiveClusters) {
+    auto fit = (*probe)->max_active_clusters(c);
+    ASSERT_TRUE(fit.is_ok()) << fit.status().to_string();
+    EXPECT_EQ(*fit, n) << c;
+  }
+  // One launch: every cluster on distinct SMs of one GPC of the fixture.
+  const sched::Topology truth = testing::h100_topology();
+  auto seen = (*probe)->clusters_seen(4, 30, 1000, true);
+  ASSERT_TRUE(seen.is_ok()) << seen.status().to_string();
+  ASSERT_EQ(seen->size(), 30U);
+  for (const auto& cluster : *seen) {
+    ASSERT_EQ(cluster.size(), 4U);
+    EXPECT_EQ(std::set<int>(cluster.begin(), cluster.end()).size(), 4U);
+    for (int sm : cluster) EXPECT_EQ(truth.gpc_of(sm / 2), truth.gpc_of(cluster.front() / 2));
+  }
+  const int before = fake_launches();
+  TopologyStats stats;
+  auto t = discover_topology(**probe, testing::h100_slot_map(), TopologyOptions{}, &stats);
+  ASSERT_TRUE(t.is_ok()) << t.status().to_string();
+  EXPECT_EQ(*t, truth);
+  EXPECT_EQ(stats.launches, 48);
+  EXPECT_EQ(fake_launches() - before, 48);
+  EXPECT_EQ(stats.max_active_clusters, kH100MaxActiveClusters);
+}
+
+TEST(FakeDriver, CalibrateDeviceMeasuresAndCachesTheTopology) {
+  CalibrateRunOptions opt;
+  opt.cache_dir = temp_dir();
+  auto first = calibrate_device(opt);
+  ASSERT_TRUE(first.is_ok()) << first.status().to_string();
+  EXPECT_FALSE(first->from_cache);
+  EXPECT_EQ(first->map.topology, testing::h100_topology());
+  EXPECT_TRUE(first->topology_error.empty()) << first->topology_error;
+  EXPECT_EQ(first->topology_stats.launches, 48);
+  EXPECT_EQ(first->topology_stats.max_active_clusters, kH100MaxActiveClusters);
+  EXPECT_GT(first->topology_stats.seconds, 0.0);
+  EXPECT_EQ(first->stats.launches, 257);  // the slot map's launches are counted apart
+  const std::string text = read_file(first->cache_path);
+  EXPECT_EQ(text.rfind("lithos-slot-map 2\n", 0), 0U);
+  EXPECT_NE(text.find("\ngpc 0,8,16,24\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("\ngpc 65\nend\n"), std::string::npos) << text;
+  auto second = calibrate_device(opt);
+  ASSERT_TRUE(second.is_ok()) << second.status().to_string();
+  EXPECT_TRUE(second->from_cache);
+  EXPECT_EQ(second->map.topology, testing::h100_topology());
+  EXPECT_EQ(second->topology_stats.launches, 0);
+  std::system(("rm -rf '" + opt.cache_dir + "'").c_str());
+}
+
+TEST(FakeDriver, ACachedMapWithoutTopologyIsRecalibrated) {
+  CalibrateRunOptions opt;
+  opt.cache_dir = temp_dir();
+  auto first = calibrate_device(opt);
+  ASSERT_TRUE(first.is_ok()) << first.status().to_string();
+  // What an older lithos wrote: format 1, no gpc lines.
+  SlotMap old = first->map;
+  old.topology = sched::Topology{};
+  std::string v1 = slot_map_serialize(old);
+  v1.replace(0, std::string("lithos-slot-map 2").size(), "lithos-slot-map 1");
+  std::ofstream(first->cache_path) << v1;
+  auto second = calibrate_device(opt);
+  ASSERT_TRUE(second.is_ok()) << second.status().to_string();
+  EXPECT_FALSE(second->from_cache);
+  EXPECT_NE(second->note.find("no topology"), std::string::npos) << second->note;
+  EXPECT_EQ(second->map.topology, testing::h100_topology());
+  EXPECT_EQ(slot_map_load(first->cache_path)->topology, testing::h100_topology());
+  std::system(("rm -rf '" + opt.cache_dir + "'").c_str());
+}
+
+TEST(FakeDriver, WithoutClustersTheTopologyStaysUnknownAndCalibrationSucceeds) {
+  set_compute_capability(8, 0);
+  auto probe = CudaClusterProbe::create(api(), 0);
+  EXPECT_EQ(probe.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(probe.status().message().find("no thread-block clusters before sm_90"), std::string::npos)
+      << probe.status().message();
+  CalibrateRunOptions opt;
+  opt.cache_dir = temp_dir();
+  auto first = calibrate_device(opt);
+  auto second = calibrate_device(opt);
+  set_compute_capability(9, 0);
+  ASSERT_TRUE(first.is_ok()) << first.status().to_string();
+  EXPECT_FALSE(first->from_cache);
+  EXPECT_EQ(first->map.live_tpcs(), 66);
+  EXPECT_FALSE(first->map.topology.known());
+  EXPECT_NE(first->topology_error.find("no thread-block clusters before sm_90"), std::string::npos)
+      << first->topology_error;
+  EXPECT_TRUE(first->save_error.empty());
+  // Nothing better can be measured on this device: the cache is used.
+  ASSERT_TRUE(second.is_ok()) << second.status().to_string();
+  EXPECT_TRUE(second->from_cache);
+  EXPECT_TRUE(second->note.empty()) << second->note;
+  std::system(("rm -rf '" + opt.cache_dir + "'").c_str());
+}
+
+// Descriptor callback of the test below: writes `mask` into every launch
+// and records the cluster bytes of the last descriptor.
+struct ClusterMaskHook {
+  SlotMask mask;
+  std::uint8_t cluster_x = 0;
+};
+void cluster_mask_hook(void* user, std::uint8_t* qmd) {
+  auto* h = static_cast<ClusterMaskHook*>(user);
+  h->cluster_x = qmd[268];
+  (void)qmd_write_mask(qmd, qmd_detect(qmd), h->mask);
+}
+
+TEST(FakeDriver, AClusterLaunchWithoutRoomInOneGpcHangs) {
+  // TPCs 0 and 8 share GPC 0 (4 SMs); TPCs 0 and 1 are in GPCs 0 and 1 (2
+  // SMs each). Clusters of 4 run on the first set; on the second, clusters
+  // of 2 run and clusters of 4 never finish, as on the H100.
+  std::fflush(nullptr);
+  auto r = run_in_child(
+      [&]() -> Result<std::string> {
+        static ClusterMaskHook hook;
+        const SlotMap map = testing::h100_slot_map();
+        auto probe = CudaClusterProbe::create(api(), 0, 0.2);
+        if (!probe) return probe.status();
+        LITHOS_RETURN_IF_ERROR(install_descriptor_callback(api().export_table_fn(), &cluster_mask_hook, &hook));
+        std::string out;
+        hook.mask = mask_for(map, sched::TpcSet::parse("0,8").value()).value();
+        auto a = (*probe)->clusters_seen(4, 3, 0, false);
+        if (!a) return a.status().with_context("0,8 x 4");
+        out += "qmd268=" + std::to_string(hook.cluster_x) + ";distinct=";
+        for (const auto& c : *a) out += std::to_string(std::set<int>(c.begin(), c.end()).size());
+        out += ";tpcs=";
+        hook.mask = mask_for(map, sched::TpcSet::parse("0,1").value()).value();
+        auto b = (*probe)->clusters_seen(2, 4, 0, false);
+        if (!b) return b.status().with_context("0,1 x 2");
+        for (const auto& c : *b) out += std::to_string(c.front() / 2) + std::to_string(c.back() / 2) + ",";
+        auto hung = (*probe)->clusters_seen(4, 1, 0, false);
+        out += " | " + hung.status().to_string();
+        out += (*probe)->hung() ? " | hung" : " | not hung";
+        return out;
+      },
+      10, "cluster hang test");
+  ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+  // Clusters of 4 on SMs 0,1,16,17 (4 distinct SMs each); clusters of 2 on
+  // TPC 0 or TPC 1 (never one SM of each); then the hang.
+  EXPECT_EQ(r->rfind("qmd268=4;distinct=444;tpcs=", 0), 0U) << *r;
+  const std::string tpcs = r->substr(r->find("tpcs=") + 5, 12);
+  for (std::size_t i = 0; i + 3 <= tpcs.size(); i += 3) {
+    EXPECT_TRUE(tpcs.substr(i, 3) == "00," || tpcs.substr(i, 3) == "11,") << *r;
+  }
+  EXPECT_NE(r->find("unavailable: the cluster launch did not finish"), std::string::npos) << *r;
+  EXPECT_NE(r->find("| hung"), std::string::npos) << *r;
 }
 
 TEST(FakeDriver, MaskConfinementIsExact) {

@@ -45,4 +45,14 @@ inline SlotMap h100_slot_map() {
   return m;
 }
 
+// The topology measured on the H100 on 2026-11-24 (docs/gpu.md "Topology
+// (GPCs)"): the live TPCs of each 9-slot group 0-7 are one GPC; TPCs 62, 63,
+// 64 and 65 (slots 75, 78, 81, 83) never share a cluster with any other TPC
+// and are one-TPC domains. GPCs in slot order, as discover_topology() gives
+// them.
+inline constexpr char kH100TopologyText[] =
+    "0,8,16,24;1,9,17,25,32,39,46,53;2,10,18,26,33,40,47,54;3,11,19,27,34,41,48,55;4,12,20,28,35,42,49,56;"
+    "5,13,21,29,36,43,50,57;6,14,22,30,37,44,51,58,60;7,15,23,31,38,45,52,59,61;62;63;64;65";
+inline sched::Topology h100_topology() { return sched::Topology::parse(kH100TopologyText).value(); }
+
 }  // namespace lithos::gpu::testing

@@ -4,9 +4,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
+#include <tuple>
 
 #include "h100_fixture.hpp"
 
@@ -43,6 +45,7 @@ TEST(H100Fixture, EqualsTheMapMeasuredOnTheH100) {
   EXPECT_EQ(measured->tpc_of_slot, h100_slot_map().tpc_of_slot);
   EXPECT_EQ(measured->sm_count, 132);
   EXPECT_EQ(measured->driver_version, "580.159.04");
+  EXPECT_FALSE(measured->topology.known());  // format 1: no topology
 }
 
 TEST(SlotMapQueries, SlotOfTpcAndLiveSet) {
@@ -147,6 +150,13 @@ TEST(MaskFor, NeverEmitsAMaskWithoutALiveSlot) {
   }
 }
 
+std::string replace(std::string s, const std::string& from, const std::string& to) {
+  const auto pos = s.find(from);
+  EXPECT_NE(pos, std::string::npos) << from;
+  if (pos != std::string::npos) s.replace(pos, from.size(), to);
+  return s;
+}
+
 TEST(SlotMapText, RoundTrips) {
   const SlotMap m = h100_slot_map();
   const std::string text = slot_map_serialize(m);
@@ -155,6 +165,67 @@ TEST(SlotMapText, RoundTrips) {
   ASSERT_TRUE(back.is_ok()) << back.status().to_string();
   EXPECT_EQ(*back, m);
   EXPECT_EQ(slot_map_serialize(*back), text);
+}
+
+TEST(SlotMapText, RoundTripsTheTopology) {
+  SlotMap m = h100_slot_map();
+  m.topology = testing::h100_topology();
+  const std::string text = slot_map_serialize(m);
+  EXPECT_EQ(text.rfind("lithos-slot-map 2\n", 0), 0U);
+  EXPECT_NE(text.find("\nslot 83 65\ngpc 0,8,16,24\ngpc 1,9,17,25,32,39,46,53\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("\ngpc 7,15,23,31,38,45,52,59,61\ngpc 62\ngpc 63\ngpc 64\ngpc 65\nend\n"), std::string::npos)
+      << text;
+  auto back = slot_map_parse(text);
+  ASSERT_TRUE(back.is_ok()) << back.status().to_string();
+  EXPECT_EQ(*back, m);
+  EXPECT_EQ(back->topology.count(), 12);
+  EXPECT_EQ(slot_map_serialize(*back), text);
+  // Without a topology, version 2 has no gpc lines and reads back unknown.
+  auto plain = slot_map_parse(slot_map_serialize(h100_slot_map()));
+  ASSERT_TRUE(plain.is_ok());
+  EXPECT_FALSE(plain->topology.known());
+}
+
+TEST(SlotMapText, Version1IsReadWithAnUnknownTopology) {
+  const std::string v1 = replace(slot_map_serialize(h100_slot_map()), "lithos-slot-map 2", "lithos-slot-map 1");
+  auto m = slot_map_parse(v1);
+  ASSERT_TRUE(m.is_ok()) << m.status().to_string();
+  EXPECT_EQ(m->tpc_of_slot, h100_slot_map().tpc_of_slot);
+  EXPECT_FALSE(m->topology.known());
+  // Written back, it becomes version 2.
+  EXPECT_EQ(slot_map_serialize(*m).rfind("lithos-slot-map 2\n", 0), 0U);
+}
+
+TEST(SlotMapText, MalformedGpcLinesAreRejectedWithTheirLineNumber) {
+  // The H100 map without a topology: 6 header lines, 66 slot lines, "end"
+  // on line 73. Each case puts gpc lines before "end", so the first of them
+  // is line 73.
+  const std::string good = slot_map_serialize(h100_slot_map());
+  ASSERT_EQ(std::count(good.begin(), good.end(), '\n'), 73);
+  auto with = [&](const std::string& lines) { return replace(good, "end\n", lines + "end\n"); };
+  std::string many;
+  for (int t = 0; t < 33; ++t) many += "gpc " + std::to_string(t) + "\n";
+  const std::tuple<std::string, std::string, int> cases[] = {
+      {replace(with("gpc 0\n"), "lithos-slot-map 2", "lithos-slot-map 1"), "need format version 2", 73},
+      {with("gpc\n"), "at least one TPC", 73},
+      {with("gpc \n"), "at least one TPC", 73},
+      {with("gpc 0-3x\n"), "gpc: ", 73},
+      {with("gpc 200\n"), "gpc: ", 73},
+      {with("gpc 0,8\ngpc 1\ngpc 66\n"), "66 are controlled by no slot", 73},
+      {with("gpc 0,8\ngpc 8,16\n"), "shares TPCs", 73},
+      {with("gpc 0\ngpc 1\ngpc x\n"), "gpc: ", 75},
+      {with(many), "more than 32 GPCs", 105},
+  };
+  for (const auto& [text, needle, line] : cases) {
+    const auto r = slot_map_parse(text);
+    ASSERT_FALSE(r.is_ok()) << "accepted input expected to fail with '" << needle << "'";
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(r.status().message().find(needle), std::string::npos)
+        << "message '" << r.status().message() << "' lacks '" << needle << "'";
+    const std::string at = "line " + std::to_string(line) + ":";
+    EXPECT_NE(r.status().message().find(at), std::string::npos)
+        << "message '" << r.status().message() << "' lacks '" << at << "'";
+  }
 }
 
 TEST(SlotMapText, AcceptsCommentsBlankLinesAndCrlf) {
@@ -167,13 +238,6 @@ TEST(SlotMapText, AcceptsCommentsBlankLinesAndCrlf) {
   auto back = slot_map_parse(crlf);
   ASSERT_TRUE(back.is_ok()) << back.status().to_string();
   EXPECT_EQ(back->live_tpcs(), 66);
-}
-
-std::string replace(std::string s, const std::string& from, const std::string& to) {
-  const auto pos = s.find(from);
-  EXPECT_NE(pos, std::string::npos) << from;
-  if (pos != std::string::npos) s.replace(pos, from.size(), to);
-  return s;
 }
 
 TEST(SlotMapText, MalformedInputIsAnError) {
