@@ -178,6 +178,20 @@ Config config_from_env(const EnvLookup& lookup) {
     else
       c.steal_atom = d;
   }
+  if (const char* v = get("LITHOS_DAEMON")) c.daemon_socket = std::strcmp(v, "off") == 0 ? "" : v;
+  if (const char* v = get("LITHOS_TENANT")) {
+    if (std::strlen(v) >= 64)
+      problem("LITHOS_TENANT", v, "a tenant name has at most 63 characters");
+    else
+      c.tenant = v;
+  }
+  if (const char* v = get("LITHOS_GRANT_TIMEOUT_MS")) {
+    double d = 0;
+    if (!number(v, &d) || !(d >= 1.0 && d <= 600000.0))
+      problem("LITHOS_GRANT_TIMEOUT_MS", v, "expected milliseconds between 1 and 600000");
+    else
+      c.grant_timeout_ms = d;
+  }
   if (c.role != Role::kNone && c.board_path.empty()) {
     problem("LITHOS_ROLE", c.role == Role::kHighPriority ? "hp" : "be", "has no effect without LITHOS_BOARD");
   }

@@ -29,6 +29,12 @@
 //                          its set (default 1000)
 //   LITHOS_STEAL_ATOM=F    a stealing be process runs atoms of this fraction
 //                          of the planned atom (default 0.5)
+//   LITHOS_DAEMON=SOCKET   register with lithosd at this socket (client.hpp):
+//                          the daemon decides every launch; unset: no daemon
+//   LITHOS_TENANT=NAME     the tenant to claim from lithosd (default: the
+//                          daemon's match rules, then its default tenant)
+//   LITHOS_GRANT_TIMEOUT_MS=T  a be launch gives up waiting for a grant from a
+//                          daemon that stopped answering after T ms (default 500)
 // A malformed value is reported (problems) and ignored: the library then runs
 // as if that variable were unset, it never stops the host program.
 #pragma once
@@ -72,6 +78,10 @@ struct Config {
   std::string board_path;    // LITHOS_BOARD ("" = none)
   double hp_hold_us = 1000;  // LITHOS_HP_HOLD_US
   double steal_atom = 0.5;   // LITHOS_STEAL_ATOM
+  // lithosd (client.hpp).
+  std::string daemon_socket;      // LITHOS_DAEMON ("" = no daemon)
+  std::string tenant;             // LITHOS_TENANT
+  double grant_timeout_ms = 500;  // LITHOS_GRANT_TIMEOUT_MS
   // One line per ignored, malformed variable ("LITHOS_TPCS='x': ...").
   std::vector<std::string> problems;
 
