@@ -191,8 +191,10 @@ bool qmd_cluster_dims(const std::uint8_t* qmd, QmdVersion v, QmdCluster* out) {
 }
 
 bool qmd_cluster_tested_on_hardware(QmdVersion v) {
-  (void)v;
-  return false;  // to be confirmed with scripts/safe/topo_probe qmd
+  // V04_00: bytes 268-270 were 2/1/1, 4/1/1, 8/1/1, 16/1/1, 2/2/1 and 1/2/1
+  // for launches with those cluster shapes (attribute and __cluster_dims__),
+  // 0/0/0 without (H100, 2026-11-24, scripts/safe/topo_probe qmd).
+  return v == QmdVersion::kV04_00;
 }
 
 }  // namespace lithos::gpu

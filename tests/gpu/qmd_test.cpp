@@ -267,3 +267,28 @@ TEST(SlotMaskBits, IndexesSlotsAcrossWords) {
 
 }  // namespace
 }  // namespace lithos::gpu
+
+namespace lithos::gpu {
+namespace {
+
+TEST(QmdCluster, V04ReadsBytes268To270) {
+  std::array<std::uint8_t, kQmdMaxBytes> q{};
+  q[72] = 0x40;
+  QmdCluster c;
+  ASSERT_TRUE(qmd_cluster_dims(q.data(), QmdVersion::kV04_00, &c));
+  EXPECT_EQ(c.count(), 1U);  // a plain launch leaves them 0
+  q[268] = 2;
+  q[269] = 2;
+  q[270] = 1;
+  ASSERT_TRUE(qmd_cluster_dims(q.data(), QmdVersion::kV04_00, &c));
+  EXPECT_EQ(c.x, 2U);
+  EXPECT_EQ(c.y, 2U);
+  EXPECT_EQ(c.z, 1U);
+  EXPECT_EQ(c.count(), 4U);
+  EXPECT_TRUE(qmd_cluster_tested_on_hardware(QmdVersion::kV04_00));
+  EXPECT_FALSE(qmd_cluster_dims(q.data(), QmdVersion::kV05_00, &c));
+  EXPECT_FALSE(qmd_cluster_dims(nullptr, QmdVersion::kV04_00, &c));
+}
+
+}  // namespace
+}  // namespace lithos::gpu

@@ -115,6 +115,12 @@ void build_descriptor(std::uint8_t* out) {
   std::uint8_t qmd[384] = {};
   const char* v = std::getenv("FAKE_QMD_VERSION");
   qmd[72] = v != nullptr ? static_cast<std::uint8_t>(std::strtoul(v, nullptr, 0)) : 0x40;
+  // FAKE_QMD_CLUSTER=<n>: every descriptor carries an n x 1 x 1 cluster
+  // shape (V04_00 bytes 268-270), as the driver writes it.
+  if (const char* c = std::getenv("FAKE_QMD_CLUSTER")) {
+    qmd[268] = static_cast<std::uint8_t>(std::strtoul(c, nullptr, 0));
+    qmd[269] = qmd[270] = 1;
+  }
   struct {
     std::uint32_t size;
     std::uint32_t pad;

@@ -1195,6 +1195,19 @@ TEST_F(Safe, TheStatisticsReportTheRule) {
   }
 }
 
+// The descriptor's own cluster shape counts even where the hook saw none
+// (graph nodes, launches outside a hook): here every descriptor says 4 CTAs.
+using SafeQmd = PreloadTest;
+TEST_F(SafeQmd, TheDescriptorsClusterShapeIsObeyed) {
+  ASSERT_EQ(launch_on(nullptr), CUDA_SUCCESS);  // function 0x10: no cluster known to the hook
+  expect_mask(last_mask(), expected_for({0, 2, 3}), "cluster of 4 from the descriptor");
+  using InstFn = CUresult (*)(CUgraphExec*, CUgraph, unsigned long long);
+  CUgraphExec exec = nullptr;
+  ASSERT_EQ(driver_fn<InstFn>("cuGraphInstantiateWithFlags")(&exec, reinterpret_cast<CUgraph>(0x6d00), 0),
+            CUDA_SUCCESS);
+  expect_mask(last_mask(), expected_for({0, 2, 3}), "graph node with a cluster of 4");
+}
+
 TEST_F(SafeUnknownOccupancy, CooperativeLaunchesWithoutOccupancyRunWhole) {
   ASSERT_EQ(launch_cooperative(1), CUDA_SUCCESS);
   EXPECT_FALSE(last_mask().valid);
