@@ -15,7 +15,7 @@
 //                                          not finish in 3 s (the caller kills it).
 //
 // Evidence tool, not product code: the product's topology measurement is in
-// src/gpu/topology.cpp. Built here with nvcc (scripts/safe/build.sh) and carried.
+// src/gpu/topology_probe.cpp. Built here with nvcc (scripts/safe/build.sh) and carried.
 #include <cooperative_groups.h>
 #include <cuda.h>
 #include <cuda_runtime.h>
