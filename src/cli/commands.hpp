@@ -32,5 +32,7 @@ CommandRunner add_calibrate_command(CLI::App& app);
 CommandRunner add_run_command(CLI::App& app);
 CommandRunner add_bench_command(CLI::App& app);
 CommandRunner add_atomize_command(CLI::App& app);
+CommandRunner add_daemon_command(CLI::App& app);
+CommandRunner add_status_command(CLI::App& app);
 
 }  // namespace lithos::cli

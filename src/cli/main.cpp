@@ -6,6 +6,7 @@
 #include <map>
 #include <string>
 
+#include "build_commit.hpp"
 #include "cli/commands.hpp"
 
 int main(int argc, char** argv) {
@@ -14,7 +15,7 @@ int main(int argc, char** argv) {
       "use, so a latency-critical service and best-effort work share one GPU.",
       "lithos"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", std::string("lithos ") + LITHOS_VERSION);
+  app.set_version_flag("--version", std::string("lithos ") + LITHOS_VERSION + " (" + LITHOS_BUILD_COMMIT + ")");
 
   std::map<const CLI::App*, lithos::cli::CommandRunner> runners;
   auto add = [&](lithos::cli::CommandRunner (*adder)(CLI::App&)) {
@@ -29,6 +30,8 @@ int main(int argc, char** argv) {
 #ifdef LITHOS_HAVE_GPU
   add(&lithos::cli::add_run_command);
   add(&lithos::cli::add_calibrate_command);
+  add(&lithos::cli::add_daemon_command);
+  add(&lithos::cli::add_status_command);
 #endif
 
   try {

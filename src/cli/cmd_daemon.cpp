@@ -1,0 +1,307 @@
+// `lithos daemon` (lithosd, in the foreground) and `lithos status`.
+//
+//   lithos daemon [--config F] [--socket P] [--policy NAME] [--mps MODE] [--atom-us T]
+//                 [--state-dir D] [--trace F] [--device N] [--no-gpu] [--print-config]
+//   lithos status [--socket P] [--json]
+//
+// The daemon serves one GPU (docs/daemon.md): it reads the GPU's slot map
+// and GPCs from the calibration cache (calibrating once in a forked child if
+// there is none; this process never initialises CUDA), starts or attaches to
+// MPS as configured, and runs until SIGINT/SIGTERM. Precedence of settings:
+// flags > environment (LITHOSD_*) > the config file > defaults.
+#include <signal.h>
+#include <unistd.h>
+#include <CLI/CLI.hpp>
+
+#include <atomic>
+#include <cstdio>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "bench/process.hpp"
+#include "cli/commands.hpp"
+#include "daemon/config.hpp"
+#include "daemon/daemon.hpp"
+#include "gpu/cuda_probe.hpp"
+#include "gpu/slot_map.hpp"
+#include "ipc/protocol.hpp"
+#include "ipc/socket.hpp"
+
+namespace lithos::cli {
+
+namespace {
+
+constexpr int kBadInput = 2;
+constexpr int kFailure = 1;
+
+struct DaemonArgs {
+  std::string config;
+  std::string socket;
+  std::string policy;
+  std::string mps;
+  double atom_us = 0;
+  std::string state_dir;
+  std::string trace;
+  int device = 0;
+  bool no_gpu = false;
+  std::string slot_map;  // the GPU's shape from this file instead of the calibration cache
+  bool print_config = false;
+};
+
+std::atomic<bool> g_stop{false};
+void on_signal(int) { g_stop.store(true); }
+
+// MPS as configured; returns whether this daemon started it (and must stop it).
+Result<bool> prepare_mps(daemon::MpsMode mode) {
+  if (mode == daemon::MpsMode::kOff) return false;
+  const std::string control = "nvidia-cuda-mps-control";
+  std::string out;
+  auto answers = bench::run_command({control}, {}, "get_server_list\n", 5.0, "/dev/null", &out);
+  const bool running = answers && *answers == 0;
+  if (running) return false;
+  if (mode == daemon::MpsMode::kAttach) {
+    return Status::unavailable(
+        "no MPS control daemon answers (" +
+        std::string(answers ? "it exited with " + std::to_string(*answers) : answers.status().message()) +
+        "); start one, or run with --mps start or --mps off");
+  }
+  auto rc = bench::run_command({control, "-d"}, {}, "", 30.0, "/dev/null");
+  if (!rc || *rc != 0) {
+    if (mode == daemon::MpsMode::kAuto) {
+      std::fprintf(stderr, "lithosd: cannot start MPS (%s); clients will share the GPU without it\n",
+                   rc ? ("exit " + std::to_string(*rc)).c_str() : rc.status().message().c_str());
+      return false;
+    }
+    return Status::unavailable("cannot start MPS: " + (rc ? "exit " + std::to_string(*rc) : rc.status().message()));
+  }
+  return true;
+}
+
+int run_daemon(const DaemonArgs& a) {
+  // Config: defaults < file < environment < flags.
+  daemon::DaemonConfig cfg = daemon::default_config();
+  std::string path = a.config;
+  const bool explicit_path = !path.empty();
+  if (path.empty() && ::access("/etc/lithos/lithosd.toml", R_OK) == 0) path = "/etc/lithos/lithosd.toml";
+  if (!path.empty()) {
+    auto loaded = daemon::load_config(path);
+    if (!loaded) {
+      if (explicit_path || loaded.status().code() != StatusCode::kNotFound) {
+        std::fprintf(stderr, "lithos daemon: %s\n", loaded.status().message().c_str());
+        return kBadInput;
+      }
+    } else {
+      cfg = std::move(loaded).value();
+    }
+  }
+  if (Status s = daemon::apply_env(cfg, [](const char* n) { return std::getenv(n); }); !s.is_ok()) {
+    std::fprintf(stderr, "lithos daemon: %s\n", s.message().c_str());
+    return kBadInput;
+  }
+  if (!a.socket.empty()) cfg.socket = a.socket;
+  if (!a.policy.empty()) cfg.policy = a.policy;
+  if (!a.mps.empty()) {
+    cfg.mps = a.mps == "start"    ? daemon::MpsMode::kStart
+              : a.mps == "attach" ? daemon::MpsMode::kAttach
+              : a.mps == "off"    ? daemon::MpsMode::kOff
+                                  : daemon::MpsMode::kAuto;
+  }
+  if (a.atom_us > 0) cfg.atom_us = a.atom_us;
+  if (!a.state_dir.empty()) cfg.state_dir = a.state_dir;
+  if (!a.trace.empty()) cfg.trace = a.trace;
+
+  // The GPU: its TPCs and GPCs from the slot map.
+  daemon::DaemonOptions opt;
+  opt.device = sched::DeviceShape::h100_sxm();
+  if (!a.slot_map.empty()) {
+    auto m = gpu::slot_map_load(a.slot_map);
+    if (!m) {
+      std::fprintf(stderr, "lithos daemon: %s\n", m.status().message().c_str());
+      return kBadInput;
+    }
+    const sched::TpcSet live = m->live_set();
+    opt.device.tpcs = live.count();
+    opt.device.topology = m->topology;
+    opt.device.name = m->gpu_name;
+  } else if (!a.no_gpu) {
+    gpu::CalibrateRunOptions copt;
+    copt.device = a.device;
+    auto r = gpu::calibrate_device(copt);
+    if (!r) {
+      std::fprintf(stderr, "lithos daemon: no slot map for GPU %d (%s); assuming an H100 SXM (66 TPCs)\n", a.device,
+                   r.status().message().c_str());
+    } else {
+      const sched::TpcSet live = r->map.live_set();
+      if (live != sched::TpcSet::first(live.count())) {
+        std::fprintf(stderr, "lithos daemon: live TPCs %s are not 0-%d; not supported\n", live.to_string().c_str(),
+                     live.count() - 1);
+        return kFailure;
+      }
+      opt.device.tpcs = live.count();
+      opt.device.topology = r->map.topology;
+      opt.device.name = r->map.gpu_name;
+    }
+  }
+  if (Status s = daemon::validate(cfg, opt.device.tpcs); !s.is_ok()) {
+    std::fprintf(stderr, "lithos daemon: %s\n", s.message().c_str());
+    return kBadInput;
+  }
+  if (a.print_config) {
+    std::printf("%s\n", daemon::config_json(cfg).c_str());
+    return 0;
+  }
+  auto mps = prepare_mps(cfg.mps);
+  if (!mps) {
+    std::fprintf(stderr, "lithos daemon: %s\n", mps.status().message().c_str());
+    return kFailure;
+  }
+  opt.config = cfg;
+  auto d = daemon::Daemon::create(opt);
+  if (!d) {
+    std::fprintf(stderr, "lithos daemon: %s\n", d.status().message().c_str());
+    if (*mps) (void)bench::run_command({"nvidia-cuda-mps-control"}, {}, "quit\n", 30.0, "/dev/null");
+    return kFailure;
+  }
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  ::sigaction(SIGINT, &sa, nullptr);
+  ::sigaction(SIGTERM, &sa, nullptr);
+  ::signal(SIGPIPE, SIG_IGN);
+  std::fprintf(stderr, "lithosd: serving %s (%d TPCs, %d GPCs) on %s, policy %s, %zu tenants%s\n",
+               opt.device.name.c_str(), opt.device.tpcs, opt.device.topology.count(), cfg.socket.c_str(),
+               cfg.policy.c_str(), cfg.tenants.size(), *mps ? ", MPS started" : "");
+  const Status s = (*d)->run(g_stop);
+  std::fprintf(stderr, "lithosd: stopping (%llu clients served, %llu grants)\n",
+               static_cast<unsigned long long>((*d)->counters().clients_accepted),
+               static_cast<unsigned long long>((*d)->counters().grants));
+  d->reset();
+  ::unlink(cfg.socket.c_str());
+  if (*mps) (void)bench::run_command({"nvidia-cuda-mps-control"}, {}, "quit\n", 30.0, "/dev/null");
+  return s.is_ok() ? 0 : kFailure;
+}
+
+// ---- lithos status --------------------------------------------------------
+
+int run_status(const std::string& socket_arg, bool json) {
+  const std::string socket = socket_arg.empty() ? ipc::default_socket_path() : socket_arg;
+  auto fd = ipc::connect_socket(socket, 1000);
+  if (!fd) {
+    std::fprintf(stderr, "lithos status: no lithosd at %s: %s\n", socket.c_str(), fd.status().message().c_str());
+    return kFailure;
+  }
+  ipc::Hello hello;
+  hello.kind = ipc::HelloKind::kStatus;
+  hello.pid = static_cast<std::int32_t>(::getpid());
+  std::string buf(1 << 20, '\0');
+  int passed = -1;
+  Status st = ipc::send_packet(fd.value(), &hello, sizeof hello);
+  Result<std::size_t> got =
+      st.is_ok() ? ipc::recv_packet(fd.value(), buf.data(), buf.size(), &passed, 3000) : Result<std::size_t>(st);
+  ::close(fd.value());
+  if (passed >= 0) ::close(passed);
+  if (!got || got.value() == 0) {
+    std::fprintf(stderr, "lithos status: lithosd at %s did not answer: %s\n", socket.c_str(),
+                 got ? "connection closed" : got.status().message().c_str());
+    return kFailure;
+  }
+  buf.resize(got.value());
+  if (json) {
+    std::printf("%s\n", buf.c_str());
+    return 0;
+  }
+  nlohmann::json j = nlohmann::json::parse(buf, nullptr, false);
+  if (j.is_discarded()) {
+    std::fprintf(stderr, "lithos status: the answer is not JSON\n");
+    return kFailure;
+  }
+  std::printf("lithosd pid %d on %s, policy %s, up %.0f s; device %d TPCs, %d GPCs\n", j.value("pid", 0),
+              j.value("socket", std::string()).c_str(), j.value("policy", std::string()).c_str(),
+              j.value("uptime_s", 0.0), j["device"].value("tpcs", 0), j["device"].value("gpcs", 0));
+  std::printf("\n%-16s %-12s %5s %7s %6s %8s %8s %-14s %s\n", "tenant", "class", "quota", "clients", "active",
+              "pending", "inflight", "holds", "allocation");
+  for (const auto& t : j["tenants"]) {
+    std::printf("%-16s %-12s %5d %7d %6s %8d %8d %-14s %s\n", t.value("name", std::string()).c_str(),
+                t.value("class", std::string()).c_str(), t.value("quota", 0), t.value("clients", 0),
+                t.value("active", false) ? "yes" : "no", t.value("pending_launches", 0), t.value("inflight_atoms", 0),
+                t.value("held", std::string()).c_str(), t.value("allocation", std::string()).c_str());
+  }
+  std::printf("\n%-6s %-8s %-16s %-16s %7s %10s %10s\n", "client", "pid", "program", "tenant", "streams", "launches",
+              "grants");
+  for (const auto& c : j["clients"]) {
+    std::printf("%-6u %-8d %-16s %-16s %7d %10llu %10llu\n", c.value("id", 0U), c.value("pid", 0),
+                c.value("program", std::string()).c_str(), c.value("tenant", std::string()).c_str(),
+                c.value("streams", 0), static_cast<unsigned long long>(c.value("launches", 0ULL)),
+                static_cast<unsigned long long>(c.value("grants", 0ULL)));
+  }
+  const auto& k = j["counters"];
+  std::printf(
+      "\ngrants %llu (%.0f/s), completions %llu, hp launches accounted %llu; clients: %llu accepted, "
+      "%llu refused, %llu gone, %llu dropped (malformed); atoms reclaimed %llu\n",
+      static_cast<unsigned long long>(k.value("grants", 0ULL)), k.value("grants_per_s", 0.0),
+      static_cast<unsigned long long>(k.value("completions", 0ULL)),
+      static_cast<unsigned long long>(k.value("running_launches", 0ULL)),
+      static_cast<unsigned long long>(k.value("clients_accepted", 0ULL)),
+      static_cast<unsigned long long>(k.value("clients_refused", 0ULL)),
+      static_cast<unsigned long long>(k.value("clients_gone", 0ULL)),
+      static_cast<unsigned long long>(k.value("clients_dropped", 0ULL)),
+      static_cast<unsigned long long>(k.value("reclaimed_atoms", 0ULL)));
+  for (const char* cls : {"high", "best-effort"}) {
+    const auto& p = j["predictor"][cls];
+    std::printf("predictor (%s): %llu observations, %.1f%% off by more than 50 us, mean |error| %.1f us, P99 %.1f us\n",
+                cls, static_cast<unsigned long long>(p.value("observations", 0ULL)), 100.0 * p.value("miss_share", 0.0),
+                p.value("mean_abs_error_us", 0.0), p.value("p99_abs_error_us", 0.0));
+  }
+  return 0;
+}
+
+}  // namespace
+
+CommandRunner add_daemon_command(CLI::App& app) {
+  auto args = std::make_shared<DaemonArgs>();
+  CLI::App* sub = app.add_subcommand(
+      "daemon",
+      "Run lithosd in the foreground: the one scheduler of this GPU. Processes started with `lithos run "
+      "--tenant NAME` register with it; it decides every launch of every process with the configured policy "
+      "(default lithos: quotas, stealing, atoms, the throttle) and serves `lithos status`.");
+  sub->footer(
+      "Configuration: --config FILE (TOML, docs/daemon.md; default /etc/lithos/lithosd.toml when it exists).\n"
+      "Precedence: flags > environment (LITHOSD_SOCKET, LITHOSD_POLICY, LITHOSD_MPS, LITHOSD_ATOM_US,\n"
+      "LITHOSD_STATE_DIR, LITHOSD_TRACE) > file > defaults. Stops on SIGINT or SIGTERM; an MPS daemon it\n"
+      "started is stopped with it. Under systemd: packaging/lithosd.service.\n"
+      "\n"
+      "Examples:\n"
+      "  lithos daemon --config svc.toml                  serve with the tenants of svc.toml\n"
+      "  lithos run --tenant svc -- python3 serve.py      a client of tenant svc\n"
+      "  lithos status                                     what the daemon does now");
+  sub->add_option("--config", args->config, "Configuration file (TOML)");
+  sub->add_option("--socket", args->socket, "Unix socket to serve (default: see docs/daemon.md)");
+  sub->add_option("--policy", args->policy, "Scheduling policy (lithos sim --list shows them; default lithos)");
+  sub->add_option("--mps", args->mps, "auto (attach, else start), start, attach or off")
+      ->check(CLI::IsMember({"auto", "start", "attach", "off"}));
+  sub->add_option("--atom-us", args->atom_us, "Atom duration target in microseconds (default 500)")
+      ->check(CLI::Range(50.0, 100000.0));
+  sub->add_option("--state-dir", args->state_dir, "Where the daemon keeps its state (predictions, traces)");
+  sub->add_option("--trace", args->trace, "Write a JSON-lines trace of every launch to this file");
+  sub->add_option("--device", args->device, "CUDA device served (default 0)")->check(CLI::NonNegativeNumber);
+  sub->add_flag("--no-gpu", args->no_gpu, "Do not read the GPU: assume an H100 SXM (tests, CPU-only machines)");
+  sub->add_option("--slot-map", args->slot_map,
+                  "Take the GPU's TPCs and GPCs from this slot-map file (as `lithos calibrate` writes) instead of "
+                  "the calibration cache; implies --no-gpu")
+      ->check(CLI::ExistingFile);
+  sub->add_flag("--print-config", args->print_config, "Print the merged configuration as JSON and exit");
+  return [args] { return run_daemon(*args); };
+}
+
+CommandRunner add_status_command(CLI::App& app) {
+  auto socket = std::make_shared<std::string>();
+  auto json = std::make_shared<bool>(false);
+  CLI::App* sub = app.add_subcommand(
+      "status", "What lithosd does now: tenants, allocations, in-flight work, clients, grants/s, predictor error.");
+  sub->add_option("--socket", *socket, "lithosd's socket (default: see docs/daemon.md)");
+  sub->add_flag("--json", *json, "One JSON object (schema lithos.status/1) on stdout");
+  return [socket, json] { return run_status(*socket, *json); };
+}
+
+}  // namespace lithos::cli

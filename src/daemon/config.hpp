@@ -1,0 +1,145 @@
+// lithosd's configuration: a TOML file (docs/daemon.md, packaging/lithosd.toml),
+// environment overrides, and which tenant a connecting process gets.
+//
+// Precedence: flags > environment (LITHOSD_*) > the file > defaults. The CLI
+// builds the result in that order: default_config() or load_config(), then
+// apply_env(), then its flags, then validate() against the GPU it serves.
+//
+// Nothing here throws. Errors in a file name the file, line and column.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstddef>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.hpp"
+#include "common/time.hpp"
+#include "sched/tpc_set.hpp"
+#include "sched/types.hpp"
+
+namespace lithos::daemon {
+
+// How lithosd deals with CUDA MPS.
+enum class MpsMode {
+  kAuto,    // attach to a running MPS control daemon, else start one
+  kStart,   // start one (fail if that fails)
+  kAttach,  // require a running one
+  kOff,     // clients share the GPU without MPS
+};
+const char* mps_mode_name(MpsMode m);  // "auto", "start", "attach", "off"
+std::optional<MpsMode> parse_mps_mode(std::string_view s);
+
+inline constexpr double kMinAtomUs = 50;
+inline constexpr double kMaxAtomUs = 100000;
+// Tenant names travel in ipc::Hello/Welcome (64 bytes with the terminating NUL).
+inline constexpr std::size_t kMaxTenantName = 63;
+// The tenant every undeclared process lands in, unless the file says otherwise.
+inline constexpr const char* kDefaultTenantName = "default";
+
+struct TenantConfig {
+  std::string name;
+  sched::PriorityClass priority = sched::PriorityClass::kBestEffort;
+  int quota = 0;  // TPCs guaranteed (high only; 0 for best-effort)
+  std::optional<Duration> slo;
+  // Who may claim it: any of these uids, or a process whose gid or one of
+  // whose supplementary gids is listed. Both empty: anyone.
+  std::vector<uid_t> uids;
+  std::vector<gid_t> gids;
+  // Executable short names (globs with * and ?) bound here when the process
+  // names no tenant.
+  std::vector<std::string> match;
+  // Where its clients run when the daemon is gone; unset: the daemon decides
+  // (its quota's TPCs for high priority, the TPCs no quota holds otherwise).
+  std::optional<sched::TpcSet> fallback;
+  // "file:line:column" of its [[tenant]] table, for messages; empty for the
+  // implicit default tenant and tenants built in code.
+  std::string where;
+
+  sched::TenantSpec spec() const;
+  bool anyone() const { return uids.empty() && gids.empty(); }
+};
+
+struct DaemonConfig {
+  std::string socket;  // default: see default_socket_path()
+  std::string policy = "lithos";
+  MpsMode mps = MpsMode::kAuto;
+  double atom_us = 500;
+  std::string state_dir;  // default: see default_state_dir()
+  std::string trace;      // "" = no trace
+  std::string default_tenant = kDefaultTenantName;
+  std::vector<TenantConfig> tenants;
+  std::string source;  // where it came from, for status: a file path, or "defaults"
+
+  const TenantConfig* tenant(std::string_view name) const;
+};
+
+// Looks up user and group names; the default one asks the system
+// (getpwnam_r/getgrnam_r). Tests pass their own.
+struct IdResolver {
+  std::function<Result<uid_t>(const std::string&)> user;
+  std::function<Result<gid_t>(const std::string&)> group;
+  static IdResolver system();
+};
+
+// Parses a configuration file's text; `source_name` prefixes every error
+// ("file:line:column: ..."). Checks everything that does not depend on the
+// GPU (validate() does the rest). User and group names are resolved now: an
+// unknown name is an error naming it.
+Result<DaemonConfig> parse_config(std::string_view toml_text, std::string_view source_name);
+Result<DaemonConfig> parse_config(std::string_view toml_text, std::string_view source_name, const IdResolver& ids);
+
+// Reads and parses `path`; kNotFound when the file does not exist.
+Result<DaemonConfig> load_config(const std::string& path);
+
+// No file: the defaults and the implicit default tenant.
+DaemonConfig default_config();
+
+// The default socket, by the rule clients use (ipc::default_socket_path):
+// $LITHOS_DAEMON_SOCKET when set, /run/lithos/lithosd.sock for root, else
+// $XDG_RUNTIME_DIR/lithos/lithosd.sock, else /tmp/lithos-<uid>/lithosd.sock.
+std::string default_socket_path();
+// The default state directory: /var/lib/lithos for root, else
+// $XDG_STATE_HOME/lithos, else $HOME/.local/state/lithos.
+std::string default_state_dir();
+
+// Overrides from LITHOSD_SOCKET, LITHOSD_POLICY, LITHOSD_MPS, LITHOSD_ATOM_US,
+// LITHOSD_STATE_DIR, LITHOSD_TRACE (an unset or empty variable changes
+// nothing). `getenv_fn` is std::getenv outside tests. Errors name the variable.
+Status apply_env(DaemonConfig& c, const std::function<const char*(const char*)>& getenv_fn);
+
+// Everything that must hold before the daemon serves a GPU of `device_tpcs`
+// TPCs: the policy is known, atom_us in range, tenant names valid and unique,
+// best-effort quotas 0, the quotas of high tenants add up to at most
+// device_tpcs, fallback sets non-empty and inside the device, default_tenant
+// declared.
+Status validate(const DaemonConfig& c, int device_tpcs);
+
+// Which tenant a connecting process gets:
+//  1. `requested` non-empty: that tenant, if the process may claim it
+//     (kNotFound: no such tenant; kFailedPrecondition: this uid/gid may not);
+//  2. else the first tenant (in file order) with a match rule for `program`
+//     that the process may claim;
+//  3. else the default tenant, if the process may claim it.
+struct Resolution {
+  std::size_t index = 0;  // into DaemonConfig::tenants
+  bool by_rule = false;
+  bool by_default = false;
+};
+Result<Resolution> resolve_tenant(const DaemonConfig& c, std::string_view requested, std::string_view program,
+                                  uid_t uid, gid_t gid, const std::vector<gid_t>& supplementary);
+
+// Whether `t` admits a process with these credentials.
+bool may_claim(const TenantConfig& t, uid_t uid, gid_t gid, const std::vector<gid_t>& supplementary);
+// Glob with * (any run, also empty) and ? (one character); nothing else is special.
+bool glob_match(std::string_view pattern, std::string_view text);
+
+// The configuration as one JSON object (schema lithos.daemon-config/1), for
+// `lithos status --json` and `lithos daemon --print-config`.
+std::string config_json(const DaemonConfig& c);
+
+}  // namespace lithos::daemon

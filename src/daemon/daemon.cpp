@@ -1,0 +1,555 @@
+#include "daemon/daemon.hpp"
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "ipc/socket.hpp"
+#include "sched/policy.hpp"
+
+namespace lithos::daemon {
+
+namespace {
+
+std::string text_of(const char* field, std::size_t cap) {
+  std::size_t n = 0;
+  while (n < cap && field[n] != '\0') ++n;
+  return std::string(field, n);
+}
+
+template <std::size_t N>
+void copy_text(char (&dst)[N], const std::string& src) {
+  const std::size_t n = std::min(src.size(), N - 1);
+  std::memcpy(dst, src.data(), n);
+  dst[n] = '\0';
+}
+
+}  // namespace
+
+// A connection whose Hello has not arrived yet.
+struct Daemon::Pending {
+  int sock = -1;
+  std::uint64_t since_ns = 0;
+};
+
+std::uint64_t Daemon::now_ns() {
+  timespec t{};
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return static_cast<std::uint64_t>(t.tv_sec) * 1'000'000'000ULL + static_cast<std::uint64_t>(t.tv_nsec);
+}
+
+lithos::Time Daemon::to_time(std::uint64_t ns) { return lithos::Time(lithos::Duration(static_cast<std::int64_t>(ns))); }
+
+Daemon::Daemon(DaemonOptions options) : options_(std::move(options)) {}
+
+Daemon::~Daemon() {
+  for (auto& p : pending_) ::close(p->sock);
+  for (auto& c : clients_) {
+    if (c->sock >= 0) ::close(c->sock);
+  }
+  if (listen_fd_ >= 0) ::close(listen_fd_);
+}
+
+Result<std::unique_ptr<Daemon>> Daemon::create(DaemonOptions options) {
+  std::unique_ptr<Daemon> d(new Daemon(std::move(options)));
+  const DaemonConfig& cfg = d->options_.config;
+  LITHOS_RETURN_IF_ERROR(validate(cfg, d->options_.device.tpcs));
+  std::string err;
+  auto policy = sched::make_policy(cfg.policy, &err);
+  if (policy == nullptr) return Status::invalid_argument(err);
+  sched::EngineConfig ec;
+  ec.device = d->options_.device;
+  ec.atoms.target = lithos::Duration(static_cast<std::int64_t>(cfg.atom_us * 1e3));
+  d->engine_ = std::make_unique<sched::Engine>(ec, std::move(policy));
+  for (const TenantConfig& t : cfg.tenants) {
+    auto id = d->engine_->add_tenant(t.spec());
+    if (!id) return Status::invalid_argument("tenant '" + t.name + "': " + id.status().message());
+  }
+  auto fd = ipc::listen_socket(cfg.socket, 0666);
+  if (!fd) return fd.status();
+  d->listen_fd_ = fd.value();
+  d->started_ns_ = now_ns();
+  // Distinct per start: clients compare it to notice a restarted daemon.
+  d->epoch_ = d->started_ns_ ^ (static_cast<std::uint64_t>(::getpid()) << 40);
+  return d;
+}
+
+Status Daemon::run(const std::atomic<bool>& stop) {
+  while (!stop.load(std::memory_order_relaxed)) {
+    const std::uint64_t now = now_ns();
+    const bool busy = step(now);
+    if (busy) continue;
+    // Work in flight or clients waiting: spin (grants within microseconds).
+    // Otherwise sleep, up to 1 ms, woken early by the sockets.
+    if (now - last_event_ns_ < options_.spin_ns) continue;
+    std::vector<pollfd> fds;
+    fds.push_back({listen_fd_, POLLIN, 0});
+    for (auto& p : pending_) fds.push_back({p->sock, POLLIN, 0});
+    for (auto& c : clients_) fds.push_back({c->sock, POLLIN, 0});
+    // Clients submit through shared memory, which no poll() sees: sleep
+    // briefly so that a best-effort launch waits at most about this long
+    // after an idle period.
+    (void)::poll(fds.data(), fds.size(), 1);
+  }
+  shutdown_clients();
+  return Status::ok();
+}
+
+bool Daemon::step(std::uint64_t now) {
+  ++counters_.loops;
+  bool any = false;
+  any |= accept_connections(now);
+  any |= serve_pending(now);
+  if (now - last_socket_check_ns_ > 1'000'000 || any) {
+    last_socket_check_ns_ = now;
+    any |= check_sockets(now);
+  }
+  for (std::size_t i = 0; i < clients_.size(); ++i) {
+    Client& c = *clients_[i];
+    c.channel.layout().header.heartbeat_ns.store(now, std::memory_order_relaxed);
+    any |= poll_completions(c, now);
+    if (!drain_submits(c, now)) {
+      drop_client(i, now, true, "malformed message");
+      --i;
+      any = true;
+    }
+  }
+  any |= dispatch(now);
+  publish_allocations();
+  for (auto& c : clients_) {
+    while (!c->overflow.empty() && c->channel.layout().grant.push(c->overflow.front())) c->overflow.pop_front();
+  }
+  // Keep spinning while anything is in flight or waiting.
+  bool inflight = false;
+  for (const auto& t : engine_->state().tenants) inflight = inflight || t.has_work();
+  if (any || inflight) last_event_ns_ = now;
+  if (any) ++counters_.busy_loops;
+  return any;
+}
+
+// ---------------------------------------------------------------------------
+// Connections
+
+bool Daemon::accept_connections(std::uint64_t now) {
+  bool any = false;
+  while (true) {
+    auto fd = ipc::accept_client(listen_fd_);
+    if (!fd) break;
+    any = true;
+    if (static_cast<int>(clients_.size() + pending_.size()) >= options_.max_clients) {
+      ipc::Welcome w;
+      w.status = ipc::WelcomeStatus::kFull;
+      copy_text(w.message, "lithosd serves " + std::to_string(options_.max_clients) + " clients at most");
+      (void)ipc::send_packet(fd.value(), &w, sizeof w);
+      ::close(fd.value());
+      ++counters_.clients_refused;
+      continue;
+    }
+    auto p = std::make_unique<Pending>();
+    p->sock = fd.value();
+    p->since_ns = now;
+    pending_.push_back(std::move(p));
+  }
+  return any;
+}
+
+bool Daemon::serve_pending(std::uint64_t now) {
+  bool any = false;
+  for (std::size_t i = 0; i < pending_.size();) {
+    Pending& p = *pending_[i];
+    ipc::Hello hello;
+    int passed = -1;
+    auto got = ipc::recv_packet(p.sock, &hello, sizeof hello, &passed, 0);
+    if (passed >= 0) ::close(passed);  // clients never send descriptors
+    if (!got && now - p.since_ns < options_.hello_timeout_ns) {
+      ++i;
+      continue;  // nothing yet
+    }
+    any = true;
+    const int sock = p.sock;
+    pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(i));
+    if (!got || got.value() != sizeof hello) {
+      ::close(sock);  // closed, timed out, or not a Hello
+      ++counters_.clients_refused;
+      continue;
+    }
+    welcome(sock, hello, now);
+  }
+  return any;
+}
+
+void Daemon::welcome(int sock, const ipc::Hello& hello_in, std::uint64_t now) {
+  ipc::Hello hello = hello_in;
+  ipc::Welcome w;
+  w.daemon_epoch = epoch_;
+  auto refuse = [&](ipc::WelcomeStatus st, const std::string& why) {
+    w.status = st;
+    copy_text(w.message, why);
+    (void)ipc::send_packet(sock, &w, sizeof w);
+    ::close(sock);
+    ++counters_.clients_refused;
+  };
+  if (Status s = ipc::validate_hello(hello); !s.is_ok()) return refuse(ipc::WelcomeStatus::kBadHello, s.message());
+  if (hello.kind == ipc::HelloKind::kStatus) {
+    ++counters_.status_requests;
+    const std::string js = status_json(now);
+    (void)ipc::send_packet(sock, js.data(), js.size());
+    ::close(sock);
+    return;
+  }
+  auto cred = ipc::peer_credentials(sock);
+  if (!cred)
+    return refuse(ipc::WelcomeStatus::kRefused, "cannot read the peer's credentials: " + cred.status().message());
+  std::vector<gid_t> groups;  // supplementary groups are not visible through SO_PEERCRED
+  auto res = resolve_tenant(options_.config, text_of(hello.tenant, sizeof hello.tenant),
+                            text_of(hello.program, sizeof hello.program), cred->uid, cred->gid, groups);
+  if (!res) {
+    const bool unknown = res.status().code() == StatusCode::kNotFound;
+    return refuse(unknown ? ipc::WelcomeStatus::kNoTenant : ipc::WelcomeStatus::kRefused, res.status().message());
+  }
+  const auto tenant = static_cast<sched::TenantId>(res->index);
+  const TenantConfig& tc = options_.config.tenants[res->index];
+  auto channel = ipc::Channel::create(next_client_, tenant, epoch_);
+  if (!channel) return refuse(ipc::WelcomeStatus::kFull, "cannot create the channel: " + channel.status().message());
+  auto c = std::make_unique<Client>();
+  c->id = next_client_++;
+  c->sock = sock;
+  c->channel = std::move(channel).value();
+  c->tenant = tenant;
+  c->high = tc.priority == sched::PriorityClass::kHigh;
+  c->pid = cred->pid;
+  c->uid = cred->uid;
+  c->program = text_of(hello.program, sizeof hello.program);
+  c->since_ns = now;
+  ipc::ChannelHeader& h = c->channel.layout().header;
+  if (c->high) h.flags.fetch_or(ipc::kChannelHighPriority, std::memory_order_relaxed);
+  const sched::TpcSet fb = fallback_of(tenant);
+  h.fallback[0].store(fb.word(0), std::memory_order_relaxed);
+  h.fallback[1].store(fb.word(1), std::memory_order_relaxed);
+  const sched::TpcSet alloc = allocation_of(tenant);
+  const std::uint64_t words[2] = {alloc.word(0), alloc.word(1)};
+  c->channel.publish_allocation(words);
+  c->alloc_words[0] = words[0];
+  c->alloc_words[1] = words[1];
+
+  w.status = ipc::WelcomeStatus::kOk;
+  w.client_id = c->id;
+  w.tenant_id = tenant;
+  w.tenant_class = c->high ? ipc::TenantClass::kHigh : ipc::TenantClass::kBestEffort;
+  w.quota = static_cast<std::uint32_t>(tc.quota);
+  w.channel_bytes = static_cast<std::uint32_t>(c->channel.bytes());
+  copy_text(w.tenant, tc.name);
+  copy_text(w.message, res->by_rule ? "matched by program name" : res->by_default ? "default tenant" : "as asked");
+  if (Status s = ipc::send_packet(sock, &w, sizeof w, c->channel.fd()); !s.is_ok()) {
+    ::close(sock);
+    ++counters_.clients_refused;
+    return;
+  }
+  ++counters_.clients_accepted;
+  clients_.push_back(std::move(c));
+}
+
+bool Daemon::check_sockets(std::uint64_t now) {
+  bool any = false;
+  for (std::size_t i = 0; i < clients_.size(); ++i) {
+    pollfd p{clients_[i]->sock, POLLIN, 0};
+    if (::poll(&p, 1, 0) <= 0) continue;
+    char buf[64];
+    const ssize_t n = ::recv(clients_[i]->sock, buf, sizeof buf, MSG_DONTWAIT);
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR) || (p.revents & (POLLHUP | POLLERR)) != 0) {
+      drop_client(i, now, false, "its socket closed");
+      --i;
+      any = true;
+    }
+  }
+  return any;
+}
+
+void Daemon::drop_client(std::size_t index, std::uint64_t now, bool malformed, const std::string& why) {
+  Client& c = *clients_[index];
+  (void)why;
+  for (Stream& s : c.streams) {
+    if (!s.open) continue;
+    const auto released = engine_->close_queue(s.queue, to_time(now));
+    counters_.reclaimed_atoms += released.size();
+  }
+  // Forget its pending launches' grant targets.
+  for (auto it = targets_.begin(); it != targets_.end();) {
+    it = it->second.client == c.id ? targets_.erase(it) : std::next(it);
+  }
+  if (c.sock >= 0) ::close(c.sock);
+  if (malformed) {
+    ++counters_.clients_dropped;
+  } else {
+    ++counters_.clients_gone;
+  }
+  clients_.erase(clients_.begin() + static_cast<std::ptrdiff_t>(index));
+  dirty_ = true;
+}
+
+Daemon::Client* Daemon::find_client(std::uint32_t id) {
+  for (auto& c : clients_) {
+    if (c->id == id) return c.get();
+  }
+  return nullptr;
+}
+
+void Daemon::shutdown_clients() {
+  for (auto& c : clients_) c->channel.layout().header.flags.fetch_or(ipc::kChannelDaemonGone);
+}
+
+// ---------------------------------------------------------------------------
+// The hot path
+
+bool Daemon::drain_submits(Client& c, std::uint64_t now) {
+  ipc::SubmitMsg m;
+  bool corrupt = false;
+  // A bounded batch per loop keeps one chatty client from starving others.
+  for (int n = 0; n < 256 && c.channel.layout().submit.pop(&m, &corrupt); ++n) {
+    if (Status s = handle_submit(c, m, now); !s.is_ok()) return false;
+  }
+  return !corrupt;
+}
+
+Status Daemon::handle_submit(Client& c, const ipc::SubmitMsg& m, std::uint64_t now) {
+  LITHOS_RETURN_IF_ERROR(c.validator.check(m));
+  ++counters_.submits;
+  Stream& s = c.streams[m.stream];
+  dirty_ = true;
+  switch (m.type) {
+    case ipc::SubmitType::kStreamOpen: {
+      auto q = engine_->add_queue(c.tenant);
+      if (!q) return q.status();
+      s = Stream{};
+      s.open = true;
+      s.high = c.high;
+      s.queue = q.value();
+      s.completed = c.channel.layout().completed[m.stream].load(std::memory_order_acquire);
+      s.next_marker = s.completed;
+      return Status::ok();
+    }
+    case ipc::SubmitType::kStreamClose:
+      counters_.reclaimed_atoms += engine_->close_queue(s.queue, to_time(now)).size();
+      s = Stream{};
+      return Status::ok();
+    case ipc::SubmitType::kSync: engine_->sync(s.queue); return Status::ok();
+    case ipc::SubmitType::kGoodbye: return Status::ok();  // the socket's end follows
+    case ipc::SubmitType::kLaunch: break;
+  }
+  sched::LaunchDesc d;
+  d.kernel = m.kernel;
+  d.grid = {m.grid[0], m.grid[1], m.grid[2]};
+  d.block = {m.block[0], m.block[1], m.block[2]};
+  d.regs_per_thread = m.regs != 0 ? m.regs : 32;
+  d.smem_per_block = m.smem;
+  d.cluster = {m.cluster[0], m.cluster[1], m.cluster[2]};
+  d.cooperative = (m.flags & ipc::kSubmitCooperative) != 0;
+  d.indivisible = (m.flags & (ipc::kSubmitWhole | ipc::kSubmitGraph)) != 0;
+  ++c.launches;
+  if ((m.flags & ipc::kSubmitRunning) != 0) {
+    // Already on the GPU: account it on the tenant's allocation.
+    auto a = engine_->submit_running(s.queue, d, allocation_of(c.tenant), to_time(now));
+    if (!a) return a.status();
+    s.inflight.push_back({m.seq, a->atom, now});
+    ++counters_.running_launches;
+    return Status::ok();
+  }
+  auto id = engine_->submit(s.queue, d, to_time(now));
+  if (!id) return id.status();
+  targets_[id.value()] = Target{c.id, m.stream, m.seq};
+  return Status::ok();
+}
+
+bool Daemon::poll_completions(Client& c, std::uint64_t now) {
+  bool any = false;
+  for (std::uint32_t i = 0; i < ipc::kMaxStreams; ++i) {
+    Stream& s = c.streams[i];
+    if (!s.open || s.inflight.empty()) continue;
+    // Never backwards (a stale marker): the highest value seen counts. A
+    // marker may also land before its launch's report (the client writes it
+    // first), so reports are matched against it when they arrive too.
+    const std::uint64_t v = c.channel.layout().completed[i].load(std::memory_order_acquire);
+    s.completed = std::max(s.completed, v);
+    while (!s.inflight.empty() && s.inflight.front().key <= s.completed) {
+      const Stream::InFlight f = s.inflight.front();
+      s.inflight.pop_front();
+      // The atom ran from when the stream was free for it until now.
+      const std::uint64_t start = std::max(f.since_ns, s.last_end_ns);
+      engine_->atom_finished(f.atom, to_time(start), to_time(now));
+      s.last_end_ns = now;
+      ++counters_.completions;
+      any = true;
+    }
+  }
+  if (any) dirty_ = true;
+  return any;
+}
+
+bool Daemon::dispatch(std::uint64_t now) {
+  const lithos::Time t = to_time(now);
+  if (!dirty_ && t < engine_->next_wakeup()) return false;
+  dirty_ = false;
+  out_.clear();
+  engine_->dispatch(t, out_);
+  for (const sched::AtomDispatch& d : out_) {
+    const auto it = targets_.find(d.launch);
+    if (it == targets_.end()) continue;  // its client is gone
+    Client* c = find_client(it->second.client);
+    if (c == nullptr) continue;
+    Stream& s = c->streams[it->second.stream];
+    ipc::GrantMsg g;
+    g.type = ipc::GrantType::kGrant;
+    g.stream = it->second.stream;
+    g.seq = it->second.seq;
+    g.lo = d.blocks.lo;
+    g.hi = d.blocks.hi;
+    g.tpcs[0] = d.tpcs.word(0);
+    g.tpcs[1] = d.tpcs.word(1);
+    g.marker = ++s.next_marker;
+    g.index = d.index;
+    if (d.last) g.flags |= ipc::kGrantLast;
+    if (d.tpcs == engine_->state().device_tpcs) g.flags |= ipc::kGrantWholeGpu;
+    if (d.priority == sched::HwPriority::kLow) g.flags |= ipc::kGrantLowPriority;
+    s.inflight.push_back({g.marker, d.atom, now});
+    deliver(*c, g);
+    ++c->grants;
+    ++counters_.grants;
+    if (d.last) targets_.erase(it);
+  }
+  return !out_.empty();
+}
+
+void Daemon::deliver(Client& c, const ipc::GrantMsg& g) {
+  if (!c.overflow.empty() || !c.channel.layout().grant.push(g)) c.overflow.push_back(g);
+}
+
+// High priority: everything but the quotas of other active high-priority
+// tenants (quotas are guarantees); a single service gets the whole GPU.
+sched::TpcSet Daemon::allocation_of(sched::TenantId t) const {
+  const sched::EngineState& st = engine_->state();
+  sched::TpcSet out = st.device_tpcs;
+  const sched::TenantState& me = st.tenants[t];
+  if (!me.is_high()) return fallback_of(t);
+  const lithos::Time now = to_time(now_ns());
+  for (const sched::TenantState& o : st.tenants) {
+    if (o.id != t && o.is_high() && st.active(o.id, now)) out -= o.owned;
+  }
+  return out.empty() ? me.owned : out;
+}
+
+// Where a client runs without the daemon: its configured fallback, else its
+// quota (high), else what no quota holds (best effort); never empty.
+sched::TpcSet Daemon::fallback_of(sched::TenantId t) const {
+  const sched::EngineState& st = engine_->state();
+  const TenantConfig& tc = options_.config.tenants[t];
+  if (tc.fallback) return *tc.fallback & st.device_tpcs;
+  const sched::TenantState& me = st.tenants[t];
+  if (me.is_high() && !me.owned.empty()) return me.owned;
+  sched::TpcSet free = st.device_tpcs;
+  for (const sched::TenantState& o : st.tenants) free -= o.owned;
+  return free.empty() ? st.device_tpcs : free;
+}
+
+void Daemon::publish_allocations() {
+  for (auto& c : clients_) {
+    if (!c->high) continue;
+    const sched::TpcSet a = allocation_of(c->tenant);
+    if (a.word(0) == c->alloc_words[0] && a.word(1) == c->alloc_words[1]) continue;
+    const std::uint64_t words[2] = {a.word(0), a.word(1)};
+    c->channel.publish_allocation(words);
+    c->alloc_words[0] = words[0];
+    c->alloc_words[1] = words[1];
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Status
+
+std::string Daemon::status_json(std::uint64_t now) const {
+  using nlohmann::json;
+  const sched::EngineState& st = engine_->state();
+  json j;
+  j["schema"] = "lithos.status/1";
+  j["pid"] = ::getpid();
+  j["epoch"] = epoch_;
+  j["socket"] = options_.config.socket;
+  j["config"] = options_.config.source;
+  j["policy"] = options_.config.policy;
+  j["uptime_s"] = static_cast<double>(now - started_ns_) / 1e9;
+  j["device"] = {{"tpcs", st.config.device.tpcs},
+                 {"gpcs", st.config.device.topology.count()},
+                 {"topology", st.config.device.topology.to_string()}};
+  const lithos::Time t = to_time(now);
+  json tenants = json::array();
+  for (const sched::TenantState& ts : st.tenants) {
+    const TenantConfig& tc = options_.config.tenants[ts.id];
+    int clients = 0;
+    for (const auto& c : clients_) clients += c->tenant == ts.id ? 1 : 0;
+    json o = {{"name", ts.spec.name},
+              {"class", sched::priority_class_name(ts.spec.priority)},
+              {"quota", ts.spec.quota},
+              {"owned", ts.owned.to_string()},
+              {"active", st.active(ts.id, t)},
+              {"clients", clients},
+              {"pending_launches", ts.pending_launches},
+              {"inflight_atoms", ts.inflight_atoms},
+              {"stolen_inflight", ts.stolen_inflight},
+              {"held", st.held(ts.id).to_string()},
+              {"allocation", allocation_of(ts.id).to_string()},
+              {"fallback", fallback_of(ts.id).to_string()}};
+    if (tc.slo) o["slo_ms"] = static_cast<double>(tc.slo->count()) / 1e6;
+    tenants.push_back(o);
+  }
+  j["tenants"] = tenants;
+  json clients = json::array();
+  for (const auto& c : clients_) {
+    int streams = 0;
+    for (const Stream& s : c->streams) streams += s.open ? 1 : 0;
+    clients.push_back({{"id", c->id},
+                       {"pid", c->pid},
+                       {"uid", c->uid},
+                       {"program", c->program},
+                       {"tenant", st.tenants[c->tenant].spec.name},
+                       {"streams", streams},
+                       {"launches", c->launches},
+                       {"grants", c->grants},
+                       {"since_s", static_cast<double>(now - c->since_ns) / 1e9}});
+  }
+  j["clients"] = clients;
+  const double up = std::max(1e-9, static_cast<double>(now - started_ns_) / 1e9);
+  j["counters"] = {{"clients_accepted", counters_.clients_accepted},
+                   {"clients_refused", counters_.clients_refused},
+                   {"clients_dropped", counters_.clients_dropped},
+                   {"clients_gone", counters_.clients_gone},
+                   {"submits", counters_.submits},
+                   {"running_launches", counters_.running_launches},
+                   {"grants", counters_.grants},
+                   {"grants_per_s", static_cast<double>(counters_.grants) / up},
+                   {"completions", counters_.completions},
+                   {"reclaimed_atoms", counters_.reclaimed_atoms},
+                   {"loops", counters_.loops},
+                   {"busy_loops", counters_.busy_loops}};
+  const sched::Engine::Counters& ec = engine_->counters();
+  j["engine"] = {{"launches", ec.launches},         {"atoms", ec.atoms},         {"split_launches", ec.split_launches},
+                 {"stolen_atoms", ec.stolen_atoms}, {"throttled", ec.throttled}, {"widened", ec.widened},
+                 {"deferred", ec.deferred}};
+  json pred;
+  for (const auto cls : {sched::PriorityClass::kHigh, sched::PriorityClass::kBestEffort}) {
+    const sched::PredictorStats ps = st.predictor.stats(cls);
+    pred[sched::priority_class_name(cls)] = {{"observations", ps.observations},
+                                             {"predicted", ps.predicted},
+                                             {"miss_share", ps.miss_share},
+                                             {"mean_abs_error_us", ps.mean_abs_error_us},
+                                             {"p99_abs_error_us", ps.p99_abs_error_us}};
+  }
+  j["predictor"] = pred;
+  return j.dump();
+}
+
+}  // namespace lithos::daemon

@@ -1,0 +1,173 @@
+// lithosd's core: one loop that hosts the scheduling Engine (the same object
+// code the simulator drives) and serves every client process of one GPU
+// (docs/daemon.md).
+//
+//   clients --Hello--> socket --Welcome + channel fd--> clients
+//   channel.submit  --> validate --> Engine::submit (best effort: waits for grants)
+//                                    Engine::submit_running (high priority: already on the GPU)
+//   channel.completed (written by the GPU) --> Engine::atom_finished
+//   Engine::dispatch --> channel.grant (TPC set + block range + marker of each atom)
+//   allocations --> channel.header.alloc (high priority: where its launches go now)
+//
+// Rules kept here (the hot-path rules of docs/architecture.md):
+//  - a high-priority launch never waits for the daemon: it is reported after
+//    it was launched and only accounted;
+//  - a best-effort atom waits for its grant (that wait is the throttle);
+//  - completion comes from the GPU (completion slots), never from a timer;
+//  - a client that sends anything malformed, or whose socket closes, is
+//    dropped and everything it held is given back at once (its queues are
+//    closed in the Engine); other clients never notice.
+//
+// Threading: one thread calls step()/run(); nothing else touches a Daemon
+// except status_json() through the same thread (status requests are served
+// inside step()).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "common/status.hpp"
+#include "daemon/config.hpp"
+#include "ipc/channel.hpp"
+#include "ipc/protocol.hpp"
+#include "ipc/validate.hpp"
+#include "sched/engine.hpp"
+#include "sched/types.hpp"
+
+namespace lithos::daemon {
+
+struct DaemonOptions {
+  DaemonConfig config;
+  sched::DeviceShape device = sched::DeviceShape::h100_sxm();  // TPC count and GPCs (from the slot map)
+  int max_clients = 512;
+  // How long the loop spins (no sleep) after the last event before it
+  // backs off to sleeping: a be client waiting for a grant is answered
+  // within microseconds while work is in flight.
+  std::uint64_t spin_ns = 2'000'000;
+  // A client whose Hello has not arrived this long after it connected is dropped.
+  std::uint64_t hello_timeout_ns = 2'000'000'000;
+};
+
+// Counters for `lithos status` and the tests.
+struct DaemonCounters {
+  std::uint64_t clients_accepted = 0;
+  std::uint64_t clients_refused = 0;
+  std::uint64_t clients_dropped = 0;  // malformed messages
+  std::uint64_t clients_gone = 0;     // socket closed (exit, crash, SIGKILL)
+  std::uint64_t submits = 0;
+  std::uint64_t running_launches = 0;  // high priority, accounted
+  std::uint64_t grants = 0;
+  std::uint64_t completions = 0;
+  std::uint64_t reclaimed_atoms = 0;  // released because their client died
+  std::uint64_t status_requests = 0;
+  std::uint64_t loops = 0;
+  std::uint64_t busy_loops = 0;  // loops that handled something
+};
+
+class Daemon {
+ public:
+  // Listens on options.config.socket and sets up the Engine with the
+  // configured policy and tenants. Errors: the socket (another daemon,
+  // permissions), an unknown policy, tenants the policy refuses.
+  static Result<std::unique_ptr<Daemon>> create(DaemonOptions options);
+  ~Daemon();
+  Daemon(const Daemon&) = delete;
+  Daemon& operator=(const Daemon&) = delete;
+
+  // Serves until `stop` becomes true (checked every loop iteration); spins
+  // while work is in flight, sleeps up to 1 ms when idle.
+  Status run(const std::atomic<bool>& stop);
+  // One loop iteration at monotonic time `now_ns`; true when it handled
+  // anything (a message, a completion, a grant, a connection).
+  bool step(std::uint64_t now_ns);
+
+  // The status `lithos status --json` prints (schema lithos.status/1).
+  std::string status_json(std::uint64_t now_ns) const;
+  const DaemonCounters& counters() const { return counters_; }
+  const sched::Engine& engine() const { return *engine_; }
+  std::uint64_t epoch() const { return epoch_; }
+  const std::string& socket_path() const { return options_.config.socket; }
+  // Marks every channel "daemon gone" (a clean shutdown: clients fall back at once).
+  void shutdown_clients();
+
+  static std::uint64_t now_ns();
+
+ private:
+  struct Pending;  // a connection whose Hello has not arrived
+  struct Stream {
+    bool open = false;
+    bool high = false;
+    sched::QueueId queue = 0;
+    std::uint64_t next_marker = 0;  // be: markers the daemon hands out
+    std::uint64_t completed = 0;    // highest completion-slot value seen
+    std::uint64_t last_end_ns = 0;  // when its last atom was seen ending
+    struct InFlight {
+      std::uint64_t key;  // be: the grant's marker; hp: the launch's seq
+      sched::AtomId atom;
+      std::uint64_t since_ns;
+    };
+    std::deque<InFlight> inflight;  // in stream order
+  };
+  struct Client {
+    std::uint32_t id = 0;
+    int sock = -1;
+    ipc::Channel channel;
+    ipc::SubmitValidator validator;
+    sched::TenantId tenant = 0;
+    bool high = false;
+    int pid = 0;
+    unsigned uid = 0;
+    std::string program;
+    std::uint64_t since_ns = 0;
+    std::vector<Stream> streams = std::vector<Stream>(ipc::kMaxStreams);
+    std::deque<ipc::GrantMsg> overflow;             // grants waiting for room in the ring
+    std::uint64_t alloc_words[2] = {~0ULL, ~0ULL};  // last published allocation
+    std::uint64_t grants = 0, launches = 0;
+  };
+  struct Target {  // where a be launch's grants go
+    std::uint32_t client;
+    std::uint32_t stream;
+    std::uint64_t seq;
+  };
+
+  explicit Daemon(DaemonOptions options);
+  bool accept_connections(std::uint64_t now);
+  bool serve_pending(std::uint64_t now);
+  void welcome(int sock, const ipc::Hello& hello, std::uint64_t now);
+  bool drain_submits(Client& c, std::uint64_t now);
+  Status handle_submit(Client& c, const ipc::SubmitMsg& m, std::uint64_t now);
+  bool poll_completions(Client& c, std::uint64_t now);
+  bool dispatch(std::uint64_t now);
+  void deliver(Client& c, const ipc::GrantMsg& g);
+  void publish_allocations();
+  bool check_sockets(std::uint64_t now);
+  void drop_client(std::size_t index, std::uint64_t now, bool malformed, const std::string& why);
+  Client* find_client(std::uint32_t id);
+  sched::TpcSet allocation_of(sched::TenantId t) const;
+  sched::TpcSet fallback_of(sched::TenantId t) const;
+  static lithos::Time to_time(std::uint64_t ns);
+
+  DaemonOptions options_;
+  std::unique_ptr<sched::Engine> engine_;
+  std::uint64_t epoch_ = 0;
+  int listen_fd_ = -1;
+  std::vector<std::unique_ptr<Pending>> pending_;
+  std::vector<std::unique_ptr<Client>> clients_;
+  std::uint32_t next_client_ = 1;
+  std::unordered_map<sched::LaunchId, Target> targets_;
+  std::vector<sched::AtomDispatch> out_;  // scratch for dispatch
+  bool dirty_ = true;                     // something changed since the last dispatch
+  std::uint64_t last_event_ns_ = 0;
+  std::uint64_t last_socket_check_ns_ = 0;
+  std::uint64_t started_ns_ = 0;
+  DaemonCounters counters_;
+};
+
+}  // namespace lithos::daemon

@@ -1,0 +1,80 @@
+// One client's shared-memory channel (protocol.hpp's ChannelLayout): a memfd
+// created by the daemon, passed to the client over the registration socket,
+// and mapped by both.
+//
+// The daemon creates it (Channel::create), the client maps the descriptor it
+// received (Channel::attach). Each side owns its own mapping and descriptor;
+// the memory lives until both have closed theirs.
+//
+// The daemon seals the memfd's size (F_SEAL_SHRINK | F_SEAL_GROW) before it
+// hands it out: a client that could shrink the file would make the daemon's
+// next access to the mapping raise SIGBUS.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "common/status.hpp"
+#include "ipc/protocol.hpp"
+
+namespace lithos::ipc {
+
+class Channel {
+ public:
+  // Bytes of every channel: sizeof(ChannelLayout) rounded up to a page.
+  static constexpr std::size_t kBytes = (sizeof(ChannelLayout) + 4095) & ~std::size_t{4095};
+  // The completion slots own a whole page (ChannelLayout aligns them to 4 KiB
+  // and nothing follows them), so that exactly that page can be registered
+  // with the GPU.
+  static constexpr std::size_t kCompletionPageBytes = 4096;
+
+  // An empty channel (no mapping, fd() == -1): a placeholder to move into.
+  Channel() = default;
+  ~Channel();
+  Channel(Channel&& other) noexcept;
+  Channel& operator=(Channel&& other) noexcept;
+  Channel(const Channel&) = delete;
+  Channel& operator=(const Channel&) = delete;
+
+  // Daemon side: a new sealed memfd of kBytes, mapped, with a fresh layout
+  // whose header names the client, its tenant and the daemon's epoch.
+  static Result<Channel> create(std::uint32_t client_id, std::uint32_t tenant_id, std::uint64_t epoch);
+
+  // Client side: maps the channel behind `fd`, which it takes ownership of
+  // (closed on failure too). The file must be exactly kBytes long and its
+  // header must carry kMagic, kVersion and kBytes. kInvalidArgument for a
+  // file that is not a channel, kUnavailable when a system call fails.
+  static Result<Channel> attach(int fd);
+
+  bool valid() const { return layout_ != nullptr; }
+  int fd() const { return fd_; }
+  ChannelLayout& layout() { return *layout_; }
+  const ChannelLayout& layout() const { return *layout_; }
+  std::size_t bytes() const { return layout_ != nullptr ? kBytes : 0; }
+
+  // The tenant's allocation, under the header's seqlock. One writer (the
+  // daemon); readers retry a bounded number of times and return false when
+  // they never saw a stable value (the writer is stuck, or the peer scribbles
+  // on alloc_seq).
+  void publish_allocation(const std::uint64_t words[2]);
+  bool read_allocation(std::uint64_t out[2]) const;
+
+  // The fallback set: written once before the client is welcomed and rarely
+  // after, so two plain atomics are enough (a reader racing a rewrite may see
+  // one old and one new word; both sets are safe places to run).
+  void publish_fallback(const std::uint64_t words[2]);
+  void read_fallback(std::uint64_t out[2]) const;
+
+  // The page holding `completed` (page-aligned), for cuMemHostRegister.
+  void* completion_page() { return layout_ != nullptr ? static_cast<void*>(layout_->completed) : nullptr; }
+  static constexpr std::size_t completion_page_bytes() { return kCompletionPageBytes; }
+
+ private:
+  Channel(int fd, ChannelLayout* layout) : fd_(fd), layout_(layout) {}
+  void reset();
+
+  int fd_ = -1;
+  ChannelLayout* layout_ = nullptr;
+};
+
+}  // namespace lithos::ipc

@@ -1,0 +1,216 @@
+// The wire between lithosd and its clients (liblithos.so in every
+// application process, and `lithos status`).
+//
+// Two paths:
+//  - Registration and control: a Unix SOCK_SEQPACKET socket. A client sends
+//    Hello; the daemon checks the peer's credentials (SO_PEERCRED) against
+//    the tenant it asks for and answers Welcome with the file descriptor of
+//    the client's shared-memory channel (SCM_RIGHTS). The socket stays open
+//    for the life of the client: its end (EOF) is how the daemon learns that
+//    a client died, and how a client learns that the daemon did.
+//  - The hot path: the channel, one memfd per client mapped by both sides,
+//    holding two single-producer single-consumer rings of fixed-size
+//    messages (submit: client -> daemon; grant: daemon -> client) and a page
+//    of completion slots. The GPU itself writes the completion slots
+//    (cuStreamWriteValue64 enqueued after the work, into the page mapped for
+//    the device with cuMemHostRegister), so the daemon sees work end within
+//    microseconds of the GPU reaching it, for a CUDA graph as for a kernel.
+//
+// Everything a client writes is untrusted: the daemon validates every
+// message (SubmitValidator::check, validate.hpp) and every ring index
+// (SpscRing::pop reports inconsistent ones through `corrupt`) and drops the
+// client on the first malformed one. Layouts are fixed-size, trivially
+// copyable, little-endian, and versioned by kVersion.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+namespace lithos::ipc {
+
+inline constexpr std::uint32_t kMagic = 0x4c495448;  // "LITH"
+inline constexpr std::uint32_t kVersion = 1;
+inline constexpr std::uint32_t kMaxStreams = 256;  // completion slots per client
+inline constexpr std::uint32_t kRingSlots = 1024;  // messages per ring (power of two)
+inline constexpr std::size_t kNameBytes = 64;
+
+// ---- registration (socket) --------------------------------------------------
+
+enum class HelloKind : std::uint32_t {
+  kClient = 1,  // an application process: wants a tenant and a channel
+  kStatus = 2,  // `lithos status`: wants the daemon's status as JSON text
+};
+
+struct Hello {
+  std::uint32_t magic = kMagic;
+  std::uint32_t version = kVersion;
+  HelloKind kind = HelloKind::kClient;
+  std::int32_t pid = 0;           // informational: SO_PEERCRED is what counts
+  char tenant[kNameBytes] = {};   // tenant asked for ("" = by the config's match rules, else the default class)
+  char program[kNameBytes] = {};  // the executable's short name (match rules, status)
+  std::uint32_t flags = 0;
+  std::uint32_t reserved = 0;
+};
+
+enum class WelcomeStatus : std::uint32_t {
+  kOk = 0,
+  kRefused = 1,   // this uid/gid may not claim that tenant (message says why)
+  kNoTenant = 2,  // no such tenant and no default class
+  kBadHello = 3,  // wrong magic or version
+  kFull = 4,      // too many clients
+};
+
+enum class TenantClass : std::uint32_t { kHigh = 0, kBestEffort = 1 };
+
+struct Welcome {
+  std::uint32_t magic = kMagic;
+  std::uint32_t version = kVersion;
+  WelcomeStatus status = WelcomeStatus::kOk;
+  std::uint32_t client_id = 0;
+  std::uint32_t tenant_id = 0;
+  TenantClass tenant_class = TenantClass::kBestEffort;
+  std::uint32_t quota = 0;          // TPCs guaranteed (high class)
+  std::uint32_t channel_bytes = 0;  // size of the channel the passed fd maps
+  std::uint64_t daemon_epoch = 0;   // changes when the daemon restarts
+  char tenant[kNameBytes] = {};     // the tenant granted
+  char message[128] = {};           // why, when refused
+};
+
+// ---- the channel (shared memory) --------------------------------------------
+
+// Client -> daemon.
+enum class SubmitType : std::uint16_t {
+  kStreamOpen = 1,   // stream slot `stream` is in use (flags: kHighPriorityStream)
+  kStreamClose = 2,  // stream slot `stream` is free again
+  kLaunch = 3,       // a launch (hp: already on the GPU; be: waits for grants)
+  kSync = 4,         // the host synchronised `stream`: launch ordinals restart
+  kGoodbye = 5,      // the client leaves (its socket closes next)
+};
+
+enum SubmitFlags : std::uint16_t {
+  kSubmitCooperative = 1U << 0,  // grid-synchronising: one atom, resident at once
+  kSubmitGraph = 1U << 1,        // a CUDA graph launch (kernel = graph identity; grid/block unused)
+  kSubmitWhole = 1U << 2,        // cannot be split into atoms (not rewritten by the atomizer)
+  kSubmitRunning = 1U << 3,      // already on the GPU (hp): account, do not grant
+};
+
+struct SubmitMsg {  // 64 bytes
+  SubmitType type = SubmitType::kLaunch;
+  std::uint16_t flags = 0;
+  std::uint32_t stream = 0;  // the client's stream slot, < kMaxStreams
+  std::uint64_t seq = 0;     // per-stream launch number, from 1, strictly increasing
+  std::uint64_t kernel = 0;  // kernel identity (a hash of module and name; or of a graph)
+  std::uint32_t grid[3] = {1, 1, 1};
+  std::uint32_t block[3] = {1, 1, 1};
+  std::uint32_t smem = 0;  // static + dynamic shared memory per block, bytes
+  std::uint8_t regs = 0;   // registers per thread (0 = unknown; a thread has at most 255)
+  std::uint8_t cluster[3] = {1, 1, 1};
+  std::uint32_t unit = 1;    // atom boundaries must be multiples of this many blocks (clusters)
+  std::uint32_t marker = 0;  // kSubmitRunning: the completion-slot value written after it (0: none)
+};
+static_assert(sizeof(SubmitMsg) == 64);
+
+// Daemon -> client.
+enum class GrantType : std::uint16_t {
+  kGrant = 1,    // run blocks [lo, hi) of launch `seq` on `tpcs`, then write `marker`
+  kRelease = 2,  // the daemon no longer tracks launch `seq` (dropped): run what is left on the fallback set
+};
+
+enum GrantFlags : std::uint16_t {
+  kGrantLast = 1U << 0,         // the launch's final atom
+  kGrantWholeGpu = 1U << 1,     // no mask: every TPC (tpcs is the device's)
+  kGrantLowPriority = 1U << 2,  // borrowed TPCs: run at low stream priority
+};
+
+struct GrantMsg {  // 64 bytes
+  GrantType type = GrantType::kGrant;
+  std::uint16_t flags = 0;
+  std::uint32_t stream = 0;
+  std::uint64_t seq = 0;           // the launch granted
+  std::uint64_t lo = 0;            // first block (linear block index)
+  std::uint64_t hi = 0;            // one past the last block
+  std::uint64_t tpcs[2] = {0, 0};  // logical TPC words (sched::TpcSet::word)
+  std::uint64_t marker = 0;        // the value to write into the stream's completion slot after this atom
+  std::uint32_t index = 0;         // atom number within the launch
+  std::uint32_t reserved = 0;
+};
+static_assert(sizeof(GrantMsg) == 64);
+
+// A lock-free single-producer single-consumer ring in shared memory. `head`
+// counts messages pushed, `tail` messages popped; both only grow. The
+// consumer must not trust the producer's `head` (nor the producer the
+// consumer's `tail`): check() validates them before use.
+template <class T, std::uint32_t N>
+struct SpscRing {
+  static_assert((N & (N - 1)) == 0, "N must be a power of two");
+  alignas(64) std::atomic<std::uint64_t> head{0};
+  alignas(64) std::atomic<std::uint64_t> tail{0};
+  alignas(64) T slots[N];
+
+  // Producer side. False when full.
+  bool push(const T& m) noexcept {
+    const std::uint64_t h = head.load(std::memory_order_relaxed);
+    const std::uint64_t t = tail.load(std::memory_order_acquire);
+    if (h - t >= N) return false;
+    slots[h & (N - 1)] = m;
+    head.store(h + 1, std::memory_order_release);
+    return true;
+  }
+  // Consumer side. False when empty or when the indices are inconsistent
+  // (then *corrupt is set, if given: the peer is not to be trusted).
+  bool pop(T* out, bool* corrupt = nullptr) noexcept {
+    const std::uint64_t t = tail.load(std::memory_order_relaxed);
+    const std::uint64_t h = head.load(std::memory_order_acquire);
+    if (h == t) return false;
+    if (h < t || h - t > N) {
+      if (corrupt != nullptr) *corrupt = true;
+      return false;
+    }
+    *out = slots[t & (N - 1)];
+    tail.store(t + 1, std::memory_order_release);
+    return true;
+  }
+  std::uint64_t size() const noexcept {
+    const std::uint64_t h = head.load(std::memory_order_acquire);
+    const std::uint64_t t = tail.load(std::memory_order_acquire);
+    return h >= t ? h - t : 0;
+  }
+};
+
+enum ChannelFlags : std::uint32_t {
+  kChannelHighPriority = 1U << 0,  // the tenant is high priority: launches go out at once
+  kChannelDaemonGone = 1U << 1,    // set by the daemon when it shuts down cleanly
+};
+
+struct ChannelHeader {
+  std::uint32_t magic = kMagic;
+  std::uint32_t version = kVersion;
+  std::uint32_t bytes = 0;  // size of the whole channel
+  std::uint32_t client_id = 0;
+  std::uint32_t tenant_id = 0;
+  std::atomic<std::uint32_t> flags{0};
+  std::uint64_t daemon_epoch = 0;
+  std::atomic<std::uint64_t> heartbeat_ns{0};  // daemon's monotonic clock, refreshed while it runs
+  // The tenant's current allocation (high class: where its launches go),
+  // under a seqlock: odd `alloc_seq` = being written.
+  std::atomic<std::uint64_t> alloc_seq{0};
+  std::atomic<std::uint64_t> alloc[2] = {0, 0};
+  // Where this client runs if the daemon goes away (best effort: its quota
+  // or the TPCs no quota holds; never the whole GPU).
+  std::atomic<std::uint64_t> fallback[2] = {0, 0};
+  // Per stream slot: the last launch seq the client submitted (hp: launched).
+  std::atomic<std::uint64_t> launched[kMaxStreams] = {};
+};
+
+// Layout of one channel (offsets from the start of the mapping). The
+// completion page starts on its own 4 KiB page so that the client can
+// register exactly it with cuMemHostRegister.
+struct ChannelLayout {
+  ChannelHeader header;
+  SpscRing<SubmitMsg, kRingSlots> submit;
+  SpscRing<GrantMsg, kRingSlots> grant;
+  alignas(4096) std::atomic<std::uint64_t> completed[kMaxStreams];  // written by the GPU
+};
+
+}  // namespace lithos::ipc

@@ -1,0 +1,74 @@
+// The registration socket: AF_UNIX SOCK_SEQPACKET, so that every Hello and
+// Welcome arrives whole or not at all, and the channel's descriptor travels
+// with the Welcome (SCM_RIGHTS).
+//
+// Every descriptor made here is close-on-exec: liblithos.so lives inside
+// applications that fork and exec, and their children must not inherit the
+// daemon's connection.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstddef>
+#include <string>
+
+#include "common/status.hpp"
+
+namespace lithos::ipc {
+
+// Where the daemon listens unless told otherwise, and where clients look:
+//   1. $LITHOS_DAEMON_SOCKET, when set and not empty;
+//   2. /run/lithos/lithosd.sock for root (a system-wide daemon);
+//   3. $XDG_RUNTIME_DIR/lithos/lithosd.sock (a per-user daemon);
+//   4. /tmp/lithos-<uid>/lithosd.sock.
+std::string default_socket_path();
+
+// The daemon's listening socket at `path` (non-blocking, close-on-exec),
+// with the socket file's permissions set to `mode`.
+//  - Missing parent directories are created (0755). The directory holding
+//    the socket must belong to this user or to root and must not be
+//    writable by others without the sticky bit: whoever controls it could
+//    put their own socket in the daemon's place.
+//  - An existing socket file is replaced only if nobody accepts connections
+//    on it (a daemon that died); if someone answers, kUnavailable "another
+//    daemon listens on <path>". A file that is not a socket is never removed.
+//  - "<path>.lock" (flock, held only while the socket is set up) keeps two
+//    daemons starting at once from both deciding the file is stale.
+Result<int> listen_socket(const std::string& path, mode_t mode);
+
+// A connection to the daemon at `path`, close-on-exec and blocking. Waits up
+// to `timeout_ms` (< 0: no limit) while the daemon's backlog is full;
+// kUnavailable when nobody listens there.
+Result<int> connect_socket(const std::string& path, int timeout_ms);
+
+// The next pending connection (non-blocking, close-on-exec), or kUnavailable
+// "no pending connection".
+Result<int> accept_client(int listen_fd);
+
+// Sends one packet of `n` bytes (n > 0: a zero-length packet would read as
+// the peer's end), passing `pass_fd` along when it is >= 0 (the receiver
+// gets its own descriptor of the same file). Never raises SIGPIPE (a closed
+// peer is kUnavailable). On a non-blocking socket whose peer does not read,
+// kUnavailable "would block" rather than waiting.
+Status send_packet(int fd, const void* data, std::size_t n, int pass_fd = -1);
+
+// Receives one packet into `data` (at most `cap` bytes), waiting up to
+// `timeout_ms` (0: only what is already there; < 0: no limit). Returns its
+// size; 0 means the peer closed the connection. kUnavailable "timed out"
+// when nothing came. A packet larger than `cap` is consumed and reported as
+// kInvalidArgument (SEQPACKET drops the excess; the caller must not act on
+// half a message). If `received_fd` is given it is set to a descriptor that
+// came with the packet (close-on-exec), else -1; descriptors beyond the
+// first, or any when `received_fd` is null, are closed.
+Result<std::size_t> recv_packet(int fd, void* data, std::size_t cap, int* received_fd, int timeout_ms);
+
+// The process at the other end of a connected socket, as the kernel saw it
+// when it connected (SO_PEERCRED): not forgeable by the peer.
+struct PeerCred {
+  pid_t pid;
+  uid_t uid;
+  gid_t gid;
+};
+Result<PeerCred> peer_credentials(int fd);
+
+}  // namespace lithos::ipc

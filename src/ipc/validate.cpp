@@ -1,0 +1,137 @@
+#include "ipc/validate.hpp"
+
+#include <cstdio>
+#include <string>
+
+namespace lithos::ipc {
+
+namespace {
+
+std::string hex(std::uint64_t v) {
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+Status bad(const std::string& field, const std::string& value, const std::string& rule) {
+  return Status::invalid_argument(field + " = " + value + ": " + rule);
+}
+Status bad(const std::string& field, std::uint64_t value, const std::string& rule) {
+  return bad(field, std::to_string(value), rule);
+}
+
+// A fixed-size name: force its terminator, then refuse control characters
+// before it.
+Status check_name(const char* field, char (&name)[kNameBytes]) {
+  name[kNameBytes - 1] = '\0';
+  for (std::size_t i = 0; i < kNameBytes && name[i] != '\0'; ++i) {
+    const auto c = static_cast<unsigned char>(name[i]);
+    if (c < 0x20 || c == 0x7f)
+      return Status::invalid_argument(std::string(field) + " holds control character " + hex(c) + " at byte " +
+                                      std::to_string(i));
+  }
+  return Status::ok();
+}
+
+const char* type_name(SubmitType t) {
+  switch (t) {
+    case SubmitType::kStreamOpen: return "stream-open";
+    case SubmitType::kStreamClose: return "stream-close";
+    case SubmitType::kLaunch: return "launch";
+    case SubmitType::kSync: return "sync";
+    case SubmitType::kGoodbye: return "goodbye";
+  }
+  return "?";
+}
+
+}  // namespace
+
+Status validate_hello(Hello& h) {
+  if (h.magic != kMagic) return bad("hello.magic", hex(h.magic), "expected " + hex(kMagic));
+  if (h.version != kVersion) return bad("hello.version", h.version, "this daemon speaks " + std::to_string(kVersion));
+  if (h.kind != HelloKind::kClient && h.kind != HelloKind::kStatus)
+    return bad("hello.kind", static_cast<std::uint32_t>(h.kind), "unknown kind");
+  LITHOS_RETURN_IF_ERROR(check_name("hello.tenant", h.tenant));
+  LITHOS_RETURN_IF_ERROR(check_name("hello.program", h.program));
+  return Status::ok();
+}
+
+Status validate_launch_shape(const SubmitMsg& m) {
+  static const char* const kGrid[3] = {"submit.grid[0]", "submit.grid[1]", "submit.grid[2]"};
+  static const char* const kBlock[3] = {"submit.block[0]", "submit.block[1]", "submit.block[2]"};
+  static const char* const kCluster[3] = {"submit.cluster[0]", "submit.cluster[1]", "submit.cluster[2]"};
+  // Products are built one factor at a time, each step checked against the
+  // limit before the next multiplication, so that nothing overflows 64 bits.
+  std::uint64_t blocks = 1;
+  for (int i = 0; i < 3; ++i) {
+    if (m.grid[i] == 0) return bad(kGrid[i], 0, "must be >= 1");
+    if (blocks > kMaxGridBlocks / m.grid[i])
+      return bad(kGrid[i], m.grid[i],
+                 "grid of " + std::to_string(m.grid[0]) + "x" + std::to_string(m.grid[1]) + "x" +
+                     std::to_string(m.grid[2]) + " exceeds 2^40 blocks");
+    blocks *= m.grid[i];
+  }
+  std::uint64_t threads = 1;
+  for (int i = 0; i < 3; ++i) {
+    if (m.block[i] == 0) return bad(kBlock[i], 0, "must be >= 1");
+    if (threads > kMaxBlockThreads / m.block[i])
+      return bad(kBlock[i], m.block[i],
+                 "block of " + std::to_string(m.block[0]) + "x" + std::to_string(m.block[1]) + "x" +
+                     std::to_string(m.block[2]) + " exceeds 1024 threads");
+    threads *= m.block[i];
+  }
+  std::uint64_t cluster = 1;
+  for (int i = 0; i < 3; ++i) {
+    if (m.cluster[i] == 0) return bad(kCluster[i], 0, "must be >= 1");
+    cluster *= m.cluster[i];  // at most 255^3: no overflow
+    if (m.grid[i] % m.cluster[i] != 0)
+      return bad(kGrid[i], m.grid[i],
+                 "not a multiple of submit.cluster[" + std::to_string(i) + "] = " + std::to_string(m.cluster[i]));
+  }
+  if (cluster > kMaxClusterBlocks)
+    return bad("submit.cluster",
+               std::to_string(m.cluster[0]) + "x" + std::to_string(m.cluster[1]) + "x" + std::to_string(m.cluster[2]),
+               "exceeds 16 blocks");
+  if (m.unit == 0) return bad("submit.unit", 0, "must be >= 1");
+  if (m.unit > blocks) return bad("submit.unit", m.unit, "exceeds the grid's " + std::to_string(blocks) + " blocks");
+  if (m.smem > kMaxSharedBytes)
+    return bad("submit.smem", m.smem, "exceeds " + std::to_string(kMaxSharedBytes) + " bytes per block");
+  return Status::ok();
+}
+
+Status SubmitValidator::check(const SubmitMsg& m) {
+  const auto type = static_cast<std::uint16_t>(m.type);
+  if (type < static_cast<std::uint16_t>(SubmitType::kStreamOpen) ||
+      type > static_cast<std::uint16_t>(SubmitType::kGoodbye))
+    return bad("submit.type", type, "unknown type");
+  if (goodbye_) return bad("submit.type", type_name(m.type), "the client already said goodbye");
+  if (m.stream >= kMaxStreams) return bad("submit.stream", m.stream, "must be < " + std::to_string(kMaxStreams));
+  const auto unknown_flags = static_cast<std::uint16_t>(m.flags & ~kKnownSubmitFlags);
+  if (unknown_flags != 0) return bad("submit.flags", hex(m.flags), "unknown bits " + hex(unknown_flags));
+  const std::uint32_t s = m.stream;
+  switch (m.type) {
+    case SubmitType::kStreamOpen:
+      if (open_[s]) return bad("submit.stream", s, "stream-open on a stream already open");
+      open_[s] = true;
+      last_seq_[s] = 0;
+      return Status::ok();
+    case SubmitType::kStreamClose:
+      if (!open_[s]) return bad("submit.stream", s, "stream-close on a stream not open");
+      open_[s] = false;
+      return Status::ok();
+    case SubmitType::kSync:
+      if (!open_[s]) return bad("submit.stream", s, "sync on a stream not open");
+      return Status::ok();
+    case SubmitType::kGoodbye: goodbye_ = true; return Status::ok();
+    case SubmitType::kLaunch: break;
+  }
+  if (!open_[s]) return bad("submit.stream", s, "launch on a stream not open");
+  if (m.seq <= last_seq_[s])
+    return bad("submit.seq", m.seq,
+               "must be greater than the stream's last launch seq " + std::to_string(last_seq_[s]));
+  LITHOS_RETURN_IF_ERROR(validate_launch_shape(m));
+  last_seq_[s] = m.seq;
+  return Status::ok();
+}
+
+}  // namespace lithos::ipc
