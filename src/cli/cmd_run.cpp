@@ -30,6 +30,7 @@
 #include "gpu/cuda_probe.hpp"
 #include "gpu/driver.hpp"
 #include "gpu/slot_map.hpp"
+#include "ipc/socket.hpp"
 #include "sched/tpc_set.hpp"
 
 namespace lithos::cli {
@@ -49,6 +50,8 @@ struct RunArgs {
   double atom_us = 0;      // 0: the library's default
   int atom_inflight = -1;  // -1: the library's default
   std::string atom_report;
+  std::string tenant;  // lithosd: the tenant to claim
+  std::string daemon;  // lithosd: its socket
   std::vector<std::string> command;
 };
 
@@ -145,7 +148,15 @@ int run(RunArgs a) {
     }
     set = *parsed;
   }
-  const bool masks = a.tpcs > 0 || set.has_value();
+  // Under lithosd the daemon gives the sets: the slot map is needed.
+  const bool daemon = !a.tenant.empty() || !a.daemon.empty();
+  if (daemon && (a.tpcs > 0 || set)) {
+    std::fprintf(stderr,
+                 "lithos run: --tenant/--daemon and --tpcs/--tpc-set exclude each other: lithosd decides "
+                 "the TPCs of a tenant's launches\n");
+    return kBadInput;
+  }
+  const bool masks = a.tpcs > 0 || set.has_value() || daemon;
   const auto library = find_library();
   if (!library) return kFailure;
 
@@ -249,6 +260,13 @@ int run(RunArgs a) {
   if (a.atom_us > 0) set_env("LITHOS_ATOM_US", std::to_string(a.atom_us));
   if (a.atom_inflight >= 0) set_env("LITHOS_ATOM_INFLIGHT", std::to_string(a.atom_inflight));
   if (!a.atom_report.empty()) set_env("LITHOS_ATOM_REPORT", a.atom_report);
+  if (daemon) {
+    const char* env = std::getenv("LITHOS_DAEMON");
+    set_env("LITHOS_DAEMON", !a.daemon.empty()                ? a.daemon
+                             : env != nullptr && *env != '\0' ? std::string(env)
+                                                              : ipc::default_socket_path());
+    if (!a.tenant.empty()) set_env("LITHOS_TENANT", a.tenant);
+  }
   return exec_program(a.command);
 }
 
@@ -269,6 +287,7 @@ CommandRunner add_run_command(CLI::App& app) {
       "  lithos run --tpcs 8 --stats -- python3 infer.py      confine to the first 8 live TPCs, print coverage\n"
       "  lithos run --tpc-set 0-7,16-23 -- ./app --batch 4    confine to these logical TPCs\n"
       "  lithos run --stats -- ./app                          whole GPU; just count launches\n"
+      "  lithos run --tenant svc -- python3 serve.py          under lithosd, as its tenant svc\n"
       "\n"
       "A TPC is a pair of SMs: logical TPC t = SMs 2t and 2t+1 as %smid numbers them (0-65 on an H100 SXM).\n"
       "The first run with a TPC set on a GPU calibrates its slot map (a few seconds, `lithos calibrate`) and\n"
@@ -308,6 +327,12 @@ CommandRunner add_run_command(CLI::App& app) {
       ->check(CLI::Range(0, 64));
   sub->add_option("--atom-report", args->atom_report,
                   "Write the atomizer's per-kernel report (JSON) to this file at exit (%p = pid)");
+  sub->add_option("--tenant", args->tenant,
+                  "Register with lithosd as this tenant (docs/daemon.md): the daemon decides every launch. Without "
+                  "a daemon the program runs as without lithos, and says so once");
+  sub->add_option("--daemon", args->daemon,
+                  "lithosd's socket (default $LITHOS_DAEMON, else the default path of docs/daemon.md); implies "
+                  "registering, as the tenant the daemon's match rules give");
   sub->add_option("--device", args->device, "CUDA device whose slot map is used (default 0)")
       ->check(CLI::NonNegativeNumber);
   sub->add_option("command", args->command, "The program and its arguments")->required();

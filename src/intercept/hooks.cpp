@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "intercept/atomizer.hpp"
+#include "intercept/client.hpp"
 #include "intercept/hook_table.hpp"
 #include "intercept/log.hpp"
 #include "intercept/real_driver.hpp"
@@ -197,6 +198,57 @@ CUresult launch_one(Fn fn, CUstream stream, A... a) {
   }
   const CUresult r = fn(a...);
   rt.end_launch();
+  if (r == CUDA_SUCCESS) rt.after_launch(stream, info.ptsz, li, false);  // lithosd, high priority: accounted
+  return r;
+}
+
+// Under lithosd, a best-effort launch's part that the daemon granted (or
+// the fallback set when it is gone): the frame carries the set, so that
+// Runtime::choose gives it to every descriptor built meanwhile.
+class GrantScope {
+ public:
+  explicit GrantScope(const sched::TpcSet& tpcs) noexcept : saved_(Runtime::frame()) {
+    Runtime::frame().granted = true;
+    Runtime::frame().grant = tpcs;
+  }
+  ~GrantScope() {
+    Runtime::frame().granted = saved_.granted;
+    Runtime::frame().grant = saved_.grant;
+  }
+  GrantScope(const GrantScope&) = delete;
+  GrantScope& operator=(const GrantScope&) = delete;
+
+ private:
+  ThreadFrame saved_;
+};
+
+sched::TpcSet grant_set(const ipc::GrantMsg& g) {
+  // kGrantWholeGpu: an empty set means "no mask" to Runtime::choose.
+  return (g.flags & ipc::kGrantWholeGpu) != 0 ? sched::TpcSet{} : sched::TpcSet::from_words(g.tpcs[0], g.tpcs[1]);
+}
+
+// A best-effort launch that runs as one piece under lithosd: submitted, run
+// when granted on the granted set, followed by the grant's marker. Without
+// a grant (the daemon is gone) it runs on the fallback set.
+template <class Launch>
+CUresult granted_whole(const LaunchInfo& li, CUstream stream, bool ptsz, std::uint64_t kernel, bool graph,
+                       Launch&& launch) {
+  DaemonClient& dc = DaemonClient::instance();
+  const auto ticket = dc.submit(stream, ptsz, li, kernel, 1, true, graph);
+  ipc::GrantMsg g;
+  if (!ticket || !dc.next_grant(*ticket, &g)) {
+    const GrantScope scope(dc.fallback());
+    return launch();
+  }
+  CUresult r = CUDA_SUCCESS;
+  {
+    const GrantScope scope(grant_set(g));
+    r = launch();
+  }
+  dc.atom_launched(*ticket, stream, ptsz, g.marker);
+  // A whole launch gets one grant; anything else the daemon sent is stale.
+  while ((g.flags & ipc::kGrantLast) == 0 && dc.next_grant(*ticket, &g))
+    dc.atom_launched(*ticket, stream, ptsz, g.marker);
   return r;
 }
 
@@ -253,6 +305,44 @@ CUresult run_atoms(const FunctionEntry& e, const Atomizer::Launch& l, BoundsPara
   return CUDA_SUCCESS;
 }
 
+// Under lithosd, a best-effort launch of a rewritten kernel: the daemon's
+// Engine plans its atoms and grants them one by one (set + block range); each
+// is launched with its bounds on its set and followed by its marker. When the
+// daemon goes away mid-launch, the blocks left run at once on the fallback set.
+template <class Launch>
+CUresult run_granted(const FunctionEntry& e, const LaunchInfo& li, CUstream stream, bool ptsz, std::uint64_t unit,
+                     BoundsParams& bp, Launch&& launch) {
+  DaemonClient& dc = DaemonClient::instance();
+  const std::uint64_t total = li.grid.count();
+  const auto ticket = dc.submit(stream, ptsz, li, Runtime::kernel_id(li.function),
+                                static_cast<std::uint32_t>(std::min<std::uint64_t>(unit, UINT32_MAX)), false, false);
+  std::uint64_t next = 0;
+  std::uint32_t atoms = 0;
+  CUresult r = CUDA_SUCCESS;
+  while (ticket && next < total) {
+    ipc::GrantMsg g;
+    if (!dc.next_grant(*ticket, &g)) break;
+    if (g.lo != next || g.hi <= g.lo || g.hi > total) break;  // not this launch's next range: run the rest alone
+    bp.set(static_cast<std::uint32_t>(g.lo), static_cast<std::uint32_t>(g.hi));
+    {
+      const GrantScope scope(grant_set(g));
+      r = launch();
+    }
+    dc.atom_launched(*ticket, stream, ptsz, g.marker);
+    ++atoms;
+    next = g.hi;
+    if (r != CUDA_SUCCESS || (g.flags & ipc::kGrantLast) != 0) break;
+  }
+  if (r == CUDA_SUCCESS && next < total) {
+    bp.set(static_cast<std::uint32_t>(next), static_cast<std::uint32_t>(total));
+    const GrantScope scope(dc.fallback());
+    r = launch();
+    ++atoms;
+  }
+  Atomizer::instance().atoms_issued(e, atoms);
+  return r;
+}
+
 // cuLaunchKernelEx attributes that matter to atoms.
 void launch_attributes(const CUlaunchConfig* cfg, std::uint32_t cluster[3], bool* cooperative) {
   if (cfg == nullptr || cfg->attrs == nullptr) return;
@@ -266,6 +356,26 @@ void launch_attributes(const CUlaunchConfig* cfg, std::uint32_t cluster[3], bool
       *cooperative = true;
     }
   }
+}
+
+// Whether launches of this process go through lithosd as best effort.
+// Registers on first use (high-priority processes too: they learn their
+// class here, before their first launch is made).
+bool be_daemon() noexcept {
+  DaemonClient& dc = DaemonClient::instance();
+  if (!dc.wanted()) return false;
+  const bool up = dc.ready();
+  return !dc.high() && (up || dc.registered_once());
+}
+
+// Atom boundaries of a granted launch: whole clusters (sched::atom_unit; 0
+// when clusters cannot be kept whole by block ranges: not split).
+std::uint64_t granted_unit(const LaunchInfo& li, const std::uint32_t cluster[3]) {
+  sched::LaunchDesc d;
+  d.grid = li.grid;
+  d.block = li.block;
+  d.cluster = {cluster[0], cluster[1], cluster[2]};
+  return sched::atom_unit(d);
 }
 
 // A launch under the atomizer: rewritten kernels carry the atom bounds and
@@ -320,13 +430,25 @@ CUresult launch_maybe_atomized(Fn fn, CUstream stream, A... a) {
         return launch_one<Id, Bare>(fn, stream, a...);
       }
       const std::uint32_t grid[3] = {std::get<1>(t), std::get<2>(t), std::get<3>(t)};
-      const Atomizer::WaveQuery wave{handle, {std::get<4>(t), std::get<5>(t), std::get<6>(t)}, std::get<7>(t)};
-      Atomizer::Launch l = az.plan(*e, grid, cluster, Bare, stream, info.ptsz, wave);
-      const CUresult r = run_atoms(*e, l, bp, [&] {
+      auto one = [&] {
         return launch_one<Id, Bare>(fn, stream, std::get<0>(t), std::get<1>(t), std::get<2>(t), std::get<3>(t),
                                     std::get<4>(t), std::get<5>(t), std::get<6>(t), std::get<7>(t), std::get<8>(t),
                                     bp.params(), bp.extra());
-      });
+      };
+      if constexpr (!Bare) {
+        if (be_daemon()) {
+          const LaunchInfo li = launch_info<Id>(a...);
+          const std::uint64_t unit = granted_unit(li, cluster);
+          if (unit == 0) {  // clusters a block range cannot keep whole: one grant
+            bp.set(0, 0xffffffffu);
+            return granted_whole(li, stream, info.ptsz, Runtime::kernel_id(handle), false, one);
+          }
+          return run_granted(*e, li, stream, info.ptsz, unit, bp, one);
+        }
+      }
+      const Atomizer::WaveQuery wave{handle, {std::get<4>(t), std::get<5>(t), std::get<6>(t)}, std::get<7>(t)};
+      Atomizer::Launch l = az.plan(*e, grid, cluster, Bare, stream, info.ptsz, wave);
+      const CUresult r = run_atoms(*e, l, bp, one);
       az.finish(*e, l, r == CUDA_SUCCESS);
       return r;
     } else if constexpr (Id == HookId::cuLaunchKernelEx || Id == HookId::cuLaunchKernelEx_ptsz) {
@@ -338,10 +460,21 @@ CUresult launch_maybe_atomized(Fn fn, CUstream stream, A... a) {
       bool cooperative = false;
       launch_attributes(cfg, cluster, &cooperative);
       const std::uint32_t grid[3] = {cfg->gridDimX, cfg->gridDimY, cfg->gridDimZ};
+      auto one = [&] { return launch_one<Id, Bare>(fn, stream, cfg, std::get<1>(t), bp.params(), bp.extra()); };
+      if constexpr (!Bare) {
+        if (be_daemon()) {
+          const LaunchInfo li = launch_info<Id>(a...);
+          const std::uint64_t unit = cooperative ? 0 : granted_unit(li, cluster);
+          if (unit == 0) {  // cannot be split: one grant for the whole grid
+            bp.set(0, 0xffffffffu);
+            return granted_whole(li, stream, info.ptsz, Runtime::kernel_id(handle), false, one);
+          }
+          return run_granted(*e, li, stream, info.ptsz, unit, bp, one);
+        }
+      }
       const Atomizer::WaveQuery wave{handle, {cfg->blockDimX, cfg->blockDimY, cfg->blockDimZ}, cfg->sharedMemBytes};
       Atomizer::Launch l = az.plan(*e, grid, cluster, cooperative || Bare, stream, info.ptsz, wave);
-      const CUresult r = run_atoms(
-          *e, l, bp, [&] { return launch_one<Id, Bare>(fn, stream, cfg, std::get<1>(t), bp.params(), bp.extra()); });
+      const CUresult r = run_atoms(*e, l, bp, one);
       az.finish(*e, l, r == CUDA_SUCCESS);
       return r;
     } else if constexpr (Id == HookId::cuLaunchCooperativeKernel || Id == HookId::cuLaunchCooperativeKernel_ptsz) {
@@ -467,23 +600,50 @@ CUresult dispatch(CUstream stream, A... a) {
   rt.counters().call(Id);
 
   if constexpr (info.kind == HookKind::kLaunch) {
-    if (Atomizer& az = Atomizer::instance(); az.active() || az.rewrote_any())
-      return launch_maybe_atomized<Id, false>(fn, stream, a...);
+    Atomizer& az = Atomizer::instance();
+    const bool atomizing = az.active() || az.rewrote_any();
+    if (be_daemon()) {
+      // Best effort under lithosd: rewritten kernels run as granted atoms
+      // (inside launch_maybe_atomized); everything else as one granted piece.
+      constexpr bool splittable = Id == HookId::cuLaunchKernel || Id == HookId::cuLaunchKernel_ptsz ||
+                                  Id == HookId::cuLaunchKernelEx || Id == HookId::cuLaunchKernelEx_ptsz;
+      const LaunchInfo li = launch_info<Id>(a...);
+      if (splittable && atomizing && az.lookup(li.function) != nullptr)
+        return launch_maybe_atomized<Id, false>(fn, stream, a...);
+      return granted_whole(li, stream, info.ptsz, Runtime::kernel_id(li.function), false, [&] {
+        return atomizing ? launch_maybe_atomized<Id, false>(fn, stream, a...) : launch_one<Id>(fn, stream, a...);
+      });
+    }
+    if (atomizing) return launch_maybe_atomized<Id, false>(fn, stream, a...);
     return launch_one<Id>(fn, stream, a...);
   } else if constexpr (info.kind == HookKind::kGraphLaunch || info.kind == HookKind::kGraphUpload) {
     const CUgraphExec exec = std::get<0>(std::tie(a...));
-    const FrameGuard guard;
-    const Runtime::GraphCall call = rt.begin_graph(exec, stream, info.ptsz);
-    if (rt.backend() == Backend::kGreen) {
-      const Runtime::GreenRoute route = rt.green_route(stream, info.ptsz);
-      if (route) {
-        CUlaunchConfig cfg{};
-        return fn(with_stream(a, route.target(), &cfg)...);
+    auto run = [&] {
+      const FrameGuard guard;
+      const Runtime::GraphCall call = rt.begin_graph(exec, stream, info.ptsz);
+      if (rt.backend() == Backend::kGreen) {
+        const Runtime::GreenRoute route = rt.green_route(stream, info.ptsz);
+        if (route) {
+          CUlaunchConfig cfg{};
+          return fn(with_stream(a, route.target(), &cfg)...);
+        }
       }
+      const CUresult r = fn(a...);
+      rt.end_graph_launch(r == CUDA_SUCCESS, exec, call);
+      return r;
+    };
+    LaunchInfo li;
+    li.function = exec;
+    if constexpr (info.kind == HookKind::kGraphLaunch) {
+      // lithosd: a best-effort graph waits for its grant (its descriptors'
+      // mask is fixed when they are first built, docs/daemon.md); a
+      // high-priority one goes out at once and is accounted.
+      if (be_daemon()) return granted_whole(li, stream, info.ptsz, Runtime::kernel_id(exec), true, run);
+      const CUresult r = run();
+      if (r == CUDA_SUCCESS) rt.after_launch(stream, info.ptsz, li, true);
+      return r;
     }
-    const CUresult r = fn(a...);
-    rt.end_graph_launch(r == CUDA_SUCCESS, exec, call);
-    return r;
+    return run();
   } else if constexpr (info.kind == HookKind::kGraphInstantiate) {
     CUgraphExec* out = std::get<0>(std::tie(a...));
     const FrameGuard guard;

@@ -3,6 +3,7 @@
 #include "intercept/runtime.hpp"
 
 #include "intercept/atomizer.hpp"
+#include "intercept/client.hpp"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -95,6 +96,7 @@ Runtime::Runtime() {
   }
   log_set_level(config_.log_level);
   Atomizer::instance().configure(config_);
+  DaemonClient::instance().configure(config_);
   hp_hold_ns_ = static_cast<std::uint64_t>(config_.hp_hold_us * 1e3);
   if (!config_.board_path.empty() && config_.role != Role::kNone) {
     try {
@@ -253,8 +255,9 @@ void Runtime::attach_slow() noexcept {
       // the callback costs ~0.2 us per launch, docs/interposer.md): not for
       // no set, nor for a set of every live TPC.
       const MaskEntry* process = process_mask_.load(std::memory_order_acquire);
-      const bool wanted =
-          (process != nullptr && !process->whole) || stream_mask_count_.load(std::memory_order_acquire) > 0;
+      // Under lithosd every launch may get a set: the callback is needed.
+      const bool wanted = (process != nullptr && !process->whole) ||
+                          stream_mask_count_.load(std::memory_order_acquire) > 0 || DaemonClient::instance().wanted();
       if (wanted) {
         b = install_callback_locked();
       } else {
@@ -384,6 +387,28 @@ std::optional<Runtime::Choice> Runtime::choose(CUstream_st* stream, bool ptsz, S
       *why = SkipReason::kNotRequested;
     }
     return std::nullopt;
+  }
+  // A granted launch (daemon client): exactly the granted set.
+  ThreadFrame& f = t_frame;
+  if (f.granted && map_) {
+    if (f.grant.empty() || f.grant == live_) {
+      *why = SkipReason::kWholeLiveSet;
+      return std::nullopt;
+    }
+    return Choice{slots_for(f.grant & live_), f.grant & live_};
+  }
+  // A high-priority tenant of lithosd: its current allocation (the last one
+  // published if the daemon went away).
+  if (DaemonClient& dc = DaemonClient::instance(); dc.registered_once() && dc.high() && map_) {
+    sched::TpcSet a;
+    if (dc.allocation(&a)) {
+      a &= live_;
+      if (a.empty() || a == live_) {
+        *why = SkipReason::kWholeLiveSet;
+        return std::nullopt;
+      }
+      return Choice{slots_for(a), a};
+    }
   }
   MaskEntry entry;
   bool found = false;
@@ -558,6 +583,47 @@ int Runtime::blocks_per_sm(const void* function, std::uint64_t threads, std::uin
   return n;
 }
 
+gpu::SlotMask Runtime::slots_for(const sched::TpcSet& tpcs) noexcept {
+  thread_local sched::TpcSet t_last;
+  thread_local gpu::SlotMask t_slots = gpu::SlotMask::all();
+  thread_local const void* t_map = nullptr;
+  if (tpcs == t_last && t_map == &*map_) return t_slots;
+  gpu::SlotMask m = gpu::SlotMask::all();
+  for (int s = 0; s < gpu::kMaxSlots; ++s) {
+    const int t = map_->tpc_of_slot[static_cast<std::size_t>(s)];
+    if (t >= 0 && tpcs.test(t)) m.set_disabled(s, false);
+  }
+  t_last = tpcs;
+  t_slots = m;
+  t_map = &*map_;
+  return m;
+}
+
+std::uint64_t Runtime::kernel_id(const void* function) noexcept {
+  // The same kernel in every process of a tenant: the name the atomizer
+  // recorded, else the handle (stable for the life of this process).
+  std::uint64_t h = 0;
+  if (const FunctionEntry* e = Atomizer::instance().lookup(function); e != nullptr && e->counters != nullptr) {
+    h = 1469598103934665603ULL;
+    for (const char ch : e->counters->name) {
+      h ^= static_cast<unsigned char>(ch);
+      h *= 1099511628211ULL;
+    }
+    return h;
+  }
+  h = reinterpret_cast<std::uintptr_t>(function);
+  h ^= h >> 33;
+  h *= 0xff51afd7ed558ccdULL;
+  h ^= h >> 33;
+  return h;
+}
+
+void Runtime::after_launch(CUstream_st* stream, bool ptsz, const LaunchInfo& launch, bool graph) noexcept {
+  DaemonClient& dc = DaemonClient::instance();
+  if (!dc.wanted() || !dc.high() || !dc.connected()) return;
+  dc.report_running(stream, ptsz, launch, kernel_id(launch.function), graph);
+}
+
 bool Runtime::safe_mask(const sched::TpcSet& tpcs, const sched::LaunchNeeds& needs, gpu::SlotMask* mask) noexcept {
   if (!needs.any() || !map_) return true;
   if (needs.cluster_sms > 1) counters_.bump(counters_.cluster_descriptors);
@@ -570,12 +636,7 @@ bool Runtime::safe_mask(const sched::TpcSet& tpcs, const sched::LaunchNeeds& nee
   counters_.bump(fit.reason == sched::FitReason::kCooperative ? counters_.widened_cooperative
                                                               : counters_.widened_cluster);
   // The widened set's slots (every TPC of it is live, so each has a slot).
-  gpu::SlotMask m = gpu::SlotMask::all();
-  for (int s = 0; s < gpu::kMaxSlots; ++s) {
-    const int t = map_->tpc_of_slot[static_cast<std::size_t>(s)];
-    if (t >= 0 && fit.tpcs.test(t)) m.set_disabled(s, false);
-  }
-  *mask = m;
+  *mask = slots_for(fit.tpcs);
   return true;
 }
 
@@ -833,6 +894,7 @@ void Runtime::forget_graph_exec(CUgraphExec_st* exec) noexcept {
 // Streams and kernel names
 
 void Runtime::forget_stream(CUstream_st* stream, bool ptsz) noexcept {
+  DaemonClient::instance().forget_stream(stream, ptsz);
   if (stream != nullptr && backend_.load(std::memory_order_acquire) == Backend::kGreen) {
     try {
       const std::lock_guard<std::mutex> lock(green_routes_mu_);
@@ -1183,6 +1245,7 @@ StatsHeader Runtime::stats_header() noexcept {
     }
     h.slot_map = config_.slot_map_path;
     h.driver_used = RealDriver::instance().driver_in_process();
+    h.daemon_json = DaemonClient::instance().stats_json();
   } catch (...) {
     h.backend = "?";
   }

@@ -63,6 +63,10 @@ struct ThreadFrame {
   gpu::SlotMask mask{};
   sched::TpcSet tpcs;        // the set `mask` enables
   sched::LaunchNeeds needs;  // what the launch (or graph) needs of a set not to hang
+  // Set by the daemon client around one granted launch (an atom, or a
+  // launch run on the fallback set): this set, whatever else is configured.
+  bool granted = false;
+  sched::TpcSet grant;
 };
 
 enum class Backend : std::uint8_t {
@@ -220,12 +224,26 @@ class Runtime {
   std::optional<Choice> choose(CUstream_st* stream, bool ptsz, SkipReason* why) noexcept;
   // The merged needs of a graph's kernel nodes (child graphs included).
   sched::LaunchNeeds graph_needs(void* graph) noexcept;
+  // The descriptor mask enabling exactly `tpcs` (every TPC live), cached per
+  // thread for the last set asked.
+  gpu::SlotMask slots_for(const sched::TpcSet& tpcs) noexcept;
   // Compile-time cluster shape of a function (CU_FUNC_ATTRIBUTE_REQUIRED_
   // CLUSTER_*), cached per handle; {1,1,1} when none or unknown.
   sched::Dim3 static_cluster(const void* function) noexcept;
   // Resident blocks per SM of `function` with this block and dynamic shared
   // memory (0: unknown).
   int blocks_per_sm(const void* function, std::uint64_t threads, std::uint32_t smem) noexcept;
+
+ public:
+  // The daemon client's hooks into the launch path (client.hpp): a launch
+  // made on `stream` is reported to lithosd when this process is a
+  // high-priority tenant. `graph`: a CUDA-graph launch (function = exec).
+  void after_launch(CUstream_st* stream, bool ptsz, const LaunchInfo& launch, bool graph) noexcept;
+  // A stable identity of a launched function (the kernel's name where the
+  // atomizer knows it, so that processes of a tenant share predictions).
+  static std::uint64_t kernel_id(const void* function) noexcept;
+
+ private:
   bool device_ok() noexcept;
   static std::uintptr_t stream_key(CUstream_st* stream, bool ptsz) noexcept;
   // Sets the process mask (null: whole GPU). Called with mu_ held.

@@ -151,6 +151,7 @@ std::string stats_text(const StatsHeader& h, const StatsSnapshot& s) {
         static_cast<unsigned long long>(s.whole_by_rule), static_cast<unsigned long long>(s.green_unrouted));
     out += line(buf);
   }
+  if (!h.daemon_json.empty()) out += line("lithosd client: " + h.daemon_json);
   if (stats_interposition_failed(h, s)) {
     out += line(
         "WARNING: the CUDA driver was used but lithos saw NO kernel launch: interposition failed, "
@@ -213,6 +214,7 @@ std::string stats_json(const StatsHeader& h, const StatsSnapshot& s) {
          ",\"cluster_descriptors\":" + num(s.cluster_descriptors) + ",\"widened_cluster\":" + num(s.widened_cluster) +
          ",\"widened_cooperative\":" + num(s.widened_cooperative) + ",\"whole_by_rule\":" + num(s.whole_by_rule) +
          ",\"green_unrouted\":" + num(s.green_unrouted) + "}";
+  if (!h.daemon_json.empty()) out += ",\"daemon\":" + h.daemon_json;
   out += ",\"interposition_failed\":" + std::string(stats_interposition_failed(h, s) ? "true" : "false");
   out += "}\n";
   return out;

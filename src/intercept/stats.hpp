@@ -68,6 +68,9 @@ struct StatsHeader {
   std::string process_mask;  // "TPCs 0-7 (8 of 66 live)", "whole GPU"
   std::string slot_map;      // path or ""
   bool driver_used = false;  // libcuda was loaded or a hook was called
+  // The lithosd client's state and counters as one JSON object ("" when no
+  // daemon is configured), from DaemonClient (client.hpp).
+  std::string daemon_json;
 };
 
 // Multi-line human report, each line starting with "lithos: ".

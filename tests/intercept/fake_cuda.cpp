@@ -434,6 +434,29 @@ FAKE_API CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int versio
   return out != nullptr ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
 }
 
+// Host memory mapped for the device (lithosd's completion page): the fake
+// GPU's device address of host memory is the host address, and a stream's
+// memory write lands at once (the fake GPU has always caught up). With
+// FAKE_MARKERS_HANG=1 no write ever lands (a GPU that never reaches them).
+std::atomic<unsigned long> g_value_writes{0};
+FAKE_API unsigned long fake_value_writes() { return g_value_writes.load(); }
+FAKE_API CUresult cuMemHostRegister_v2(void* p, size_t bytes, unsigned) {
+  record("cuMemHostRegister_v2", p, bytes);
+  return p != nullptr && bytes > 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+FAKE_API CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr* d, void* p, unsigned) {
+  if (d == nullptr || p == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  *d = reinterpret_cast<CUdeviceptr>(p);
+  return CUDA_SUCCESS;
+}
+FAKE_API CUresult cuStreamWriteValue64_v2(CUstream, CUdeviceptr addr, cuuint64_t value, unsigned) {
+  if (addr == 0) return CUDA_ERROR_INVALID_VALUE;
+  g_value_writes.fetch_add(1);
+  if (!env_on("FAKE_MARKERS_HANG"))
+    reinterpret_cast<std::atomic<std::uint64_t>*>(addr)->store(value, std::memory_order_release);
+  return CUDA_SUCCESS;
+}
+
 FAKE_API void* fake_address_of(const char* name) {
   static const std::map<std::string, void*> table = {
       {"cuInit", reinterpret_cast<void*>(&cuInit)},
@@ -461,6 +484,9 @@ FAKE_API void* fake_address_of(const char* name) {
       {"cuLibraryGetKernel", reinterpret_cast<void*>(&cuLibraryGetKernel)},
       {"cuKernelGetFunction", reinterpret_cast<void*>(&cuKernelGetFunction)},
       {"cuMemAlloc_v2", reinterpret_cast<void*>(&cuMemAlloc_v2)},
+      {"cuMemHostRegister_v2", reinterpret_cast<void*>(&cuMemHostRegister_v2)},
+      {"cuMemHostGetDevicePointer_v2", reinterpret_cast<void*>(&cuMemHostGetDevicePointer_v2)},
+      {"cuStreamWriteValue64_v2", reinterpret_cast<void*>(&cuStreamWriteValue64_v2)},
       {"cuGetProcAddress", reinterpret_cast<void*>(&cuGetProcAddress)},
       {"cuGetProcAddress_v2", reinterpret_cast<void*>(&cuGetProcAddress_v2)},
   };

@@ -1,0 +1,609 @@
+#include "intercept/cuda_abi.hpp"  // first: cuda.h in ABI mode
+
+#include "intercept/client.hpp"
+
+#include <poll.h>
+#include <pthread.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "intercept/log.hpp"
+#include "intercept/real_driver.hpp"
+#include "intercept/runtime.hpp"
+#include "ipc/channel.hpp"
+#include "ipc/socket.hpp"
+
+extern "C" char* program_invocation_short_name;  // glibc
+
+namespace lithos::intercept {
+
+namespace {
+
+// Driver entry points the client calls itself (none is hooked).
+struct Drv {
+  CUresult (*host_register)(void*, size_t, unsigned) = nullptr;
+  CUresult (*host_device_pointer)(CUdeviceptr*, void*, unsigned) = nullptr;
+  CUresult (*write_value64)(CUstream, CUdeviceptr, cuuint64_t, unsigned) = nullptr;
+  CUresult (*is_capturing)(CUstream, CUstreamCaptureStatus*) = nullptr;
+  static const Drv& get() {
+    static const Drv d = [] {
+      Drv x;
+      RealDriver& r = RealDriver::instance();
+      x.host_register = reinterpret_cast<decltype(x.host_register)>(r.symbol("cuMemHostRegister_v2"));
+      if (x.host_register == nullptr)
+        x.host_register = reinterpret_cast<decltype(x.host_register)>(r.symbol("cuMemHostRegister"));
+      x.host_device_pointer =
+          reinterpret_cast<decltype(x.host_device_pointer)>(r.symbol("cuMemHostGetDevicePointer_v2"));
+      x.write_value64 = reinterpret_cast<decltype(x.write_value64)>(r.symbol("cuStreamWriteValue64_v2"));
+      if (x.write_value64 == nullptr)
+        x.write_value64 = reinterpret_cast<decltype(x.write_value64)>(r.symbol("cuStreamWriteValue64"));
+      x.is_capturing = reinterpret_cast<decltype(x.is_capturing)>(r.symbol("cuStreamIsCapturing"));
+      return x;
+    }();
+    return d;
+  }
+};
+
+CUstream handle_of(CUstream_st* stream, bool ptsz) {
+  if (stream != nullptr) return stream;
+  return ptsz ? CU_STREAM_PER_THREAD : CU_STREAM_LEGACY;
+}
+
+// Per-thread default streams are one handle value for every thread but a
+// different stream each: their key includes the thread.
+thread_local char t_thread_tag;
+std::uintptr_t key_of(CUstream_st* stream, bool ptsz) {
+  if (stream != nullptr) return reinterpret_cast<std::uintptr_t>(stream);
+  return ptsz ? reinterpret_cast<std::uintptr_t>(&t_thread_tag) | 1U : 0;
+}
+
+// The last stream this thread looked up, for launches in a row on one stream.
+thread_local std::uintptr_t t_key = ~std::uintptr_t{0};
+thread_local std::uint32_t t_slot = 0;
+thread_local std::uint32_t t_generation = ~0U;
+
+void cpu_relax() { __builtin_ia32_pause(); }
+
+void nap_ns(long ns) {
+  const timespec t{0, ns};
+  nanosleep(&t, nullptr);
+}
+
+// Raises the thread's "internal" flag: lithos's own driver calls pass
+// through the hooks untouched.
+class Internal {
+ public:
+  Internal() : saved_(Runtime::frame().internal) { Runtime::frame().internal = true; }
+  ~Internal() { Runtime::frame().internal = saved_; }
+  Internal(const Internal&) = delete;
+  Internal& operator=(const Internal&) = delete;
+
+ private:
+  bool saved_;
+};
+
+}  // namespace
+
+struct DaemonClient::ChannelHolder {
+  ipc::Channel channel;
+};
+
+DaemonClient& DaemonClient::instance() noexcept {
+  alignas(DaemonClient) static unsigned char storage[sizeof(DaemonClient)];
+  static DaemonClient* const self = new (storage) DaemonClient();  // never destroyed: hooks run at exit
+  return *self;
+}
+
+std::uint64_t DaemonClient::now_ns() noexcept {
+  timespec t{};
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return static_cast<std::uint64_t>(t.tv_sec) * 1'000'000'000ULL + static_cast<std::uint64_t>(t.tv_nsec);
+}
+
+void DaemonClient::configure(const Config& c) noexcept {
+  try {
+    wanted_ = !c.daemon_socket.empty();
+    socket_ = c.daemon_socket;
+    tenant_ = c.tenant;
+    grant_timeout_ms_ = c.grant_timeout_ms;
+    if (wanted_) {
+      // A forked child shares the parent's channel mapping but must never use
+      // it (one producer per ring): it runs as if no daemon were configured.
+      static std::once_flag once;
+      std::call_once(once, [] {
+        pthread_atfork(nullptr, nullptr, [] {
+          DaemonClient& me = DaemonClient::instance();
+          me.state_.store(State::kForked, std::memory_order_release);
+          me.tracker_running_.store(false, std::memory_order_release);
+          if (me.sock_ >= 0) ::close(me.sock_);
+          me.sock_ = -1;
+        });
+      });
+    }
+  } catch (...) {
+    wanted_ = false;
+  }
+}
+
+bool DaemonClient::ready() noexcept {
+  State s = state_.load(std::memory_order_acquire);
+  if (s == State::kConnected) {
+    if (alive()) return true;
+    disconnect(State::kGone);
+    s = State::kGone;
+  }
+  if (!wanted_ || s == State::kForked) return false;
+  const std::uint64_t now = now_ns();
+  if (s != State::kIdle && now - last_attempt_ns_ < 1'000'000'000ULL) return false;
+  if (!connect_mu_.try_lock()) return false;  // another thread is connecting: do not wait for it
+  bool ok = false;
+  try {
+    if (state_.load(std::memory_order_acquire) == State::kConnected) {
+      ok = true;
+    } else if (now - last_attempt_ns_ >= 1'000'000'000ULL || state_.load() == State::kIdle) {
+      last_attempt_ns_ = now;
+      ok = connect_locked();
+    }
+  } catch (...) {
+    ok = false;
+  }
+  connect_mu_.unlock();
+  return ok;
+}
+
+bool DaemonClient::connect_locked() noexcept {
+  const bool first = attempts_++ == 0;
+  const bool was = registered_once_.load();
+  auto fail = [&](const std::string& why) {
+    if (sock_ >= 0) ::close(sock_);
+    sock_ = -1;
+    state_.store(was ? State::kGone : State::kFailed, std::memory_order_release);
+    if (first) {
+      LITHOS_LOG(
+          LogLevel::kWarn, "lithosd at %s: %s; running %s until it answers", socket_.c_str(), why.c_str(),
+          Runtime::instance().config().request != MaskRequest::kNone ? "on the configured TPC set" : "pass-through");
+    }
+    return false;
+  };
+  auto fd = ipc::connect_socket(socket_, 200);
+  if (!fd) return fail(fd.status().message());
+  sock_ = fd.value();
+  ipc::Hello hello;
+  hello.pid = static_cast<std::int32_t>(::getpid());
+  std::strncpy(hello.tenant, tenant_.c_str(), sizeof hello.tenant - 1);
+  if (program_invocation_short_name != nullptr)
+    std::strncpy(hello.program, program_invocation_short_name, sizeof hello.program - 1);
+  if (Status st = ipc::send_packet(sock_, &hello, sizeof hello); !st.is_ok()) return fail(st.message());
+  ipc::Welcome w;
+  int chfd = -1;
+  auto got = ipc::recv_packet(sock_, &w, sizeof w, &chfd, 2000);
+  if (!got || got.value() != sizeof w) {
+    if (chfd >= 0) ::close(chfd);
+    return fail(got ? "the daemon closed the connection" : got.status().message());
+  }
+  if (w.magic != ipc::kMagic || w.version != ipc::kVersion) {
+    if (chfd >= 0) ::close(chfd);
+    return fail("the daemon speaks another protocol version");
+  }
+  if (w.status != ipc::WelcomeStatus::kOk || chfd < 0) {
+    if (chfd >= 0) ::close(chfd);
+    w.message[sizeof w.message - 1] = '\0';
+    return fail(std::string("refused: ") + w.message);
+  }
+  auto ch = ipc::Channel::attach(chfd);
+  if (!ch) return fail("cannot map the channel: " + ch.status().message());
+  auto holder = std::make_unique<ChannelHolder>();
+  holder->channel = std::move(ch).value();
+  ipc::ChannelLayout* layout = &holder->channel.layout();
+  // The completion page, mapped for the device: the GPU writes markers there.
+  const Drv& d = Drv::get();
+  CUdeviceptr dev = 0;
+  {
+    Internal internal;
+    void* page = holder->channel.completion_page();
+    if (d.host_register == nullptr || d.host_device_pointer == nullptr || d.write_value64 == nullptr ||
+        d.host_register(page, sizeof(layout->completed), CU_MEMHOSTREGISTER_DEVICEMAP) != CUDA_SUCCESS ||
+        d.host_device_pointer(&dev, page, 0) != CUDA_SUCCESS) {
+      return fail("cannot map the completion page for the GPU (cuMemHostRegister)");
+    }
+  }
+  // New epoch: every stream must be opened again.
+  {
+    const std::lock_guard<std::mutex> lock(slots_mu_);
+    slot_of_.clear();
+    for (Slot& s : slots_) {
+      s.open.store(false);
+      s.seq.store(0);
+      s.last_marker.store(0);
+      s.dirty.store(false);
+    }
+  }
+  {
+    const std::lock_guard<std::mutex> lock(grant_mu_);
+    for (auto& q : queued_) q.clear();
+  }
+  layout_ = layout;
+  dev_base_ = dev;
+  fallback_[0] = layout->header.fallback[0].load();
+  fallback_[1] = layout->header.fallback[1].load();
+  high_.store(w.tenant_class == ipc::TenantClass::kHigh, std::memory_order_release);
+  channels_.push_back(std::move(holder));
+  generation_.fetch_add(1, std::memory_order_acq_rel);
+  registered_once_.store(true, std::memory_order_release);
+  state_.store(State::kConnected, std::memory_order_release);
+  if (was) reconnects_.fetch_add(1, std::memory_order_relaxed);
+  w.tenant[sizeof w.tenant - 1] = '\0';
+  LITHOS_LOG(LogLevel::kInfo, "lithosd %s: client %u of tenant %s (%s, quota %u)", was ? "again" : "registered",
+             w.client_id, w.tenant, high() ? "high priority" : "best effort", w.quota);
+  if (!tracker_running_.exchange(true)) {
+    try {
+      tracker_ = std::thread([this] { tracker(); });
+      tracker_.detach();
+    } catch (...) {
+      tracker_running_.store(false);
+    }
+  }
+  return true;
+}
+
+void DaemonClient::disconnect(State why) noexcept {
+  State expected = State::kConnected;
+  if (!state_.compare_exchange_strong(expected, why)) return;
+  generation_.fetch_add(1, std::memory_order_acq_rel);
+  LITHOS_LOG(LogLevel::kWarn, "lithosd went away: %s; reconnecting when it is back",
+             high() ? "high-priority launches keep their last allocation"
+                    : "best-effort launches run on the fallback set meanwhile");
+}
+
+bool DaemonClient::alive() noexcept {
+  const std::uint64_t now = now_ns();
+  if (now - last_alive_check_ns_.load(std::memory_order_relaxed) < 2'000'000ULL) return true;
+  last_alive_check_ns_.store(now, std::memory_order_relaxed);
+  ipc::ChannelLayout* l = layout_;
+  if (l == nullptr) return false;
+  if ((l->header.flags.load(std::memory_order_acquire) & ipc::kChannelDaemonGone) != 0) return false;
+  const std::uint64_t beat = l->header.heartbeat_ns.load(std::memory_order_acquire);
+  if (beat != 0 && now > beat && now - beat > static_cast<std::uint64_t>(grant_timeout_ms_ * 1e6)) return false;
+  pollfd p{sock_, POLLIN, 0};
+  if (sock_ >= 0 && ::poll(&p, 1, 0) > 0) {
+    char c = 0;
+    const ssize_t n = ::recv(sock_, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n == 0 || (p.revents & (POLLHUP | POLLERR)) != 0) return false;
+  }
+  return true;
+}
+
+int DaemonClient::slot_of(CUstream_st* stream, bool ptsz) noexcept {
+  const std::uintptr_t key = key_of(stream, ptsz);
+  const std::uint32_t gen = generation_.load(std::memory_order_acquire);
+  if (key == t_key && gen == t_generation) return static_cast<int>(t_slot);
+  try {
+    const std::lock_guard<std::mutex> lock(slots_mu_);
+    auto it = slot_of_.find(key);
+    if (it == slot_of_.end()) {
+      std::uint32_t free = ipc::kMaxStreams;
+      for (std::uint32_t i = 0; i < ipc::kMaxStreams; ++i) {
+        if (!slots_[i].open.load()) {
+          free = i;
+          break;
+        }
+      }
+      if (free == ipc::kMaxStreams) return -1;
+      Slot& s = slots_[free];
+      s.stream = stream;
+      s.ptsz = ptsz;
+      s.seq.store(0);
+      s.dirty.store(false);
+      // The slot's completion value survives from an earlier stream: markers
+      // continue from it so that they only grow.
+      const std::uint64_t done = layout_->completed[free].load(std::memory_order_acquire);
+      s.last_marker.store(done);
+      s.seq.store(done);
+      ipc::SubmitMsg m;
+      m.type = ipc::SubmitType::kStreamOpen;
+      m.stream = free;
+      if (!push(m)) return -1;
+      s.open.store(true);
+      it = slot_of_.emplace(key, free).first;
+    }
+    t_key = key;
+    t_slot = it->second;
+    t_generation = gen;
+    return static_cast<int>(it->second);
+  } catch (...) {
+    return -1;
+  }
+}
+
+bool DaemonClient::push(const ipc::SubmitMsg& m) noexcept {
+  ipc::ChannelLayout* l = layout_;
+  if (l == nullptr) return false;
+  // A full ring means the daemon is not reading: wait up to 1 ms, then give up.
+  const std::uint64_t start = now_ns();
+  while (true) {
+    while (submit_lock_.test_and_set(std::memory_order_acquire)) cpu_relax();
+    const bool ok = l->submit.push(m);
+    submit_lock_.clear(std::memory_order_release);
+    if (ok) return true;
+    if (now_ns() - start > 1'000'000ULL) return false;
+    cpu_relax();
+  }
+}
+
+void DaemonClient::write_marker(CUstream_st* stream, bool ptsz, std::uint32_t slot, std::uint64_t value) noexcept {
+  const Drv& d = Drv::get();
+  if (d.write_value64 == nullptr || dev_base_ == 0) return;
+  Internal internal;
+  const CUdeviceptr addr = dev_base_ + static_cast<CUdeviceptr>(slot) * sizeof(std::uint64_t);
+  if (d.write_value64(handle_of(stream, ptsz), addr, value, 0) == CUDA_SUCCESS) {
+    slots_[slot].last_marker.store(value, std::memory_order_release);
+    slots_[slot].last_marker_ns.store(now_ns(), std::memory_order_relaxed);
+    markers_.fetch_add(1, std::memory_order_relaxed);
+  }
+}
+
+bool DaemonClient::allocation(sched::TpcSet* out) const noexcept {
+  const ipc::ChannelLayout* l = layout_;
+  if (l == nullptr || out == nullptr) return false;
+  for (int tries = 0; tries < 64; ++tries) {
+    const std::uint64_t s1 = l->header.alloc_seq.load(std::memory_order_acquire);
+    if ((s1 & 1U) != 0) {
+      cpu_relax();
+      continue;
+    }
+    const std::uint64_t a = l->header.alloc[0].load(std::memory_order_acquire);
+    const std::uint64_t b = l->header.alloc[1].load(std::memory_order_acquire);
+    if (l->header.alloc_seq.load(std::memory_order_acquire) == s1) {
+      *out = sched::TpcSet::from_words(a, b);
+      return !out->empty();
+    }
+  }
+  return false;
+}
+
+void DaemonClient::report_running(CUstream_st* stream, bool ptsz, const LaunchInfo& li, std::uint64_t kernel,
+                                  bool graph) noexcept {
+  if (!connected()) return;
+  const Drv& d = Drv::get();
+  if (d.is_capturing != nullptr) {
+    CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
+    Internal internal;
+    if (d.is_capturing(handle_of(stream, ptsz), &cs) == CUDA_SUCCESS && cs != CU_STREAM_CAPTURE_STATUS_NONE) return;
+  }
+  const int slot = slot_of(stream, ptsz);
+  if (slot < 0) {
+    dropped_reports_.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  Slot& s = slots_[slot];
+  ipc::SubmitMsg m;
+  m.type = ipc::SubmitType::kLaunch;
+  m.flags = ipc::kSubmitRunning | (graph ? ipc::kSubmitGraph : 0) | (li.cooperative ? ipc::kSubmitCooperative : 0);
+  m.stream = static_cast<std::uint32_t>(slot);
+  m.seq = s.seq.fetch_add(1, std::memory_order_acq_rel) + 1;
+  m.kernel = kernel;
+  if (!graph) {
+    m.grid[0] = li.grid.x, m.grid[1] = li.grid.y, m.grid[2] = li.grid.z;
+    m.block[0] = li.block.x, m.block[1] = li.block.y, m.block[2] = li.block.z;
+    m.smem = li.smem;
+    if (li.cluster_attr && li.cluster.count() <= 16) {
+      m.cluster[0] = static_cast<std::uint8_t>(li.cluster.x);
+      m.cluster[1] = static_cast<std::uint8_t>(li.cluster.y);
+      m.cluster[2] = static_cast<std::uint8_t>(li.cluster.z);
+    }
+  }
+  // A marker when the stream's last one has been reached and is at least
+  // kMarkerGapNs old (graphs: always); otherwise the stream is dirty and the
+  // tracker writes one when it goes quiet.
+  const std::uint64_t now = now_ns();
+  const std::uint64_t done = layout_->completed[slot].load(std::memory_order_acquire);
+  if (graph || (done >= s.last_marker.load(std::memory_order_acquire) &&
+                now - s.last_marker_ns.load(std::memory_order_relaxed) >= kMarkerGapNs)) {
+    m.marker = static_cast<std::uint32_t>(m.seq);
+    write_marker(stream, ptsz, static_cast<std::uint32_t>(slot), m.seq);
+    s.dirty.store(false, std::memory_order_release);
+  } else {
+    s.dirty.store(true, std::memory_order_release);
+  }
+  s.last_launch_ns.store(now, std::memory_order_relaxed);
+  if (push(m)) {
+    reported_.fetch_add(1, std::memory_order_relaxed);
+  } else {
+    dropped_reports_.fetch_add(1, std::memory_order_relaxed);
+  }
+}
+
+std::optional<DaemonClient::Ticket> DaemonClient::submit(CUstream_st* stream, bool ptsz, const LaunchInfo& li,
+                                                         std::uint64_t kernel, std::uint32_t unit, bool whole,
+                                                         bool graph) noexcept {
+  if (!connected()) return std::nullopt;
+  const int slot = slot_of(stream, ptsz);
+  if (slot < 0) return std::nullopt;
+  Slot& s = slots_[slot];
+  ipc::SubmitMsg m;
+  m.type = ipc::SubmitType::kLaunch;
+  m.flags = static_cast<std::uint16_t>((whole ? ipc::kSubmitWhole : 0) | (graph ? ipc::kSubmitGraph : 0) |
+                                       (li.cooperative ? ipc::kSubmitCooperative : 0));
+  m.stream = static_cast<std::uint32_t>(slot);
+  m.seq = s.seq.fetch_add(1, std::memory_order_acq_rel) + 1;
+  m.kernel = kernel;
+  if (!graph) {
+    m.grid[0] = std::max(1U, li.grid.x), m.grid[1] = std::max(1U, li.grid.y), m.grid[2] = std::max(1U, li.grid.z);
+    m.block[0] = std::max(1U, li.block.x), m.block[1] = std::max(1U, li.block.y), m.block[2] = std::max(1U, li.block.z);
+    m.smem = li.smem;
+    if (li.cluster_attr && li.cluster.count() > 1 && li.cluster.count() <= 16) {
+      m.cluster[0] = static_cast<std::uint8_t>(li.cluster.x);
+      m.cluster[1] = static_cast<std::uint8_t>(li.cluster.y);
+      m.cluster[2] = static_cast<std::uint8_t>(li.cluster.z);
+    }
+    m.unit = std::max(1U, unit);
+  }
+  if (!push(m)) return std::nullopt;
+  submits_.fetch_add(1, std::memory_order_relaxed);
+  return Ticket{static_cast<std::uint32_t>(slot), m.seq, generation_.load(std::memory_order_acquire)};
+}
+
+bool DaemonClient::next_grant(const Ticket& t, ipc::GrantMsg* out) noexcept {
+  const std::uint64_t start = now_ns();
+  std::uint64_t spins = 0;
+  while (true) {
+    if (generation_.load(std::memory_order_acquire) != t.generation || !connected()) break;
+    {
+      const std::lock_guard<std::mutex> lock(grant_mu_);
+      ipc::GrantMsg g;
+      bool corrupt = false;
+      while (layout_->grant.pop(&g, &corrupt)) {
+        if (g.stream < ipc::kMaxStreams) queued_[g.stream].push_back(g);
+      }
+      std::deque<ipc::GrantMsg>& q = queued_[t.slot];
+      while (!q.empty() && q.front().seq < t.seq) q.pop_front();  // an abandoned launch's grants
+      if (!q.empty() && q.front().seq == t.seq) {
+        *out = q.front();
+        q.pop_front();
+        const std::uint64_t waited = now_ns() - start;
+        grants_n_.fetch_add(1, std::memory_order_relaxed);
+        grant_wait_ns_.fetch_add(waited, std::memory_order_relaxed);
+        const double us = static_cast<double>(waited) / 1e3;
+        std::size_t b = 0;
+        while (b + 1 < kWaitBuckets && us > kWaitEdgesUs[b]) ++b;
+        wait_hist_[b].fetch_add(1, std::memory_order_relaxed);
+        std::uint64_t prev = grant_wait_max_ns_.load(std::memory_order_relaxed);
+        while (waited > prev && !grant_wait_max_ns_.compare_exchange_weak(prev, waited)) {
+        }
+        return out->type == ipc::GrantType::kGrant;
+      }
+    }
+    if (!alive()) {
+      disconnect(State::kGone);
+      break;
+    }
+    // Spin first (grants come within microseconds), then nap.
+    if (++spins < 2000) {
+      cpu_relax();
+    } else {
+      nap_ns(spins < 20000 ? 2000 : 50000);
+    }
+    if (now_ns() - start > 600'000'000'000ULL) break;  // ten minutes: something is deeply wrong
+  }
+  fallbacks_.fetch_add(1, std::memory_order_relaxed);
+  return false;
+}
+
+void DaemonClient::atom_launched(const Ticket& t, CUstream_st* stream, bool ptsz, std::uint64_t marker) noexcept {
+  if (generation_.load(std::memory_order_acquire) != t.generation) return;
+  write_marker(stream, ptsz, t.slot, marker);
+}
+
+sched::TpcSet DaemonClient::fallback() const noexcept { return sched::TpcSet::from_words(fallback_[0], fallback_[1]); }
+
+void DaemonClient::forget_stream(CUstream_st* stream, bool ptsz) noexcept {
+  if (!connected()) return;
+  try {
+    const std::lock_guard<std::mutex> lock(slots_mu_);
+    const auto it = slot_of_.find(key_of(stream, ptsz));
+    if (it == slot_of_.end()) return;
+    ipc::SubmitMsg m;
+    m.type = ipc::SubmitType::kStreamClose;
+    m.stream = it->second;
+    (void)push(m);
+    slots_[it->second].open.store(false);
+    slot_of_.erase(it);
+    t_key = ~std::uintptr_t{0};
+  } catch (...) {
+  }
+}
+
+// Writes the markers of dirty high-priority streams once they are quiet, and
+// notices a daemon that went away while nothing launched.
+void DaemonClient::tracker() noexcept {
+  Runtime::frame().internal = true;
+  const Drv& d = Drv::get();
+  while (tracker_running_.load(std::memory_order_acquire)) {
+    nap_ns(100'000);
+    if (state_.load(std::memory_order_acquire) != State::kConnected) continue;
+    if (!alive()) {
+      disconnect(State::kGone);
+      continue;
+    }
+    if (!high()) continue;
+    const std::uint64_t now = now_ns();
+    for (std::uint32_t i = 0; i < ipc::kMaxStreams; ++i) {
+      Slot& s = slots_[i];
+      if (!s.open.load(std::memory_order_acquire) || !s.dirty.load(std::memory_order_acquire) || s.ptsz) continue;
+      if (now - s.last_launch_ns.load(std::memory_order_relaxed) < 50'000) continue;
+      if (layout_->completed[i].load(std::memory_order_acquire) < s.last_marker.load(std::memory_order_acquire))
+        continue;  // the last marker is still on its way
+      CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
+      if (d.is_capturing != nullptr && d.is_capturing(handle_of(s.stream, false), &cs) == CUDA_SUCCESS &&
+          cs != CU_STREAM_CAPTURE_STATUS_NONE) {
+        continue;
+      }
+      s.dirty.store(false, std::memory_order_release);
+      write_marker(s.stream, false, i, s.seq.load(std::memory_order_acquire));
+      tracker_markers_.fetch_add(1, std::memory_order_relaxed);
+    }
+  }
+}
+
+DaemonClient::Stats DaemonClient::stats() const noexcept {
+  Stats s;
+  s.reported = reported_.load();
+  s.markers = markers_.load();
+  s.tracker_markers = tracker_markers_.load();
+  s.submits = submits_.load();
+  s.grants = grants_n_.load();
+  s.grant_wait_ns = grant_wait_ns_.load();
+  s.grant_wait_max_ns = grant_wait_max_ns_.load();
+  s.fallbacks = fallbacks_.load();
+  s.reconnects = reconnects_.load();
+  s.dropped_reports = dropped_reports_.load();
+  return s;
+}
+
+double DaemonClient::wait_quantile_us(double q) const noexcept {
+  std::uint64_t total = 0;
+  for (const auto& h : wait_hist_) total += h.load(std::memory_order_relaxed);
+  if (total == 0) return 0;
+  const auto rank = static_cast<std::uint64_t>(q * static_cast<double>(total - 1));
+  std::uint64_t seen = 0;
+  for (std::size_t b = 0; b < kWaitBuckets; ++b) {
+    seen += wait_hist_[b].load(std::memory_order_relaxed);
+    if (seen > rank)
+      return b + 1 < kWaitBuckets ? kWaitEdgesUs[b] : static_cast<double>(grant_wait_max_ns_.load()) / 1e3;
+  }
+  return static_cast<double>(grant_wait_max_ns_.load()) / 1e3;
+}
+
+std::string DaemonClient::stats_json() const {
+  if (!wanted_) return {};
+  const char* state = "idle";
+  switch (state_.load(std::memory_order_acquire)) {
+    case State::kIdle: state = "idle"; break;
+    case State::kConnected: state = "connected"; break;
+    case State::kGone: state = "gone"; break;
+    case State::kFailed: state = "unreachable"; break;
+    case State::kForked: state = "forked"; break;
+  }
+  const Stats s = stats();
+  auto num = [](std::uint64_t v) { return std::to_string(v); };
+  std::string out = "{\"state\":\"" + std::string(state) + "\"";
+  out += ",\"registered\":" + std::string(registered_once() ? "true" : "false");
+  out += ",\"class\":\"" + std::string(!registered_once() ? "" : high() ? "high" : "best-effort") + "\"";
+  out +=
+      ",\"reported\":" + num(s.reported) + ",\"markers\":" + num(s.markers) +
+      ",\"tracker_markers\":" + num(s.tracker_markers) + ",\"submits\":" + num(s.submits) +
+      ",\"grants\":" + num(s.grants) + ",\"grant_wait_mean_us\":" +
+      std::to_string(s.grants != 0 ? static_cast<double>(s.grant_wait_ns) / 1e3 / static_cast<double>(s.grants) : 0.0) +
+      ",\"grant_wait_max_us\":" + std::to_string(static_cast<double>(s.grant_wait_max_ns) / 1e3) +
+      ",\"grant_wait_p50_us_at_most\":" + std::to_string(wait_quantile_us(0.5)) +
+      ",\"grant_wait_p99_us_at_most\":" + std::to_string(wait_quantile_us(0.99)) +
+      ",\"fallbacks\":" + num(s.fallbacks) + ",\"reconnects\":" + num(s.reconnects) +
+      ",\"dropped_reports\":" + num(s.dropped_reports) + "}";
+  return out;
+}
+
+}  // namespace lithos::intercept

@@ -1,0 +1,169 @@
+// liblithos.so as a client of lithosd (docs/daemon.md): registration over the
+// daemon's socket, then the shared-memory channel for every launch.
+//
+//  - High priority (the tenant's class, told by the daemon): launches never
+//    wait. Each goes out on the tenant's current allocation (published by the
+//    daemon in the channel) and is reported after it was made. A completion
+//    marker (cuStreamWriteValue64 of the launch's number into the stream's
+//    completion slot, which the daemon reads) follows every CUDA-graph launch
+//    and, coalesced, eager launches: a launch writes a marker when the
+//    stream's previous marker has been reached and is at least 50 us old;
+//    otherwise the stream is "dirty" and the tracker thread writes one once
+//    the stream has been quiet for 50 us. Markers cost ~2 us of host time
+//    each, launches far less.
+//  - Best effort: a launch is submitted and its atoms wait for grants (TPC set
+//    + block range); each atom is launched as granted and followed by the
+//    grant's marker. Waiting for a grant is the throttle.
+//  - Failure never harms the host: no daemon at start -> pass-through (said
+//    once); the daemon gone (socket closed, heartbeat stale, or its clean
+//    shutdown flag) -> high-priority launches keep their last allocation,
+//    best-effort ones run on the fallback set the daemon gave (never the
+//    whole GPU), and the client reconnects when the daemon is back. No wait
+//    is unbounded. A forked child never touches its parent's channel.
+//
+// Thread-safety: every public function may be called from any application
+// thread. The submit ring has one producer at a time (a spin lock); grants
+// are demultiplexed per stream slot under a mutex.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "intercept/config.hpp"
+#include "intercept/launch_info.hpp"
+#include "ipc/protocol.hpp"
+#include "sched/tpc_set.hpp"
+
+struct CUstream_st;
+
+namespace lithos::intercept {
+
+class DaemonClient {
+ public:
+  static DaemonClient& instance() noexcept;
+
+  // Once, from the Runtime's constructor. Connects nothing yet.
+  void configure(const Config& c) noexcept;
+  bool wanted() const noexcept { return wanted_; }
+  // Connects and registers on first use, reconnects (at most once a second)
+  // after the daemon went away. True when the channel is usable now.
+  // Needs an initialised driver (called from launch hooks).
+  bool ready() noexcept;
+  bool connected() const noexcept { return state_.load(std::memory_order_acquire) == State::kConnected; }
+  bool high() const noexcept { return high_.load(std::memory_order_acquire); }
+  // Whether this process registered and was told its class (even if the
+  // daemon is gone now): decides the fallback behaviour.
+  bool registered_once() const noexcept { return registered_once_.load(std::memory_order_acquire); }
+
+  // High priority: the tenant's allocation now (false: none published).
+  bool allocation(sched::TpcSet* out) const noexcept;
+  // Reports a launch already made on `stream` (graph: a CUDA-graph launch),
+  // and writes or schedules its completion marker.
+  void report_running(CUstream_st* stream, bool ptsz, const LaunchInfo& li, std::uint64_t kernel, bool graph) noexcept;
+
+  // Best effort.
+  struct Ticket {
+    std::uint32_t slot = 0;
+    std::uint64_t seq = 0;
+    std::uint32_t generation = 0;
+  };
+  // Submits a launch; nullopt when the daemon cannot take it (the caller
+  // runs it on the fallback set).
+  std::optional<Ticket> submit(CUstream_st* stream, bool ptsz, const LaunchInfo& li, std::uint64_t kernel,
+                               std::uint32_t unit, bool whole, bool graph) noexcept;
+  // Waits for the next grant of `t`'s launch. False when the daemon is gone
+  // (or the wait outlasted every bound): run what is left on fallback().
+  bool next_grant(const Ticket& t, ipc::GrantMsg* out) noexcept;
+  // After an atom was launched on `stream`: its marker.
+  void atom_launched(const Ticket& t, CUstream_st* stream, bool ptsz, std::uint64_t marker) noexcept;
+  sched::TpcSet fallback() const noexcept;
+
+  void forget_stream(CUstream_st* stream, bool ptsz) noexcept;
+
+  struct Stats {
+    std::uint64_t reported = 0, markers = 0, tracker_markers = 0, submits = 0, grants = 0;
+    std::uint64_t grant_wait_ns = 0, grant_wait_max_ns = 0, fallbacks = 0, reconnects = 0, dropped_reports = 0;
+  };
+  Stats stats() const noexcept;
+  // State and counters as one JSON object, "" when no daemon is configured
+  // (the "daemon" member of lithos_stats_json).
+  std::string stats_json() const;
+
+ private:
+  enum class State : std::uint8_t { kIdle, kConnected, kGone, kFailed, kForked };
+  struct Slot {
+    std::atomic<bool> open{false};
+    CUstream_st* stream = nullptr;
+    bool ptsz = false;
+    std::atomic<std::uint64_t> seq{0};          // launches submitted on it
+    std::atomic<std::uint64_t> last_marker{0};  // value of the last marker written
+    std::atomic<bool> dirty{false};             // launches after the last marker
+    std::atomic<std::uint64_t> last_launch_ns{0};
+    std::atomic<std::uint64_t> last_marker_ns{0};  // when the last marker was enqueued
+  };
+  // Eager high-priority launches write a marker at most this often per
+  // stream (a marker costs ~2 us of host time; the tracker closes a burst).
+  static constexpr std::uint64_t kMarkerGapNs = 50'000;
+  DaemonClient() = default;
+  bool connect_locked() noexcept;
+  void disconnect(State why) noexcept;
+  bool alive() noexcept;
+  // The slot of a stream, opening it (kStreamOpen) on first use; -1 when none is free.
+  int slot_of(CUstream_st* stream, bool ptsz) noexcept;
+  bool push(const ipc::SubmitMsg& m) noexcept;
+  void write_marker(CUstream_st* stream, bool ptsz, std::uint32_t slot, std::uint64_t value) noexcept;
+  void tracker() noexcept;
+  static std::uint64_t now_ns() noexcept;
+
+  bool wanted_ = false;
+  std::string socket_, tenant_;
+  double grant_timeout_ms_ = 500;
+  std::atomic<State> state_{State::kIdle};
+  std::atomic<bool> high_{false};
+  std::atomic<bool> registered_once_{false};
+  std::mutex connect_mu_;
+  std::uint64_t last_attempt_ns_ = 0;
+  std::uint32_t attempts_ = 0;
+  int sock_ = -1;
+  struct ChannelHolder;
+  // Every channel ever attached, kept mapped for the life of the process: a
+  // thread may still write a marker into an old one after a reconnect.
+  std::vector<std::unique_ptr<ChannelHolder>> channels_;  // guarded by connect_mu_
+  ipc::ChannelLayout* layout_ = nullptr;                  // the mapping (valid while connected)
+  std::uint64_t dev_base_ = 0;                            // device address of the completion page
+  std::atomic<std::uint32_t> generation_{0};
+  std::uint64_t fallback_[2] = {0, 0};
+  std::atomic<std::uint64_t> last_alive_check_ns_{0};
+
+  std::atomic_flag submit_lock_ = ATOMIC_FLAG_INIT;
+  std::mutex slots_mu_;
+  std::unordered_map<std::uintptr_t, std::uint32_t> slot_of_;
+  Slot slots_[ipc::kMaxStreams];
+  std::mutex grant_mu_;
+  std::deque<ipc::GrantMsg> queued_[ipc::kMaxStreams];  // grants popped from the ring, per slot
+
+  std::thread tracker_;
+  std::atomic<bool> tracker_running_{false};
+
+  // Grant waits (submit or previous atom -> grant in hand), by upper edge in
+  // microseconds (kWaitEdgesUs; the last bucket is everything above).
+  static constexpr double kWaitEdgesUs[] = {1,  2,  3,  4,   5,   6,   8,   10,  12,   15,   20,   25,    30,
+                                            40, 50, 75, 100, 150, 200, 300, 500, 1000, 2000, 5000, 10000, 1e300};
+  static constexpr std::size_t kWaitBuckets = sizeof(kWaitEdgesUs) / sizeof(kWaitEdgesUs[0]);
+  std::atomic<std::uint64_t> wait_hist_[kWaitBuckets] = {};
+  // The upper edge of the bucket holding quantile q of the waits (0 when none).
+  double wait_quantile_us(double q) const noexcept;
+
+  mutable std::atomic<std::uint64_t> reported_{0}, markers_{0}, tracker_markers_{0}, submits_{0}, grants_n_{0},
+      grant_wait_ns_{0}, grant_wait_max_ns_{0}, fallbacks_{0}, reconnects_{0}, dropped_reports_{0};
+};
+
+}  // namespace lithos::intercept

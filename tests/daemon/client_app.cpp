@@ -1,0 +1,100 @@
+// A client of lithosd for the end-to-end tests (e2e_test.cpp): an
+// application that reaches the FAKE driver (tests/intercept/fake_cuda.cpp)
+// like PyTorch does (dlopen + dlsym), with liblithos.so preloaded and
+// LITHOS_DAEMON / LITHOS_TENANT in its environment.
+//
+//   daemon_client_app LAUNCHES [PAUSE_MS] [HOLD_MS] [GRID]
+//
+// Makes LAUNCHES kernel launches (GRID blocks of 256 threads, default 4096)
+// on one stream, PAUSE_MS apart, and prints
+// one JSON line per launch as it goes:
+//   {"i":N,"t_ns":<CLOCK_MONOTONIC>,"rc":<CUresult>,"tpcs":"0-1"|"all"}
+// where tpcs is the set the launch's descriptor enabled (the fake GPU's slot
+// map: slots 0,2,3,5 = TPCs 0-3; "all" = no mask written). Then it sleeps
+// HOLD_MS (to be killed, or to keep its registration) and prints
+//   {"stats":<lithos_stats_json>}
+// and exits 0. Anything unexpected exits 3 with a message on stderr.
+#include <cuda.h>
+#include <dlfcn.h>
+#include <time.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace {
+
+std::uint64_t now_ns() {
+  timespec t{};
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return static_cast<std::uint64_t>(t.tv_sec) * 1'000'000'000ULL + static_cast<std::uint64_t>(t.tv_nsec);
+}
+
+void sleep_ms(long ms) {
+  const timespec t{ms / 1000, (ms % 1000) * 1'000'000L};
+  nanosleep(&t, nullptr);
+}
+
+// The TPCs the last descriptor enabled: the disable mask is at byte 304,
+// its valid bit is bit 31 of the first word (gpu/qmd.hpp).
+std::string last_tpcs(const std::uint8_t* q) {
+  if (q == nullptr) return "none";
+  std::uint32_t dw0 = 0;
+  std::memcpy(&dw0, q, sizeof dw0);
+  if ((dw0 & 0x80000000U) == 0) return "all";
+  std::uint32_t w0 = 0;
+  std::memcpy(&w0, q + 304, sizeof w0);
+  const int slot_of_tpc[4] = {0, 2, 3, 5};
+  std::string out;
+  for (int t = 0; t < 4; ++t) {
+    if ((w0 & (1U << slot_of_tpc[t])) == 0) out += (out.empty() ? "" : ",") + std::to_string(t);
+  }
+  return out.empty() ? "empty" : out;
+}
+
+int fail(const char* what) {
+  std::fprintf(stderr, "daemon_client_app: %s\n", what);
+  return 3;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) return fail("usage: daemon_client_app LAUNCHES [PAUSE_MS] [HOLD_MS] [GRID]");
+  const int launches = std::atoi(argv[1]);
+  const long pause_ms = argc > 2 ? std::atol(argv[2]) : 0;
+  const long hold_ms = argc > 3 ? std::atol(argv[3]) : 0;
+  const auto grid = static_cast<unsigned>(argc > 4 ? std::atol(argv[4]) : 4096);
+  void* drv = ::dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
+  if (drv == nullptr) return fail("no libcuda.so.1");
+  using InitFn = CUresult (*)(unsigned);
+  using LaunchFn = CUresult (*)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                                CUstream, void**, void**);
+  auto init = reinterpret_cast<InitFn>(::dlsym(drv, "cuInit"));
+  auto launch = reinterpret_cast<LaunchFn>(::dlsym(drv, "cuLaunchKernel"));
+  auto last_qmd = reinterpret_cast<const std::uint8_t* (*)()>(::dlsym(drv, "fake_last_qmd"));
+  auto stats = reinterpret_cast<int (*)(char*, size_t)>(::dlsym(RTLD_DEFAULT, "lithos_stats_json"));
+  if (init == nullptr || launch == nullptr || last_qmd == nullptr || stats == nullptr)
+    return fail("the fake driver or liblithos.so is missing");
+  if (init(0) != CUDA_SUCCESS) return fail("cuInit failed");
+  const auto stream = reinterpret_cast<CUstream>(0x5100);
+  for (int i = 0; i < launches; ++i) {
+    const std::uint64_t t = now_ns();
+    const CUresult rc = launch(reinterpret_cast<CUfunction>(0x10), grid, 1, 1, 256, 1, 1, 0, stream, nullptr, nullptr);
+    std::printf("{\"i\":%d,\"t_ns\":%llu,\"rc\":%d,\"tpcs\":\"%s\"}\n", i, static_cast<unsigned long long>(t),
+                static_cast<int>(rc), last_tpcs(last_qmd()).c_str());
+    std::fflush(stdout);
+    if (pause_ms > 0) sleep_ms(pause_ms);
+  }
+  if (hold_ms > 0) sleep_ms(hold_ms);
+  std::vector<char> buf(1 << 16);
+  stats(buf.data(), buf.size());
+  std::string js(buf.data());
+  while (!js.empty() && (js.back() == '\n' || js.back() == ' ')) js.pop_back();
+  std::printf("{\"stats\":%s}\n", js.c_str());
+  std::fflush(stdout);
+  return 0;
+}

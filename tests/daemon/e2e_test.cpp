@@ -1,0 +1,413 @@
+// lithosd and liblithos.so end to end, across real processes, over the FAKE
+// driver: `lithos daemon` serves a fake GPU of 4 TPCs in two GPCs (its slot
+// map, tests/intercept/data/fake-slot-map-gpcs.txt); clients are
+// daemon_client_app processes with liblithos.so preloaded. The test reads
+// what each client's launches were given (the descriptor masks it prints)
+// and what the daemon says (`lithos status` over the socket).
+//
+// Tenants (written by the fixture): svc (high, quota 2), train (best
+// effort), locked (best effort, claimable only by another uid), default.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "ipc/channel.hpp"
+#include "ipc/protocol.hpp"
+#include "ipc/socket.hpp"
+#include "sched/tpc_set.hpp"
+
+extern char** environ;
+
+namespace {
+
+using lithos::sched::TpcSet;
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+double since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// A child process with its stdout in a file.
+struct Proc {
+  pid_t pid = -1;
+  std::string out;
+
+  static Proc spawn(const std::vector<std::string>& argv, const std::vector<std::string>& env_add,
+                    const std::string& out_path) {
+    Proc p;
+    p.out = out_path;
+    std::vector<std::string> env;
+    for (char** e = environ; *e != nullptr; ++e) {
+      const std::string kv = *e;
+      if (kv.rfind("LITHOS_", 0) == 0 || kv.rfind("LD_PRELOAD=", 0) == 0 || kv.rfind("FAKE_", 0) == 0) continue;
+      env.push_back(kv);
+    }
+    env.insert(env.end(), env_add.begin(), env_add.end());
+    std::vector<char*> a, e;
+    for (const auto& s : argv) a.push_back(const_cast<char*>(s.c_str()));
+    a.push_back(nullptr);
+    for (const auto& s : env) e.push_back(const_cast<char*>(s.c_str()));
+    e.push_back(nullptr);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 1, out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_addopen(&fa, 2, (out_path + ".err").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (posix_spawn(&p.pid, a[0], &fa, nullptr, a.data(), e.data()) != 0) p.pid = -1;
+    posix_spawn_file_actions_destroy(&fa);
+    return p;
+  }
+  // Exit status (-signal when killed), or -1000 after `timeout_s`.
+  int wait(double timeout_s = 20) {
+    const auto t0 = std::chrono::steady_clock::now();
+    while (pid > 0) {
+      int st = 0;
+      const pid_t r = ::waitpid(pid, &st, WNOHANG);
+      if (r == pid) {
+        pid = -1;
+        return WIFEXITED(st) ? WEXITSTATUS(st) : -WTERMSIG(st);
+      }
+      if (since(t0) > timeout_s) {
+        ::kill(pid, SIGKILL);
+        ::waitpid(pid, &st, 0);
+        pid = -1;
+        return -1000;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return -1001;
+  }
+  void signal(int sig) const {
+    if (pid > 0) ::kill(pid, sig);
+  }
+  std::vector<json> lines() const {
+    std::vector<json> v;
+    std::ifstream f(out);
+    std::string line;
+    while (std::getline(f, line)) {
+      json j = json::parse(line, nullptr, false);
+      if (!j.is_discarded()) v.push_back(j);
+    }
+    return v;
+  }
+  std::string err() const {
+    std::ifstream f(out + ".err");
+    std::stringstream s;
+    s << f.rdbuf();
+    return s.str();
+  }
+};
+
+class DaemonE2E : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("lithos-e2e-" + std::to_string(::getpid()) + "-" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    sock_ = (dir_ / "lithosd.sock").string();
+    config_ = (dir_ / "lithosd.toml").string();
+    std::ofstream(config_) << "[daemon]\n"
+                              "policy = \"lithos\"\n"
+                              "mps = \"off\"\n"
+                              "[[tenant]]\nname = \"svc\"\npriority = \"high\"\nquota = 2\n"
+                              "[[tenant]]\nname = \"train\"\npriority = \"best-effort\"\n"
+                              "[[tenant]]\nname = \"locked\"\npriority = \"best-effort\"\nusers = ["
+                           << (::getuid() + 1)
+                           << "]\n"
+                              "[[tenant]]\nname = \"default\"\npriority = \"best-effort\"\n";
+  }
+  void TearDown() override {
+    for (Proc* p : {&daemon_}) {
+      p->signal(SIGKILL);
+      p->wait(5);
+    }
+    if (!HasFailure()) fs::remove_all(dir_);
+  }
+
+  void start_daemon() {
+    daemon_ = Proc::spawn({LITHOS_EXE, "daemon", "--slot-map", LITHOS_FAKE_MAP, "--config", config_, "--socket", sock_},
+                          {}, (dir_ / ("daemon-" + std::to_string(++daemons_) + ".log")).string());
+    ASSERT_GT(daemon_.pid, 0);
+    const auto t0 = std::chrono::steady_clock::now();
+    while (!status().is_object()) {
+      ASSERT_LT(since(t0), 10.0) << "lithosd did not come up: " << daemon_.err();
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  }
+
+  // `lithos status --json`, through the socket; null when no daemon answers.
+  json status() const {
+    auto fd = lithos::ipc::connect_socket(sock_, 200);
+    if (!fd) return nullptr;
+    lithos::ipc::Hello h;
+    h.kind = lithos::ipc::HelloKind::kStatus;
+    std::string buf(1 << 20, '\0');
+    int passed = -1;
+    json j = nullptr;
+    if (lithos::ipc::send_packet(fd.value(), &h, sizeof h).is_ok()) {
+      auto got = lithos::ipc::recv_packet(fd.value(), buf.data(), buf.size(), &passed, 2000);
+      if (got && got.value() > 0) j = json::parse(buf.substr(0, got.value()), nullptr, false);
+    }
+    ::close(fd.value());
+    if (passed >= 0) ::close(passed);
+    return j.is_discarded() ? json(nullptr) : j;
+  }
+  json tenant(const json& st, const std::string& name) const {
+    for (const json& t : st["tenants"])
+      if (t["name"] == name) return t;
+    return nullptr;
+  }
+
+  Proc client(const std::string& tenant, int launches, int pause_ms, int hold_ms, bool markers_hang = false,
+              const std::string& socket = "") {
+    std::vector<std::string> env = {"LD_PRELOAD=" LITHOS_PRELOAD,
+                                    "LD_LIBRARY_PATH=" LITHOS_FAKE_DRIVER_DIR,
+                                    "LITHOS_SLOT_MAP=" LITHOS_FAKE_MAP,
+                                    "LITHOS_LOG=error",
+                                    "LITHOS_DAEMON=" + (socket.empty() ? sock_ : socket),
+                                    "LITHOS_GRANT_TIMEOUT_MS=300"};
+    if (!tenant.empty()) env.push_back("LITHOS_TENANT=" + tenant);
+    if (markers_hang) env.emplace_back("FAKE_MARKERS_HANG=1");
+    Proc p =
+        Proc::spawn({LITHOS_CLIENT_APP, std::to_string(launches), std::to_string(pause_ms), std::to_string(hold_ms)},
+                    env, (dir_ / (tenant + "-" + std::to_string(++clients_) + ".out")).string());
+    EXPECT_GT(p.pid, 0);
+    return p;
+  }
+
+  // Waits until `pred(status)` holds; false after `timeout_s`.
+  template <class Pred>
+  bool wait_for(Pred pred, double timeout_s = 5) const {
+    const auto t0 = std::chrono::steady_clock::now();
+    while (since(t0) < timeout_s) {
+      const json st = status();
+      if (st.is_object() && pred(st)) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return false;
+  }
+
+  static json stats_of(const Proc& p) {
+    for (const json& j : p.lines())
+      if (j.contains("stats")) return j["stats"];
+    return nullptr;
+  }
+  static std::vector<json> launches_of(const Proc& p) {
+    std::vector<json> v;
+    for (const json& j : p.lines())
+      if (j.contains("i")) v.push_back(j);
+    return v;
+  }
+
+  fs::path dir_;
+  std::string sock_, config_;
+  Proc daemon_;
+  int daemons_ = 0, clients_ = 0;
+};
+
+// No daemon: the program runs as without lithos (pass-through), says so once.
+TEST_F(DaemonE2E, NoDaemonRunsPassThrough) {
+  Proc c = client("train", 5, 0, 0);
+  ASSERT_EQ(c.wait(), 0) << c.err();
+  const auto l = launches_of(c);
+  ASSERT_EQ(l.size(), 5U);
+  for (const json& j : l) {
+    EXPECT_EQ(j["rc"], 0);
+    EXPECT_EQ(j["tpcs"], "all");
+  }
+  const json s = stats_of(c);
+  ASSERT_TRUE(s.is_object());
+  EXPECT_EQ(s["daemon"]["state"], "unreachable");
+  EXPECT_EQ(s["daemon"]["registered"], false);
+}
+
+// A best-effort client alone: every launch waits for its grant and gets the
+// whole GPU (nothing is owed to anyone); the daemon sees every atom end.
+TEST_F(DaemonE2E, BestEffortAloneIsGrantedTheGpu) {
+  start_daemon();
+  Proc c = client("train", 20, 0, 0);
+  ASSERT_EQ(c.wait(), 0) << c.err();
+  const json s = stats_of(c);
+  ASSERT_TRUE(s.is_object());
+  EXPECT_EQ(s["daemon"]["class"], "best-effort");
+  EXPECT_EQ(s["daemon"]["grants"], 20);
+  EXPECT_EQ(s["daemon"]["fallbacks"], 0);
+  for (const json& j : launches_of(c)) EXPECT_EQ(j["tpcs"], "all");
+  EXPECT_TRUE(wait_for([](const json& st) { return st["counters"]["completions"] == 20; }));
+  const json st = status();
+  EXPECT_EQ(st["counters"]["grants"], 20);
+  EXPECT_EQ(st["counters"]["clients_gone"], 1);
+}
+
+// A high-priority client's launches never wait: they are reported after the
+// fact and accounted; the GPU's markers close them.
+TEST_F(DaemonE2E, HighPriorityLaunchesAreAccounted) {
+  start_daemon();
+  Proc c = client("svc", 30, 1, 0);
+  ASSERT_EQ(c.wait(), 0) << c.err();
+  const json s = stats_of(c);
+  ASSERT_TRUE(s.is_object());
+  EXPECT_EQ(s["daemon"]["class"], "high");
+  EXPECT_EQ(s["daemon"]["reported"], 30);
+  EXPECT_EQ(s["daemon"]["grants"], 0);
+  for (const json& j : launches_of(c)) EXPECT_EQ(j["rc"], 0);
+  EXPECT_TRUE(wait_for(
+      [](const json& st) { return st["counters"]["running_launches"] == 30 && st["engine"]["launches"] == 30; }));
+}
+
+// Quotas across processes: while the high-priority tenant has work on the
+// GPU (its markers never land), best-effort launches of another process
+// never get its TPCs; before it woke they had the whole GPU (stealing), and
+// they give its TPCs back at the next atom once it has work.
+TEST_F(DaemonE2E, QuotaHeldAcrossProcessesAndGivenBack) {
+  start_daemon();
+  Proc be = client("train", 60, 10, 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(150));
+  Proc hp = client("svc", 3, 0, 1500, /*markers_hang=*/true);
+  ASSERT_EQ(be.wait(), 0) << be.err();
+  ASSERT_EQ(hp.wait(), 0) << hp.err();
+  const auto hl = launches_of(hp);
+  ASSERT_FALSE(hl.empty());
+  const std::uint64_t hp_start = hl.front()["t_ns"].get<std::uint64_t>();
+  const json st = status();
+  const auto owned = TpcSet::parse(tenant(st, "svc")["owned"].get<std::string>());
+  ASSERT_TRUE(owned.is_ok());
+  ASSERT_EQ(owned->count(), 2);
+  int before = 0, after = 0;
+  for (const json& j : launches_of(be)) {
+    EXPECT_EQ(j["rc"], 0);
+    const std::uint64_t t = j["t_ns"].get<std::uint64_t>();
+    const std::string tp = j["tpcs"];
+    if (t + 2'000'000 < hp_start) {
+      EXPECT_EQ(tp, "all") << "launch " << j["i"] << " before the owner woke";
+      ++before;
+    } else if (t > hp_start + 20'000'000) {
+      // The owner has work in flight for the rest of the run.
+      ASSERT_NE(tp, "all") << "launch " << j["i"] << " ran on the owner's TPCs";
+      const auto got = TpcSet::parse(tp);
+      ASSERT_TRUE(got.is_ok()) << tp;
+      EXPECT_TRUE((*got & *owned).empty())
+          << "launch " << j["i"] << " on " << tp << ", svc owns " << owned->to_string();
+      ++after;
+    }
+  }
+  EXPECT_GT(before, 3);
+  EXPECT_GT(after, 10);
+}
+
+// A client killed with SIGKILL while its atoms are on the GPU: everything it
+// held is reclaimed within a second.
+TEST_F(DaemonE2E, SigkillReclaimsWithinOneSecond) {
+  start_daemon();
+  Proc c = client("train", 3, 0, 60'000, /*markers_hang=*/true);
+  ASSERT_TRUE(wait_for([&](const json& st) { return tenant(st, "train")["inflight_atoms"] > 0; })) << c.err();
+  c.signal(SIGKILL);
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(c.wait(), -SIGKILL);
+  ASSERT_TRUE(wait_for(
+      [&](const json& st) {
+        return tenant(st, "train")["inflight_atoms"] == 0 && st["counters"]["clients_gone"] == 1 &&
+               st["clients"].empty();
+      },
+      1.0));
+  EXPECT_LT(since(t0), 1.0);
+  EXPECT_GE(status()["counters"]["reclaimed_atoms"], 1);
+}
+
+// A tenant this uid may not claim: refused; the program runs pass-through.
+TEST_F(DaemonE2E, OtherUidRefused) {
+  start_daemon();
+  Proc c = client("locked", 4, 0, 0);
+  ASSERT_EQ(c.wait(), 0) << c.err();
+  const json s = stats_of(c);
+  ASSERT_TRUE(s.is_object());
+  EXPECT_EQ(s["daemon"]["registered"], false);
+  for (const json& j : launches_of(c)) {
+    EXPECT_EQ(j["rc"], 0);
+    EXPECT_EQ(j["tpcs"], "all");
+  }
+  EXPECT_EQ(status()["counters"]["clients_refused"], 1);
+  EXPECT_EQ(status()["counters"]["clients_accepted"], 0);
+}
+
+// The daemon restarts under a running best-effort client: meanwhile its
+// launches run on the fallback set (never the whole GPU once it knew the
+// daemon), then it registers again and is granted again.
+TEST_F(DaemonE2E, DaemonRestart) {
+  start_daemon();
+  const json st0 = status();
+  const auto fallback = TpcSet::parse(tenant(st0, "train")["fallback"].get<std::string>());
+  ASSERT_TRUE(fallback.is_ok());
+  Proc c = client("train", 100, 20, 0);  // about 2 s
+  ASSERT_TRUE(wait_for([](const json& st) { return st["counters"]["grants"] > 5; }));
+  daemon_.signal(SIGTERM);
+  EXPECT_EQ(daemon_.wait(5), 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(600));
+  start_daemon();
+  ASSERT_EQ(c.wait(), 0) << c.err();
+  const json s = stats_of(c);
+  ASSERT_TRUE(s.is_object());
+  EXPECT_GE(s["daemon"]["reconnects"], 1);
+  EXPECT_EQ(s["daemon"]["state"], "connected");
+  int on_fallback = 0;
+  for (const json& j : launches_of(c)) {
+    EXPECT_EQ(j["rc"], 0);
+    if (j["tpcs"] != "all") {
+      const auto got = TpcSet::parse(j["tpcs"].get<std::string>());
+      ASSERT_TRUE(got.is_ok());
+      EXPECT_EQ(*got, *fallback) << got->to_string();
+      ++on_fallback;
+    }
+  }
+  EXPECT_GT(on_fallback, 5);
+  EXPECT_GT(status()["counters"]["grants"], 5);  // the new daemon granted too
+}
+
+// A hostile client: garbage in its submit ring drops it (and only it); the
+// daemon keeps serving.
+TEST_F(DaemonE2E, MalformedMessageDropsOnlyThatClient) {
+  start_daemon();
+  Proc good = client("train", 40, 10, 0);
+  auto fd = lithos::ipc::connect_socket(sock_, 1000);
+  ASSERT_TRUE(fd.is_ok());
+  lithos::ipc::Hello h;
+  std::strncpy(h.tenant, "train", sizeof h.tenant - 1);
+  ASSERT_TRUE(lithos::ipc::send_packet(fd.value(), &h, sizeof h).is_ok());
+  lithos::ipc::Welcome w;
+  int chfd = -1;
+  auto got = lithos::ipc::recv_packet(fd.value(), &w, sizeof w, &chfd, 2000);
+  ASSERT_TRUE(got.is_ok());
+  ASSERT_EQ(w.status, lithos::ipc::WelcomeStatus::kOk);
+  auto ch = lithos::ipc::Channel::attach(chfd);
+  ASSERT_TRUE(ch.is_ok());
+  lithos::ipc::SubmitMsg bad;
+  bad.type = lithos::ipc::SubmitType::kLaunch;
+  bad.stream = 7;  // never opened
+  bad.seq = 1;
+  bad.grid[0] = 0;  // and an empty grid
+  ASSERT_TRUE(ch->layout().submit.push(bad));
+  EXPECT_TRUE(wait_for([](const json& st) { return st["counters"]["clients_dropped"] == 1; }));
+  ::close(fd.value());
+  ASSERT_EQ(good.wait(), 0) << good.err();
+  const json s = stats_of(good);
+  ASSERT_TRUE(s.is_object());
+  EXPECT_EQ(s["daemon"]["grants"], 40);
+  EXPECT_EQ(s["daemon"]["fallbacks"], 0);
+}
+
+}  // namespace
