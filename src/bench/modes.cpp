@@ -30,6 +30,10 @@ const std::vector<ModeInfo>& mode_catalog() {
        true, true},
       {"lithos-steal-whole", "lithos stealing, no atoms",
        "as lithos-steal without the atomizer: a be kernel started on the whole GPU keeps it until it ends", true, true},
+      {"lithos", "lithos (lithosd)",
+       "MPS; lithosd decides every launch of every tenant with the LithOS policy: hp tenants launch at once on "
+       "their allocation (quota = partition share), be tenants under the atomizer wait for each atom's grant",
+       true, true, true},
   };
   return modes;
 }
@@ -154,6 +158,17 @@ Result<std::vector<TenantSetup>> plan_mode(const BenchScenario& sc, const ModeIn
         ts.board_role = "be";
       } else {
         ts.board_role = "hp";
+      }
+    } else if (mode.daemon) {
+      ts.daemon_tenant = t.name;
+      if (t.role == Role::kBestEffort) {
+        ts.atomize = true;
+      } else {
+        if (!(t.partition > 0.0)) {
+          return Status::invalid_argument("mode " + std::string(mode.name) + ": high-priority tenant '" + t.name +
+                                          "' has no 'partition' share (its quota) in " + sc.source);
+        }
+        ts.quota = std::max(1, static_cast<int>(std::lround(t.partition * total_tpcs)));
       }
     } else if (mode.name == "lithos-fixed") {
       if (t.role == Role::kBestEffort) {

@@ -21,6 +21,7 @@ struct ModeInfo {
   std::string_view description;  // one line, for --help and --list-modes
   bool mps = false;              // clients of a private MPS daemon
   bool lithos = false;           // tenants run under `lithos run` with TPC sets
+  bool daemon = false;           // the run starts lithosd; every tenant is its client (`lithos run --tenant`)
 };
 
 // In report order; "alone" first.
@@ -38,6 +39,10 @@ struct TenantSetup {
   // "hp" or "be": the tenant runs under `lithos run` with LITHOS_ROLE set to
   // this and LITHOS_BOARD naming the run's activity board ("" = none).
   std::string board_role;
+  // lithosd (mode "lithos"): the tenant's name in the daemon's config; its
+  // class follows its role, a high-priority tenant's quota is `quota` TPCs.
+  std::string daemon_tenant;
+  int quota = 0;
 };
 
 // How `mode` configures each tenant of `sc` (same order as sc.tenants).

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <ctime>
@@ -12,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <thread>
 #include <vector>
 
 #include "bench/mps.hpp"
@@ -200,8 +202,11 @@ class ModeRun {
       const bool calibrate = mode_.name == "alone";
       const auto it = calib_.find(t.spec->name);
       t.config = tenant_config(sc_, *t.spec, it != calib_.end() ? it->second : json::object(), calibrate, opt_.device);
-      if (t.setup.tpc_set || t.setup.atomize || !t.setup.board_role.empty()) {
+      if (t.setup.tpc_set || t.setup.atomize || !t.setup.board_role.empty() || !t.setup.daemon_tenant.empty()) {
         t.argv = {opt_.lithos_exe, "run"};
+        if (!t.setup.daemon_tenant.empty()) {
+          t.argv.insert(t.argv.end(), {"--tenant", t.setup.daemon_tenant, "--daemon", log_dir + "/lithosd.sock"});
+        }
         // --tpc-set's value stays at argv[5]: the slot groups replace it below.
         if (t.setup.tpc_set) {
           t.argv.insert(t.argv.end(), {"--device", std::to_string(opt_.device), "--tpc-set", *t.setup.tpc_set});
@@ -253,6 +258,11 @@ class ModeRun {
         say("tenant " + t.spec->name + ": TPCs " + *t.setup.tpc_set);
       }
       record_["slot_groups"] = groups;
+    }
+    if (mode_.daemon) {
+      // lithosd first, with the GPU to itself while it reads (or measures) the
+      // slot map; MPS (started below) is the runner's, not the daemon's.
+      if (std::string e = start_daemon(log_dir); !e.empty()) return e;
     }
     if (mode_.mps) {
       say("starting a private MPS daemon");
@@ -397,6 +407,50 @@ class ModeRun {
     return {};
   }
 
+  // Writes the daemon's config (the scenario's tenants), starts `lithos
+  // daemon` and waits until it answers `lithos status`. "" on success.
+  std::string start_daemon(const std::string& log_dir) {
+    const std::string cfg = log_dir + "/lithosd.toml";
+    daemon_socket_ = log_dir + "/lithosd.sock";
+    {
+      std::ofstream f(cfg);
+      f << "# Written by lithos bench (mode " << mode_.name << ") for scenario " << sc_.name << "\n";
+      f << "[daemon]\nsocket = \"" << daemon_socket_ << "\"\nmps = \"off\"\n";
+      if (opt_.daemon_atom_us > 0) f << "atom_us = " << opt_.daemon_atom_us << "\n";
+      for (const Tenant& t : tenants_) {
+        if (t.setup.daemon_tenant.empty()) continue;
+        const bool hp = t.spec->role == Role::kHighPriority;
+        f << "\n[[tenant]]\nname = \"" << t.setup.daemon_tenant << "\"\npriority = \"" << (hp ? "high" : "best-effort")
+          << "\"\n";
+        if (hp) f << "quota = " << t.setup.quota << "\n";
+      }
+      f << "\n[[tenant]]\nname = \"default\"\npriority = \"best-effort\"\n";
+      if (!f) return "cannot write " + cfg;
+    }
+    say("starting lithosd (" + cfg + ")");
+    auto d = Child::spawn({opt_.lithos_exe, "daemon", "--config", cfg, "--device", std::to_string(opt_.device)}, {},
+                          opt_.repo_root, log_dir + "/lithosd.log");
+    if (!d) return "lithosd: " + d.status().message();
+    daemon_ = std::move(*d);
+    const double deadline = mono_now() + 180.0;
+    while (mono_now() < deadline) {
+      if (interrupted()) return "interrupted";
+      if (auto rc = daemon_->poll_exit()) {
+        return "lithosd exited with " + std::to_string(*rc) + "; see " + log_dir + "/lithosd.log" +
+               log_tail(log_dir + "/lithosd.log", 5);
+      }
+      std::string out;
+      auto rc = run_command({opt_.lithos_exe, "status", "--json", "--socket", daemon_socket_}, {}, "", 5.0, "/dev/null",
+                            &out);
+      if (rc && *rc == 0) {
+        say("lithosd is up");
+        return "";
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return "lithosd did not answer within 180 s; see " + log_dir + "/lithosd.log";
+  }
+
   void teardown() {
     for (Tenant& t : tenants_) {
       if (!t.child) continue;
@@ -404,6 +458,17 @@ class ModeRun {
     }
     for (Tenant& t : tenants_) {
       if (t.child) t.child->wait_or_kill(t.done ? 20.0 : 5.0);
+    }
+    if (daemon_) {
+      // What the daemon saw (grants, completions, predictor error), then stop it.
+      std::string out;
+      auto rc = run_command({opt_.lithos_exe, "status", "--json", "--socket", daemon_socket_}, {}, "", 5.0, "/dev/null",
+                            &out);
+      const json st = rc && *rc == 0 ? json::parse(out, nullptr, false) : json(nullptr);
+      record_["lithosd"] = st.is_discarded() ? json(nullptr) : st;
+      daemon_->kill_group(SIGTERM);
+      if (daemon_->wait_or_kill(10.0) != 0) record_["warnings"].push_back("lithosd did not stop cleanly");
+      daemon_.reset();
     }
     if (mps_) {
       say("stopping the MPS daemon");
@@ -472,6 +537,8 @@ class ModeRun {
   json record_;
   std::vector<Tenant> tenants_;
   std::unique_ptr<MpsDaemon> mps_;
+  std::unique_ptr<Child> daemon_;  // lithosd (mode "lithos")
+  std::string daemon_socket_;
   std::vector<Window> windows_;
   double start_ = 0.0;
 };

@@ -30,6 +30,7 @@ struct RunnerOptions {
   double ready_timeout_s = 300.0;  // building models, capturing graphs, calibrating
   double result_grace_s = 60.0;    // after the drain, for the results to arrive
   std::string commit;
+  double daemon_atom_us = 0;                         // mode lithos: lithosd's atom target (0: its default)
   std::string command;                               // the invocation, recorded with each run
   const std::atomic<bool>* interrupted = nullptr;    // set by SIGINT/SIGTERM
   std::function<void(const std::string&)> progress;  // one line at a time

@@ -32,6 +32,7 @@
 #include "bench/report.hpp"
 #include "bench/runner.hpp"
 #include "bench/scenario.hpp"
+#include "build_commit.hpp"
 #include "cli/commands.hpp"
 
 namespace lithos::cli {
@@ -113,17 +114,11 @@ std::string join(const std::vector<std::string>& v) {
   return s;
 }
 
-std::string git_commit(const std::string& root) {
+// The commit recorded with results: the one this binary was built from
+// (embedded at build time), unless $LITHOS_COMMIT or --commit says otherwise.
+std::string build_commit() {
   if (const char* env = std::getenv("LITHOS_COMMIT"); env != nullptr && *env != '\0') return env;
-  std::string cmd = "git -C '" + root + "' rev-parse --short HEAD 2>/dev/null";
-  std::string out;
-  if (FILE* p = ::popen(cmd.c_str(), "r")) {
-    char buf[64];
-    if (std::fgets(buf, sizeof buf, p) != nullptr) out = buf;
-    ::pclose(p);
-  }
-  while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
-  return out.empty() ? "unknown" : out;
+  return LITHOS_BUILD_COMMIT;
 }
 
 std::vector<std::string> split_list(const std::string& s) {
@@ -302,7 +297,7 @@ int run(BenchArgs a) {
   opt.device = a.device;
   opt.total_tpcs = a.tpcs;
   opt.ready_timeout_s = a.ready_timeout_s;
-  opt.commit = a.commit.empty() ? git_commit(root) : a.commit;
+  opt.commit = a.commit.empty() ? build_commit() : a.commit;
   opt.command = command_line(a);
   opt.interrupted = &g_interrupted;
   opt.progress = [&a, t0](const std::string& l) { progress(a, t0, l); };
@@ -390,7 +385,9 @@ CommandRunner add_bench_command(CLI::App& app) {
   sub->add_option("--budget-min", args->budget_min,
                   "Skip (and list) the runs that would end past this many minutes; 0 = no limit")
       ->check(CLI::NonNegativeNumber);
-  sub->add_option("--commit", args->commit, "Commit recorded with the results (default $LITHOS_COMMIT or git)");
+  sub->add_option(
+      "--commit", args->commit,
+      "Commit recorded with the results (default $LITHOS_COMMIT, else the commit this lithos was built from)");
   sub->add_flag("--report-only", args->report_only, "Rebuild results.json, report.md and the plots from OUT/runs");
   sub->add_flag("--list", args->list, "List scenarios and modes, then exit");
   sub->add_flag("--json", args->json, "Print results.json (schema lithos.bench/1) instead of the table");
