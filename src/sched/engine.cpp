@@ -465,7 +465,22 @@ void Engine::release_atom(AtomId id, Time end) {
   state_.atoms[moved].tenant_slot = a.tenant_slot;
   t.inflight.pop_back();
   if (q.inflight_atoms > 0) --q.inflight_atoms;
-  if (q.inflight_atoms == 0) q.tail_end = end;
+  if (q.inflight_atoms == 0) {
+    q.tail_end = end;
+  } else {
+    // A queue's atoms run in order: the ones behind this atom start as much
+    // earlier (or later) as it ended against its prediction. Without this
+    // the throttle keeps counting work that is already done, and on a real
+    // GPU the queue drains to nothing before the next atom is granted.
+    const Duration shift = end - a.predicted_end;
+    if (shift != Duration{0}) {
+      q.tail_end = std::max(end, q.tail_end + shift);
+      for (const AtomId other : t.inflight) {
+        InflightAtom& o = state_.atoms[other];
+        if (other != id && o.queue == a.queue) o.predicted_end = std::max(end, o.predicted_end + shift);
+      }
+    }
+  }
   --t.inflight_atoms;
   if (!a.stolen.empty() && t.stolen_inflight > 0) --t.stolen_inflight;
   if (!t.has_work()) t.idle_since = end;

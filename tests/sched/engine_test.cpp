@@ -591,6 +591,34 @@ TEST(LithosRules, ThrottleKeepsAboutOneWindowInFlight) {
   EXPECT_EQ(out.size(), 100U);
 }
 
+TEST(LithosRules, ThrottleFollowsAtomsThatEndEarlyOrLate) {
+  EngineConfig cfg;
+  cfg.throttle = us(100);
+  auto e = make_engine("lithos", cfg);
+  const QueueId q = *e->add_queue(*e->add_tenant(high("hp", 66)));
+  LaunchDesc k = kernel(1, 1000);
+  k.duration_hint = us(30);
+  for (int i = 0; i < 100; ++i) ASSERT_TRUE(e->submit(q, k, Time{}).is_ok());
+  std::vector<AtomDispatch> out;
+  e->dispatch(Time{}, out);
+  ASSERT_EQ(out.size(), 4U);  // 120 us predicted in flight
+  // The first ends at 5 us, 25 us early: the three behind it move up, 95 us
+  // of work is left, and one more atom fits the window.
+  e->atom_finished(out[0].atom, Time{}, time_at(us(5)));
+  std::vector<AtomDispatch> more;
+  e->dispatch(time_at(us(5)), more);
+  EXPECT_EQ(more.size(), 1U);
+  EXPECT_EQ(e->state().queues[q].tail_end, time_at(us(125)));
+  // The second was due at 35 us and ends at 100 us: the three behind it
+  // move back by 65 us: 90 us of work is left, and one more atom fits.
+  e->atom_finished(out[1].atom, Time{}, time_at(us(100)));
+  EXPECT_EQ(e->state().queues[q].tail_end, time_at(us(190)));
+  more.clear();
+  e->dispatch(time_at(us(100)), more);
+  EXPECT_EQ(more.size(), 1U);
+  EXPECT_EQ(e->state().queues[q].tail_end, time_at(us(220)));
+}
+
 TEST(LithosRules, OrdinalRestartsAfterSync) {
   auto e = make_engine("lithos");
   const QueueId q = *e->add_queue(*e->add_tenant(high("hp", 66)));
