@@ -42,6 +42,7 @@ struct DaemonArgs {
   std::string policy;
   std::string mps;
   double atom_us = 0;
+  double throttle_us = 0;
   std::string state_dir;
   std::string trace;
   int device = 0;
@@ -109,6 +110,7 @@ int run_daemon(const DaemonArgs& a) {
                                   : daemon::MpsMode::kAuto;
   }
   if (a.atom_us > 0) cfg.atom_us = a.atom_us;
+  if (a.throttle_us > 0) cfg.throttle_us = a.throttle_us;
   if (!a.state_dir.empty()) cfg.state_dir = a.state_dir;
   if (!a.trace.empty()) cfg.trace = a.trace;
 
@@ -268,7 +270,8 @@ CommandRunner add_daemon_command(CLI::App& app) {
   sub->footer(
       "Configuration: --config FILE (TOML, docs/daemon.md; default /etc/lithos/lithosd.toml when it exists).\n"
       "Precedence: flags > environment (LITHOSD_SOCKET, LITHOSD_POLICY, LITHOSD_MPS, LITHOSD_ATOM_US,\n"
-      "LITHOSD_STATE_DIR, LITHOSD_TRACE) > file > defaults. Stops on SIGINT or SIGTERM; an MPS daemon it\n"
+      "LITHOSD_THROTTLE_US, LITHOSD_STATE_DIR, LITHOSD_TRACE) > file > defaults. Stops on SIGINT or SIGTERM; an MPS "
+      "daemon it\n"
       "started is stopped with it. Under systemd: packaging/lithosd.service.\n"
       "\n"
       "Examples:\n"
@@ -282,6 +285,10 @@ CommandRunner add_daemon_command(CLI::App& app) {
       ->check(CLI::IsMember({"auto", "start", "attach", "off"}));
   sub->add_option("--atom-us", args->atom_us, "Atom duration target in microseconds (default 500)")
       ->check(CLI::Range(50.0, 100000.0));
+  sub->add_option("--throttle-us", args->throttle_us,
+                  "Predicted work one queue may have in flight before its next atom waits, microseconds (default "
+                  "100)")
+      ->check(CLI::Range(10.0, 100000.0));
   sub->add_option("--state-dir", args->state_dir, "Where the daemon keeps its state (predictions, traces)");
   sub->add_option("--trace", args->trace, "Write a JSON-lines trace of every launch to this file");
   sub->add_option("--device", args->device, "CUDA device served (default 0)")->check(CLI::NonNegativeNumber);

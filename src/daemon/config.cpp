@@ -276,8 +276,8 @@ struct Parser {
   }
 
   Status daemon_table(const toml::table& d, DaemonConfig& c) const {
-    LITHOS_RETURN_IF_ERROR(
-        check_keys(d, "[daemon]", {"socket", "policy", "mps", "atom_us", "state_dir", "trace", "default_tenant"}));
+    LITHOS_RETURN_IF_ERROR(check_keys(
+        d, "[daemon]", {"socket", "policy", "mps", "atom_us", "throttle_us", "state_dir", "trace", "default_tenant"}));
     auto socket = string(d, "socket");
     if (!socket) return socket.status();
     if (socket->has_value()) {
@@ -302,6 +302,9 @@ struct Parser {
     auto atom = number(d, "atom_us", kMinAtomUs, kMaxAtomUs, false);
     if (!atom) return atom.status();
     if (atom->has_value()) c.atom_us = **atom;
+    auto throttle = number(d, "throttle_us", kMinThrottleUs, kMaxThrottleUs, false);
+    if (!throttle) return throttle.status();
+    if (throttle->has_value()) c.throttle_us = **throttle;
     auto state = string(d, "state_dir");
     if (!state) return state.status();
     if (state->has_value()) {
@@ -569,16 +572,22 @@ Status apply_env(DaemonConfig& c, const std::function<const char*(const char*)>&
     if (!m) return Status::invalid_argument("LITHOSD_MPS: " + quoted(*v) + " is not one of auto, start, attach, off");
     c.mps = *m;
   }
-  if (auto v = get("LITHOSD_ATOM_US")) {
+  // A number in [lo, hi] from the variable `name`, into *out.
+  auto env_number = [&](const char* name, double lo, double hi, double* out) -> Status {
+    const auto v = get(name);
+    if (!v) return Status::ok();
     char* end = nullptr;
     errno = 0;
     const double d = std::strtod(v->c_str(), &end);
-    if (end == v->c_str() || *end != '\0' || errno != 0 || !std::isfinite(d) || d < kMinAtomUs || d > kMaxAtomUs) {
-      return Status::invalid_argument("LITHOSD_ATOM_US: " + quoted(*v) + " is not a number in [" +
-                                      json_number(kMinAtomUs) + ", " + json_number(kMaxAtomUs) + "]");
+    if (end == v->c_str() || *end != '\0' || errno != 0 || !std::isfinite(d) || d < lo || d > hi) {
+      return Status::invalid_argument(std::string(name) + ": " + quoted(*v) + " is not a number in [" +
+                                      json_number(lo) + ", " + json_number(hi) + "]");
     }
-    c.atom_us = d;
-  }
+    *out = d;
+    return Status::ok();
+  };
+  LITHOS_RETURN_IF_ERROR(env_number("LITHOSD_ATOM_US", kMinAtomUs, kMaxAtomUs, &c.atom_us));
+  LITHOS_RETURN_IF_ERROR(env_number("LITHOSD_THROTTLE_US", kMinThrottleUs, kMaxThrottleUs, &c.throttle_us));
   if (auto v = get("LITHOSD_STATE_DIR")) c.state_dir = *v;
   if (auto v = get("LITHOSD_TRACE")) c.trace = *v;
   return Status::ok();
@@ -597,6 +606,10 @@ Status validate(const DaemonConfig& c, int device_tpcs) {
   if (!std::isfinite(c.atom_us) || c.atom_us < kMinAtomUs || c.atom_us > kMaxAtomUs) {
     return Status::invalid_argument("atom_us = " + json_number(c.atom_us) + " is out of range [" +
                                     json_number(kMinAtomUs) + ", " + json_number(kMaxAtomUs) + "]");
+  }
+  if (!std::isfinite(c.throttle_us) || c.throttle_us < kMinThrottleUs || c.throttle_us > kMaxThrottleUs) {
+    return Status::invalid_argument("throttle_us = " + json_number(c.throttle_us) + " is out of range [" +
+                                    json_number(kMinThrottleUs) + ", " + json_number(kMaxThrottleUs) + "]");
   }
   if (c.tenants.empty()) return Status::invalid_argument("no tenants");
   if (c.tenants.size() > kMaxTenants) {
@@ -716,6 +729,7 @@ std::string config_json(const DaemonConfig& c) {
   j += ",\"policy\":" + json_string(c.policy);
   j += ",\"mps\":" + json_string(mps_mode_name(c.mps));
   j += ",\"atom_us\":" + json_number(c.atom_us);
+  j += ",\"throttle_us\":" + json_number(c.throttle_us);
   j += ",\"state_dir\":" + json_string(c.state_dir);
   j += ",\"trace\":" + json_string(c.trace);
   j += ",\"default_tenant\":" + json_string(c.default_tenant);

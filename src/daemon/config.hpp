@@ -36,6 +36,9 @@ std::optional<MpsMode> parse_mps_mode(std::string_view s);
 
 inline constexpr double kMinAtomUs = 50;
 inline constexpr double kMaxAtomUs = 100000;
+// The outstanding-work throttle: predicted work one queue may have in flight.
+inline constexpr double kMinThrottleUs = 10;
+inline constexpr double kMaxThrottleUs = 100000;
 // Tenant names travel in ipc::Hello/Welcome (64 bytes with the terminating NUL).
 inline constexpr std::size_t kMaxTenantName = 63;
 // The tenant every undeclared process lands in, unless the file says otherwise.
@@ -69,8 +72,9 @@ struct DaemonConfig {
   std::string policy = "lithos";
   MpsMode mps = MpsMode::kAuto;
   double atom_us = 500;
-  std::string state_dir;  // default: see default_state_dir()
-  std::string trace;      // "" = no trace
+  double throttle_us = 100;  // sched::EngineConfig::throttle
+  std::string state_dir;     // default: see default_state_dir()
+  std::string trace;         // "" = no trace
   std::string default_tenant = kDefaultTenantName;
   std::vector<TenantConfig> tenants;
   std::string source;  // where it came from, for status: a file path, or "defaults"
@@ -108,7 +112,7 @@ std::string default_socket_path();
 std::string default_state_dir();
 
 // Overrides from LITHOSD_SOCKET, LITHOSD_POLICY, LITHOSD_MPS, LITHOSD_ATOM_US,
-// LITHOSD_STATE_DIR, LITHOSD_TRACE (an unset or empty variable changes
+// LITHOSD_THROTTLE_US, LITHOSD_STATE_DIR, LITHOSD_TRACE (an unset or empty variable changes
 // nothing). `getenv_fn` is std::getenv outside tests. Errors name the variable.
 Status apply_env(DaemonConfig& c, const std::function<const char*(const char*)>& getenv_fn);
 

@@ -66,6 +66,7 @@ Result<std::unique_ptr<Daemon>> Daemon::create(DaemonOptions options) {
   sched::EngineConfig ec;
   ec.device = d->options_.device;
   ec.atoms.target = lithos::Duration(static_cast<std::int64_t>(cfg.atom_us * 1e3));
+  ec.throttle = lithos::Duration(static_cast<std::int64_t>(cfg.throttle_us * 1e3));
   d->engine_ = std::make_unique<sched::Engine>(ec, std::move(policy));
   for (const TenantConfig& t : cfg.tenants) {
     auto id = d->engine_->add_tenant(t.spec());
