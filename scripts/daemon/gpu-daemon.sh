@@ -1,0 +1,143 @@
+#!/usr/bin/env bash
+# lithosd on the GPU: what scripts/daemon's results in docs/daemon.md come
+# from. Runs on the GPU machine with the release build carried over
+# (build/release/bin/lithos, build/release/lib/liblithos.so); writes under
+# $OUT (default /tmp/lithos-daemon) and prints a short table last.
+#
+# Phases (DAEMON_PHASES, default "hotpath widen"; "bench" is separate, it
+# takes minutes):
+#   hotpath  per-launch host cost from PyTorch: plain, under `lithos run`
+#            (no set), as a high-priority tenant of lithosd, as a best-effort
+#            tenant (every launch waits for its grant); the client's grant-wait
+#            quantiles from its statistics
+#   widen    issue 11's cost of widening: GPT training on 0-7 (clusters
+#            widened to whole GPCs) and on 8 TPCs that form one whole GPC
+#   bench    lithos bench hybrid-stacking --modes alone,lithos,lithos-fixed
+#   tune     hybrid-stacking under lithosd with other throttle / atom targets
+#            (TUNE, default "throttle_us=1000 atom_us=1000"; each entry
+#            name=value sets LITHOSD_<NAME>); the alone runs once, copied in
+#   solo     solo-training and solo-service: one tenant, alone vs lithos (the
+#            cost of the mechanism with no co-tenant)
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+LITHOS=$PWD/build/release/bin/lithos
+OUT=${OUT:-/tmp/lithos-daemon}
+WORK=$OUT/work
+PHASES=${DAEMON_PHASES:-hotpath widen}
+mkdir -p "$WORK"
+has() { [[ " $PHASES " == *" $1 "* ]]; }
+stamp() { echo "[$(date +%T)] $*"; }
+"$LITHOS" --version
+nvidia-smi --query-gpu=name,uuid,driver_version --format=csv,noheader
+
+SOCK=$WORK/lithosd.sock
+daemon_pid=""
+start_daemon() {
+  cat >"$WORK/lithosd.toml" <<TOML
+[daemon]
+socket = "$SOCK"
+mps = "off"
+[[tenant]]
+name = "svc"
+priority = "high"
+quota = 40
+[[tenant]]
+name = "train"
+priority = "best-effort"
+[[tenant]]
+name = "default"
+priority = "best-effort"
+TOML
+  "$LITHOS" daemon --config "$WORK/lithosd.toml" --device 0 >"$WORK/lithosd.log" 2>&1 &
+  daemon_pid=$!
+  for _ in $(seq 1 600); do
+    "$LITHOS" status --socket "$SOCK" --json >/dev/null 2>&1 && return 0
+    sleep 0.1
+  done
+  echo "lithosd did not come up:"; tail -n 20 "$WORK/lithosd.log"; return 1
+}
+stop_daemon() {
+  [[ -n $daemon_pid ]] || return 0
+  "$LITHOS" status --socket "$SOCK" --json >"$WORK/status-$1.json" 2>/dev/null
+  "$LITHOS" status --socket "$SOCK" >"$WORK/status-$1.txt" 2>/dev/null
+  kill -TERM "$daemon_pid"; wait "$daemon_pid"; daemon_pid=""
+}
+trap 'stop_daemon end' EXIT
+
+cost() {  # label [lithos run args...]
+  local label=$1; shift
+  if [[ $label == plain ]]; then
+    timeout -s KILL 120 python3 scripts/daemon/launch_cost.py 20000 5 >"$WORK/cost-$label.json" 2>"$WORK/cost-$label.err"
+  else
+    LITHOS_STATS_FILE="$WORK/stats-$label-%p.json" timeout -s KILL 120 "$LITHOS" run "$@" -- \
+      python3 scripts/daemon/launch_cost.py 20000 5 >"$WORK/cost-$label.json" 2>"$WORK/cost-$label.err"
+  fi
+  echo "cost $label: exit $? $(cat "$WORK/cost-$label.json")"
+}
+if has hotpath; then
+  stamp "hotpath"
+  cost plain
+  cost interposed
+  start_daemon && {
+    cost hp --tenant svc --daemon "$SOCK"
+    cost be --tenant train --daemon "$SOCK"
+    stop_daemon hotpath
+  }
+  for f in "$WORK"/stats-hp-*.json "$WORK"/stats-be-*.json; do
+    [[ -f $f ]] && echo "$(basename "$f"): $(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(json.dumps(d.get("daemon")))' "$f")"
+  done
+fi
+
+if has widen; then
+  stamp "widen"
+  for s in "0-7" "1,9,17,25,32,39,46,53"; do
+    label=gpt-$(echo "$s" | tr ',' '_')
+    LITHOS_STATS_FILE="$WORK/stats-$label-%p.json" timeout -s KILL 240 "$LITHOS" run --tpc-set "$s" -- \
+      python3 scripts/bench/mask_diag.py gpt training '{}' 30 >"$WORK/$label.out" 2>"$WORK/$label.err"
+    echo "widen $label: exit $? $(tail -c 200 "$WORK/$label.out") $(python3 -c 'import json,sys,glob; d=json.load(open(glob.glob(sys.argv[1])[0])); print(json.dumps(d.get("safe")))' "$WORK/stats-$label-*.json" 2>/dev/null)"
+  done
+fi
+
+if has bench; then
+  stamp "bench"
+  timeout -s KILL 560 "$LITHOS" bench hybrid-stacking --modes "${BENCH_MODES:-alone,lithos,lithos-fixed}" \
+    --out "$OUT/bench-hybrid" --no-plots ${BENCH_ARGS:-} 2>"$WORK/bench.err" | tail -n 40
+  echo "bench exit ${PIPESTATUS[0]}"; tail -n 15 "$WORK/bench.err"
+  for f in "$OUT"/bench-hybrid/logs/lithos/lithosd.log; do [[ -f $f ]] && tail -n 5 "$f"; done
+fi
+# Each bench's logs as one archive ($OUT keeps at most a few folder levels).
+pack_logs() { [[ -d $1/logs ]] && tar -czf "$1/logs.tar.gz" -C "$1" logs && rm -rf "$1/logs"; }
+
+if has tune; then
+  # TUNE_SCENARIO (default hybrid-stacking) once alone, then each TUNE entry
+  # against that alone run: NAME=VALUE runs mode lithos with LITHOSD_NAME=VALUE,
+  # mode:NAME runs that mode.
+  sc=${TUNE_SCENARIO:-hybrid-stacking}
+  stamp "tune $sc"
+  base=$OUT/tune-$sc-alone
+  timeout -s KILL 200 "$LITHOS" bench "$sc" --modes alone --out "$base" --no-plots -q | grep -E "^alone"
+  for kv in ${TUNE:-throttle_us=1000 atom_us=1000}; do
+    dir=$OUT/tune-$sc-${kv//[=:]/-}
+    mkdir -p "$dir/runs" && cp "$base"/runs/alone-*.json "$dir/runs/"
+    if [[ $kv == mode:* ]]; then
+      timeout -s KILL 150 "$LITHOS" bench "$sc" --modes "${kv#mode:}" --out "$dir" --no-plots -q
+    else
+      name=${kv%%=*}
+      env "LITHOSD_${name^^}=${kv#*=}" timeout -s KILL 150 "$LITHOS" bench "$sc" --modes lithos --out "$dir" --no-plots -q
+    fi | grep -vE "^(alone|mode|-+|report:|$|hybrid|solo)" | sed "s/^/$kv  /"
+    pack_logs "$dir"
+  done
+  pack_logs "$base"
+fi
+
+if has solo; then
+  stamp "solo"
+  for sc in solo-training solo-service; do
+    timeout -s KILL 250 "$LITHOS" bench "$sc" --modes alone,lithos --out "$OUT/$sc" --no-plots -q | grep -E "^(mode|alone|lithos)"
+    pack_logs "$OUT/$sc"
+  done
+fi
+[[ -d $OUT/bench-hybrid ]] && pack_logs "$OUT/bench-hybrid"
+# Everything but the log archives as one file (the device returns few files).
+(cd "$OUT" && find . -name '*.json' -o -name 'report.md' | tar -czf results.tar.gz -T - 2>/dev/null)
+stamp "done"
