@@ -89,7 +89,7 @@ TEST(DaemonConfig, ShippedExampleParsesAndValidates) {
   EXPECT_EQ(svc.match, (std::vector<std::string>{"triton_server", "serve*"}));
   ASSERT_TRUE(svc.fallback.has_value());
   EXPECT_EQ(*svc.fallback, sched::TpcSet::range(0, 44));
-  EXPECT_EQ(svc.where, "lithosd.toml:13:1");
+  EXPECT_EQ(svc.where, "lithosd.toml:14:1");
 
   const sched::TenantSpec spec = svc.spec();
   EXPECT_EQ(spec.name, "svc");
@@ -120,7 +120,8 @@ TEST(DaemonConfig, ShippedExampleParsesAndValidates) {
 TEST(DaemonConfig, DocumentationShowsTheShippedExample) {
   const std::string doc = read_file(LITHOS_DAEMON_DOC);
   ASSERT_FALSE(doc.empty());
-  EXPECT_NE(doc.find("## Architecture (see below)\n"), std::string::npos);
+  EXPECT_NE(doc.find("## How it works\n"), std::string::npos);
+  EXPECT_NE(doc.find("## Failure handling\n"), std::string::npos);
   const auto config = doc.find("## Configuration");
   ASSERT_NE(config, std::string::npos);
   const auto begin = doc.find("```toml\n", config);
