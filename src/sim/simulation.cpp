@@ -5,6 +5,7 @@
 #include <functional>
 
 #include "common/rng.hpp"
+#include "sched/engine_log.hpp"
 #include "sched/occupancy.hpp"
 #include "sim/gpu_model.hpp"
 
@@ -66,6 +67,7 @@ class Simulation {
       : sc_(scenario),
         opt_(options),
         engine_(engine_config(scenario), std::move(policy)),
+        log_(engine_, options.record != nullptr),
         gpu_(scenario.gpu, 0),
         end_(time_at(Duration(static_cast<std::int64_t>(scenario.duration_s * 1e9)))),
         warm_(time_at(Duration(static_cast<std::int64_t>(scenario.warmup_s * 1e9)))) {
@@ -85,9 +87,9 @@ class Simulation {
       spec.quota = tc.quota;
       spec.static_tpcs = tc.static_tpcs;
       if (tc.slo_ms) spec.slo = Duration(static_cast<std::int64_t>(*tc.slo_ms * 1e6));
-      auto tid = engine_.add_tenant(spec);
+      auto tid = log_.add_tenant(spec);
       if (!tid) return tid.status();
-      auto qid = engine_.add_queue(*tid);
+      auto qid = log_.add_queue(*tid);
       if (!qid) return qid.status();
       TenantRun t;
       t.index = i;
@@ -146,7 +148,7 @@ class Simulation {
       if (wake <= now) dirty = true;
 
       for (const HwCompletion& c : completions_) {
-        const sched::Completion done = engine_.atom_finished(c.atom, c.start, c.end);
+        const sched::Completion done = log_.atom_finished(c.atom, c.start, c.end);
         dirty = true;
         if (done.launch_done) on_launch_done(tenants_[by_tenant_id_[done.tenant]], now);
       }
@@ -154,7 +156,7 @@ class Simulation {
 
       if (dirty) {
         dispatches_.clear();
-        engine_.dispatch(now, dispatches_);
+        log_.dispatch(now, dispatches_);
         for (const AtomDispatch& d : dispatches_) gpu_.submit(to_hw(d), now);
         dirty = false;
       }
@@ -219,7 +221,7 @@ class Simulation {
       const auto w = static_cast<double>(sched::waves(k.grid.count(), tk.blocks_per_tpc, sc_.gpu.tpcs));
       tk.block_time = Duration(static_cast<std::int64_t>((dur_us - serial_us) * 1e3 / w));
       tk.serial = Duration(static_cast<std::int64_t>(serial_us * 1e3));
-      auto id = engine_.submit(t.queue, l, now);
+      auto id = log_.submit(t.queue, l, now);
       if (!id) return;  // cannot happen for validated scenarios
       if (r.kernels.empty()) r.first_launch = *id;
       r.kernels.push_back(tk);
@@ -266,7 +268,7 @@ class Simulation {
       ++t.result.completed;
     }
     if (now >= warm_) ++t.finished_in_window;
-    engine_.sync(t.queue);  // the host waited for the request
+    log_.sync(t.queue);  // the host waited for the request
     t.current.reset();
     if (!t.open_loop) t.next_start = now + Duration(static_cast<std::int64_t>(t.config->think_us * 1e3));
   }
@@ -299,6 +301,7 @@ class Simulation {
     out.predictor_best_effort = engine_.state().predictor.stats(sched::PriorityClass::kBestEffort);
     out.counters = engine_.counters();
     out.gpu_events = gpu_.events();
+    if (opt_.record != nullptr) *opt_.record = log_.take_events();
     out.time_violations = time_violations_ + gpu_.time_violations();
     out.conservation_violations = gpu_.conservation_violations();
     return out;
@@ -307,6 +310,7 @@ class Simulation {
   const Scenario& sc_;
   const RunOptions& opt_;
   Engine engine_;
+  sched::EngineLog log_;  // every call to engine_ goes through it (recorded for RunOptions::record)
   GpuModel gpu_;
   Time end_;
   Time warm_;

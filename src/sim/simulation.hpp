@@ -12,6 +12,7 @@
 
 #include "common/status.hpp"
 #include "sched/engine.hpp"
+#include "sched/engine_log.hpp"
 #include "sched/predictor.hpp"
 #include "sim/scenario.hpp"
 
@@ -26,6 +27,9 @@ struct RunOptions {
   // the alone runs: a Poisson tenant's resolved rate, or a closed loop.
   std::vector<std::optional<double>> rate_rps;  // resolved Poisson rates (required for `load` tenants)
   std::vector<bool> force_closed;               // run this tenant closed-loop with no think time
+  // When set: every call the run made into its Engine, with the decisions
+  // (sched::EngineLog), for replaying through another Engine.
+  std::vector<sched::EngineEvent>* record = nullptr;
 };
 
 struct TenantResult {
