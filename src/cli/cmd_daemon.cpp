@@ -15,8 +15,10 @@
 
 #include <atomic>
 #include <cstdio>
+#include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -49,6 +51,7 @@ struct DaemonArgs {
   bool no_gpu = false;
   std::string slot_map;  // the GPU's shape from this file instead of the calibration cache
   bool print_config = false;
+  std::string replay;
 };
 
 std::atomic<bool> g_stop{false};
@@ -80,7 +83,34 @@ Result<bool> prepare_mps(daemon::MpsMode mode) {
   return true;
 }
 
+// `lithos daemon --replay TRACE`: the trace's decisions, reproduced by the
+// Engine built from its own header and tenants (daemon::replay_trace).
+int run_replay(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) {
+    std::fprintf(stderr, "lithos daemon: cannot read %s\n", path.c_str());
+    return kBadInput;
+  }
+  std::stringstream text;
+  text << f.rdbuf();
+  auto trace = daemon::parse_trace_file(text.str(), path);
+  if (!trace) {
+    std::fprintf(stderr, "lithos daemon: %s\n", trace.status().message().c_str());
+    return kBadInput;
+  }
+  auto r = daemon::replay_trace(*trace);
+  if (!r) {
+    std::fprintf(stderr, "lithos daemon: %s: %s\n", path.c_str(), r.status().message().c_str());
+    return kBadInput;
+  }
+  std::printf("%s: %zu events, %zu dispatches, %zu atoms replayed (policy %s, %d TPCs): %s\n", path.c_str(), r->events,
+              r->dispatches, r->atoms, trace->header.policy.c_str(), trace->header.device.tpcs,
+              r->same ? "the same decisions" : ("differs at " + r->difference).c_str());
+  return r->same ? 0 : 1;
+}
+
 int run_daemon(const DaemonArgs& a) {
+  if (!a.replay.empty()) return run_replay(a.replay);
   // Config: defaults < file < environment < flags.
   daemon::DaemonConfig cfg = daemon::default_config();
   std::string path = a.config;
@@ -174,12 +204,6 @@ int run_daemon(const DaemonArgs& a) {
   std::fprintf(stderr, "lithosd: serving %s (%d TPCs, %d GPCs) on %s, policy %s, %zu tenants%s\n",
                opt.device.name.c_str(), opt.device.tpcs, opt.device.topology.count(), cfg.socket.c_str(),
                cfg.policy.c_str(), cfg.tenants.size(), *mps ? ", MPS started" : "");
-  // Accepted in the configuration, not acted on yet (docs/daemon.md, "Not
-  // done yet"): said at every start rather than silently ignored.
-  if (!cfg.trace.empty()) {
-    std::fprintf(stderr, "lithosd: warning: trace = %s is not written: launch traces are not implemented yet\n",
-                 cfg.trace.c_str());
-  }
   const Status s = (*d)->run(g_stop);
   std::fprintf(stderr, "lithosd: stopping (%llu clients served, %llu grants)\n",
                static_cast<unsigned long long>((*d)->counters().clients_accepted),
@@ -283,7 +307,9 @@ CommandRunner add_daemon_command(CLI::App& app) {
       "Examples:\n"
       "  lithos daemon --config svc.toml                  serve with the tenants of svc.toml\n"
       "  lithos run --tenant svc -- python3 serve.py      a client of tenant svc\n"
-      "  lithos status                                     what the daemon does now");
+      "  lithos status                                     what the daemon does now\n"
+      "  lithos daemon --config svc.toml --trace t.jsonl  record every scheduling event\n"
+      "  lithos daemon --replay t.jsonl                   check the recorded decisions replay the same");
   sub->add_option("--config", args->config, "Configuration file (TOML)");
   sub->add_option("--socket", args->socket, "Unix socket to serve (default: see docs/daemon.md)");
   sub->add_option("--policy", args->policy, "Scheduling policy (lithos sim --list shows them; default lithos)");
@@ -297,7 +323,9 @@ CommandRunner add_daemon_command(CLI::App& app) {
       ->check(CLI::Range(10.0, 100000.0));
   sub->add_option("--state-dir", args->state_dir,
                   "Where the daemon keeps its state (reserved: nothing is kept across restarts yet)");
-  sub->add_option("--trace", args->trace, "A JSON-lines trace of every launch (accepted; not written yet)");
+  sub->add_option(
+      "--trace", args->trace,
+      "Write every scheduling event (launches, decisions, completions) to this file, one JSON object per line");
   sub->add_option("--device", args->device, "CUDA device served (default 0)")->check(CLI::NonNegativeNumber);
   sub->add_flag("--no-gpu", args->no_gpu, "Do not read the GPU: assume an H100 SXM (tests, CPU-only machines)");
   sub->add_option("--slot-map", args->slot_map,
@@ -305,6 +333,10 @@ CommandRunner add_daemon_command(CLI::App& app) {
                   "the calibration cache; implies --no-gpu")
       ->check(CLI::ExistingFile);
   sub->add_flag("--print-config", args->print_config, "Print the merged configuration as JSON and exit");
+  sub->add_option("--replay", args->replay,
+                  "Replay a trace written with --trace through the Engine its header describes and check that it "
+                  "decides the same; exit 0 if so, 1 if not")
+      ->check(CLI::ExistingFile);
   return [args] { return run_daemon(*args); };
 }
 

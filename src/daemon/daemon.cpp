@@ -56,21 +56,61 @@ Daemon::~Daemon() {
   if (listen_fd_ >= 0) ::close(listen_fd_);
 }
 
+Result<std::unique_ptr<sched::Engine>> make_engine(const DaemonConfig& config, const sched::DeviceShape& device) {
+  LITHOS_RETURN_IF_ERROR(validate(config, device.tpcs));
+  std::string err;
+  auto policy = sched::make_policy(config.policy, &err);
+  if (policy == nullptr) return Status::invalid_argument(err);
+  sched::EngineConfig ec;
+  ec.device = device;
+  ec.atoms.target = lithos::Duration(static_cast<std::int64_t>(config.atom_us * 1e3));
+  ec.throttle = lithos::Duration(static_cast<std::int64_t>(config.throttle_us * 1e3));
+  auto engine = std::make_unique<sched::Engine>(ec, std::move(policy));
+  for (const TenantConfig& t : config.tenants) {
+    auto id = engine->add_tenant(t.spec());
+    if (!id) return Status::invalid_argument("tenant '" + t.name + "': " + id.status().message());
+  }
+  return engine;
+}
+
+Result<sched::ReplayResult> replay_trace(const Trace& trace) {
+  DaemonConfig c;
+  c.policy = trace.header.policy;
+  c.atom_us = trace.header.atom_us;
+  c.throttle_us = trace.header.throttle_us;
+  c.socket = trace.header.socket;
+  c.default_tenant = trace.header.default_tenant;
+  for (const sched::EngineEvent& e : trace.events) {
+    if (e.kind != sched::EngineEvent::Kind::kAddTenant || !e.ok) continue;
+    TenantConfig t;
+    t.name = e.spec.name;
+    t.priority = e.spec.priority;
+    t.quota = e.spec.quota;
+    t.slo = e.spec.slo;
+    c.tenants.push_back(t);
+  }
+  auto engine = make_engine(c, trace.header.device);
+  if (!engine) return Status::invalid_argument("the trace's configuration: " + engine.status().message());
+  return sched::replay(trace.events, **engine, sched::ReplayTenants::kCheck);
+}
+
 Result<std::unique_ptr<Daemon>> Daemon::create(DaemonOptions options) {
   std::unique_ptr<Daemon> d(new Daemon(std::move(options)));
   const DaemonConfig& cfg = d->options_.config;
-  LITHOS_RETURN_IF_ERROR(validate(cfg, d->options_.device.tpcs));
-  std::string err;
-  auto policy = sched::make_policy(cfg.policy, &err);
-  if (policy == nullptr) return Status::invalid_argument(err);
-  sched::EngineConfig ec;
-  ec.device = d->options_.device;
-  ec.atoms.target = lithos::Duration(static_cast<std::int64_t>(cfg.atom_us * 1e3));
-  ec.throttle = lithos::Duration(static_cast<std::int64_t>(cfg.throttle_us * 1e3));
-  d->engine_ = std::make_unique<sched::Engine>(ec, std::move(policy));
-  for (const TenantConfig& t : cfg.tenants) {
-    auto id = d->engine_->add_tenant(t.spec());
-    if (!id) return Status::invalid_argument("tenant '" + t.name + "': " + id.status().message());
+  auto engine = make_engine(cfg, d->options_.device);
+  if (!engine) return engine.status();
+  d->engine_ = std::move(engine).value();
+  d->log_ = std::make_unique<sched::EngineLog>(*d->engine_, !cfg.trace.empty());
+  if (!cfg.trace.empty()) {
+    LITHOS_RETURN_IF_ERROR(d->trace_.open(cfg.trace, config_json(cfg), d->options_.device));
+    // The tenants make_engine() added, as the trace's first events.
+    for (const sched::TenantState& t : d->engine_->state().tenants) {
+      sched::EngineEvent e;
+      e.kind = sched::EngineEvent::Kind::kAddTenant;
+      e.spec = t.spec;
+      e.result = t.id;
+      d->trace_.write({e});
+    }
   }
   auto fd = ipc::listen_socket(cfg.socket, 0666);
   if (!fd) return fd.status();
@@ -89,6 +129,7 @@ Status Daemon::run(const std::atomic<bool>& stop) {
     // Work in flight or clients waiting: spin (grants within microseconds).
     // Otherwise sleep, up to 1 ms, woken early by the sockets.
     if (now - last_event_ns_ < options_.spin_ns) continue;
+    trace_.flush();  // idle: what was traced reaches the file
     std::vector<pollfd> fds;
     fds.push_back({listen_fd_, POLLIN, 0});
     for (auto& p : pending_) fds.push_back({p->sock, POLLIN, 0});
@@ -99,6 +140,7 @@ Status Daemon::run(const std::atomic<bool>& stop) {
     (void)::poll(fds.data(), fds.size(), 1);
   }
   shutdown_clients();
+  trace_.close();
   return Status::ok();
 }
 
@@ -125,6 +167,10 @@ bool Daemon::step(std::uint64_t now) {
   publish_allocations();
   for (auto& c : clients_) {
     while (!c->overflow.empty() && c->channel.layout().grant.push(c->overflow.front())) c->overflow.pop_front();
+  }
+  if (log_->recording() && !log_->events().empty()) {
+    trace_.write(log_->events());
+    log_->clear_events();
   }
   // Keep spinning while anything is in flight or waiting.
   bool inflight = false;
@@ -277,7 +323,7 @@ void Daemon::drop_client(std::size_t index, std::uint64_t now, bool malformed, c
   (void)why;
   for (Stream& s : c.streams) {
     if (!s.open) continue;
-    const auto released = engine_->close_queue(s.queue, to_time(now));
+    const auto released = log_->close_queue(s.queue, to_time(now));
     counters_.reclaimed_atoms += released.size();
   }
   // Forget its pending launches' grant targets.
@@ -325,7 +371,7 @@ Status Daemon::handle_submit(Client& c, const ipc::SubmitMsg& m, std::uint64_t n
   dirty_ = true;
   switch (m.type) {
     case ipc::SubmitType::kStreamOpen: {
-      auto q = engine_->add_queue(c.tenant);
+      auto q = log_->add_queue(c.tenant);
       if (!q) return q.status();
       s = Stream{};
       s.open = true;
@@ -336,10 +382,10 @@ Status Daemon::handle_submit(Client& c, const ipc::SubmitMsg& m, std::uint64_t n
       return Status::ok();
     }
     case ipc::SubmitType::kStreamClose:
-      counters_.reclaimed_atoms += engine_->close_queue(s.queue, to_time(now)).size();
+      counters_.reclaimed_atoms += log_->close_queue(s.queue, to_time(now)).size();
       s = Stream{};
       return Status::ok();
-    case ipc::SubmitType::kSync: engine_->sync(s.queue); return Status::ok();
+    case ipc::SubmitType::kSync: log_->sync(s.queue); return Status::ok();
     case ipc::SubmitType::kGoodbye: return Status::ok();  // the socket's end follows
     case ipc::SubmitType::kLaunch: break;
   }
@@ -355,13 +401,13 @@ Status Daemon::handle_submit(Client& c, const ipc::SubmitMsg& m, std::uint64_t n
   ++c.launches;
   if ((m.flags & ipc::kSubmitRunning) != 0) {
     // Already on the GPU: account it on the tenant's allocation.
-    auto a = engine_->submit_running(s.queue, d, allocation_of(c.tenant), to_time(now));
+    auto a = log_->submit_running(s.queue, d, allocation_of(c.tenant), to_time(now));
     if (!a) return a.status();
     s.inflight.push_back({m.seq, a->atom, now});
     ++counters_.running_launches;
     return Status::ok();
   }
-  auto id = engine_->submit(s.queue, d, to_time(now));
+  auto id = log_->submit(s.queue, d, to_time(now));
   if (!id) return id.status();
   targets_[id.value()] = Target{c.id, m.stream, m.seq};
   return Status::ok();
@@ -382,7 +428,7 @@ bool Daemon::poll_completions(Client& c, std::uint64_t now) {
       s.inflight.pop_front();
       // The atom ran from when the stream was free for it until now.
       const std::uint64_t start = std::max(f.since_ns, s.last_end_ns);
-      engine_->atom_finished(f.atom, to_time(start), to_time(now));
+      log_->atom_finished(f.atom, to_time(start), to_time(now));
       s.last_end_ns = now;
       ++counters_.completions;
       any = true;
@@ -397,7 +443,7 @@ bool Daemon::dispatch(std::uint64_t now) {
   if (!dirty_ && t < engine_->next_wakeup()) return false;
   dirty_ = false;
   out_.clear();
-  engine_->dispatch(t, out_);
+  log_->dispatch(t, out_);
   for (const sched::AtomDispatch& d : out_) {
     const auto it = targets_.find(d.launch);
     if (it == targets_.end()) continue;  // its client is gone
@@ -483,6 +529,10 @@ std::string Daemon::status_json(std::uint64_t now) const {
   j["config"] = options_.config.source;
   j["policy"] = options_.config.policy;
   j["uptime_s"] = static_cast<double>(now - started_ns_) / 1e9;
+  j["trace"] =
+      options_.config.trace.empty()
+          ? nlohmann::json(nullptr)
+          : nlohmann::json{{"path", options_.config.trace}, {"open", trace_.is_open()}, {"lines", trace_.lines()}};
   j["device"] = {{"tpcs", st.config.device.tpcs},
                  {"gpcs", st.config.device.topology.count()},
                  {"topology", st.config.device.topology.to_string()}};

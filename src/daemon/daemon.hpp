@@ -35,10 +35,12 @@
 
 #include "common/status.hpp"
 #include "daemon/config.hpp"
+#include "daemon/trace.hpp"
 #include "ipc/channel.hpp"
 #include "ipc/protocol.hpp"
 #include "ipc/validate.hpp"
 #include "sched/engine.hpp"
+#include "sched/engine_log.hpp"
 #include "sched/types.hpp"
 
 namespace lithos::daemon {
@@ -54,6 +56,17 @@ struct DaemonOptions {
   // A client whose Hello has not arrived this long after it connected is dropped.
   std::uint64_t hello_timeout_ns = 2'000'000'000;
 };
+
+// The Engine lithosd runs for `config` on `device`: the configured policy,
+// atom target and throttle, and the configured tenants in file order (ids 0,
+// 1, ...). Errors: validate()'s, and tenants the policy refuses. Tests replay
+// simulator logs through it (tests/daemon/replay_test.cpp).
+Result<std::unique_ptr<sched::Engine>> make_engine(const DaemonConfig& config, const sched::DeviceShape& device);
+
+// Replays a lithosd trace through the Engine make_engine() builds from the
+// trace's header (policy, atom target, throttle, device) and its tenants:
+// the daemon's decisions come out again, or the first difference is named.
+Result<sched::ReplayResult> replay_trace(const Trace& trace);
 
 // Counters for `lithos status` and the tests.
 struct DaemonCounters {
@@ -156,6 +169,8 @@ class Daemon {
 
   DaemonOptions options_;
   std::unique_ptr<sched::Engine> engine_;
+  std::unique_ptr<sched::EngineLog> log_;  // every call into engine_; recorded when tracing
+  TraceWriter trace_;
   std::uint64_t epoch_ = 0;
   int listen_fd_ = -1;
   std::vector<std::unique_ptr<Pending>> pending_;

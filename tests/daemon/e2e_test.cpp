@@ -25,6 +25,8 @@
 #include <thread>
 #include <vector>
 
+#include "daemon/daemon.hpp"
+#include "daemon/trace.hpp"
 #include "ipc/channel.hpp"
 #include "ipc/protocol.hpp"
 #include "ipc/socket.hpp"
@@ -139,9 +141,11 @@ class DaemonE2E : public ::testing::Test {
     if (!HasFailure()) fs::remove_all(dir_);
   }
 
-  void start_daemon() {
-    daemon_ = Proc::spawn({LITHOS_EXE, "daemon", "--slot-map", LITHOS_FAKE_MAP, "--config", config_, "--socket", sock_},
-                          {}, (dir_ / ("daemon-" + std::to_string(++daemons_) + ".log")).string());
+  void start_daemon(const std::vector<std::string>& extra = {}) {
+    std::vector<std::string> argv = {LITHOS_EXE, "daemon", "--slot-map", LITHOS_FAKE_MAP,
+                                     "--config", config_,  "--socket",   sock_};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    daemon_ = Proc::spawn(argv, {}, (dir_ / ("daemon-" + std::to_string(++daemons_) + ".log")).string());
     ASSERT_GT(daemon_.pid, 0);
     const auto t0 = std::chrono::steady_clock::now();
     while (!status().is_object()) {
@@ -411,3 +415,67 @@ TEST_F(DaemonE2E, MalformedMessageDropsOnlyThatClient) {
 }
 
 }  // namespace
+
+namespace {
+
+std::string read_all(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+}  // namespace
+
+// lithosd's trace: every scheduling event of a run with a high-priority and
+// a best-effort process, written as it happens; replayed through the Engine
+// the trace's header describes, it gives the daemon's decisions again (here
+// and through `lithos daemon --replay`), and a changed decision is caught.
+TEST_F(DaemonE2E, TraceReplaysToTheSameDecisions) {
+  const std::string trace = (dir_ / "trace.jsonl").string();
+  start_daemon({"--trace", trace});
+  Proc be = client("train", 40, 2, 0);
+  Proc hp = client("svc", 20, 3, 0);
+  ASSERT_EQ(be.wait(), 0) << be.err();
+  ASSERT_EQ(hp.wait(), 0) << hp.err();
+  ASSERT_TRUE(wait_for([](const json& st) { return st["counters"]["completions"] == 60; })) << status().dump();
+  EXPECT_EQ(status()["trace"]["open"], true);
+  daemon_.signal(SIGTERM);
+  ASSERT_EQ(daemon_.wait(10), 0) << daemon_.err();
+
+  const std::string text = read_all(trace);
+  auto t = lithos::daemon::parse_trace_file(text, trace);
+  ASSERT_TRUE(t.is_ok()) << t.status().message();
+  EXPECT_EQ(t->header.policy, "lithos");
+  EXPECT_EQ(t->header.device.tpcs, 4);  // the fake GPU
+  int submits = 0, running = 0, finished = 0;
+  for (const auto& e : t->events) {
+    submits += e.kind == lithos::sched::EngineEvent::Kind::kSubmit ? 1 : 0;
+    running += e.kind == lithos::sched::EngineEvent::Kind::kSubmitRunning ? 1 : 0;
+    finished += e.kind == lithos::sched::EngineEvent::Kind::kAtomFinished ? 1 : 0;
+  }
+  EXPECT_EQ(submits, 40);
+  EXPECT_EQ(running, 20);
+  EXPECT_EQ(finished, 60);
+  auto r = lithos::daemon::replay_trace(*t);
+  ASSERT_TRUE(r.is_ok()) << r.status().message();
+  EXPECT_TRUE(r->same) << r->difference;
+  EXPECT_EQ(r->atoms, 60U);
+
+  // The same through the command line.
+  Proc cli = Proc::spawn({LITHOS_EXE, "daemon", "--replay", trace}, {}, (dir_ / "replay.out").string());
+  EXPECT_EQ(cli.wait(), 0) << cli.err();
+  EXPECT_NE(read_all(cli.out).find("the same decisions"), std::string::npos) << read_all(cli.out);
+
+  // A decision changed in the trace: the replay names it.
+  for (auto& e : t->events) {
+    if (e.kind == lithos::sched::EngineEvent::Kind::kDispatch && !e.decided.empty()) {
+      e.decided.front().tpcs = lithos::sched::TpcSet::range(0, 1);
+      break;
+    }
+  }
+  auto changed = lithos::daemon::replay_trace(*t);
+  ASSERT_TRUE(changed.is_ok());
+  EXPECT_FALSE(changed->same);
+  EXPECT_NE(changed->difference.find("dispatch"), std::string::npos) << changed->difference;
+}

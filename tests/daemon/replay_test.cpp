@@ -1,0 +1,159 @@
+// The policy in lithosd and in the simulator is the same object code, with
+// the same settings: a simulator run's log of Engine calls (EngineLog), replayed
+// through the Engine lithosd builds from an equivalent configuration
+// (daemon::make_engine), gives the same decisions, atom for atom. And the
+// check can fail: a daemon configured differently decides differently.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "daemon/config.hpp"
+#include "daemon/daemon.hpp"
+#include "daemon/trace.hpp"
+#include "sched/engine_log.hpp"
+#include "sim/scenario.hpp"
+#include "sim/simulation.hpp"
+
+namespace lithos::daemon {
+namespace {
+
+struct Logged {
+  sim::Scenario scenario;
+  std::vector<sched::EngineEvent> events;
+};
+
+// A short run of a built-in scenario under `policy`, logged.
+Logged simulate(const std::string& name, const std::string& policy) {
+  Logged out;
+  auto sc = sim::load_scenario(name);
+  EXPECT_TRUE(sc.is_ok()) << sc.status().message();
+  out.scenario = std::move(sc).value();
+  out.scenario.duration_s = 0.6;
+  out.scenario.warmup_s = 0.1;
+  sim::RunOptions opt;
+  opt.policy = policy;
+  opt.rate_rps.resize(out.scenario.tenants.size());
+  for (std::size_t i = 0; i < out.scenario.tenants.size(); ++i) {
+    if (out.scenario.tenants[i].load) opt.rate_rps[i] = 300.0;
+  }
+  opt.record = &out.events;
+  auto run = sim::run_simulation(out.scenario, opt);
+  EXPECT_TRUE(run.is_ok()) << run.status().message();
+  return out;
+}
+
+// What an operator would write in lithosd.toml for the scenario's tenants
+// and settings; the implicit default tenant comes last.
+DaemonConfig config_for(const sim::Scenario& sc, const std::string& policy) {
+  DaemonConfig c;
+  c.socket = "/tmp/unused.sock";
+  c.policy = policy;
+  c.atom_us = static_cast<double>(sc.engine.atoms.target.count()) / 1e3;
+  c.throttle_us = static_cast<double>(sc.engine.throttle.count()) / 1e3;
+  for (const sim::TenantConfig& t : sc.tenants) {
+    TenantConfig tc;
+    tc.name = t.name;
+    tc.priority = t.priority;
+    tc.quota = t.quota;
+    c.tenants.push_back(tc);
+  }
+  TenantConfig def;
+  def.name = kDefaultTenantName;
+  c.tenants.push_back(def);
+  return c;
+}
+
+TEST(DaemonReplay, SimulatorDecisionsReplayThroughTheDaemonsEngine) {
+  for (const std::string name : {"hybrid-stacking", "inference-stacking", "head-of-line"}) {
+    for (const std::string policy : {"lithos", "lithos-no-atoms", "mps-priority", "time-slicing"}) {
+      SCOPED_TRACE(name + " / " + policy);
+      Logged log = simulate(name, policy);
+      ASSERT_GT(log.events.size(), 1000U);
+      auto engine = make_engine(config_for(log.scenario, policy), sched::DeviceShape::h100_sxm());
+      ASSERT_TRUE(engine.is_ok()) << engine.status().message();
+      const sched::ReplayResult r = sched::replay(log.events, **engine, sched::ReplayTenants::kCheck);
+      EXPECT_TRUE(r.same) << r.difference;
+      EXPECT_EQ(r.events, log.events.size());
+      EXPECT_GT(r.atoms, 500U);
+    }
+  }
+}
+
+TEST(DaemonReplay, ADifferentlyConfiguredDaemonDecidesDifferently) {
+  const Logged log = simulate("hybrid-stacking", "lithos");
+  const DaemonConfig base = config_for(log.scenario, "lithos");
+
+  DaemonConfig wider = base;
+  wider.throttle_us = base.throttle_us * 4;
+  auto e1 = make_engine(wider, sched::DeviceShape::h100_sxm());
+  ASSERT_TRUE(e1.is_ok());
+  const sched::ReplayResult r1 = sched::replay(log.events, **e1, sched::ReplayTenants::kCheck);
+  EXPECT_FALSE(r1.same);
+  EXPECT_NE(r1.difference.find("dispatch"), std::string::npos) << r1.difference;
+
+  DaemonConfig other_quota = base;
+  for (TenantConfig& t : other_quota.tenants) {
+    if (t.priority == sched::PriorityClass::kHigh) t.quota -= 2;
+  }
+  auto e2 = make_engine(other_quota, sched::DeviceShape::h100_sxm());
+  ASSERT_TRUE(e2.is_ok());
+  const sched::ReplayResult r2 = sched::replay(log.events, **e2, sched::ReplayTenants::kCheck);
+  EXPECT_FALSE(r2.same);
+  EXPECT_EQ(r2.first_difference, 0U) << r2.difference;  // the first tenant already differs
+
+  auto e3 = make_engine(base, sched::DeviceShape::h100_sxm());
+  ASSERT_TRUE(e3.is_ok());
+  EXPECT_TRUE(sched::replay(log.events, **e3, sched::ReplayTenants::kCheck).same);
+}
+
+// The trace's text form keeps everything replay needs: a simulator log
+// written as trace lines and read back replays the same.
+TEST(DaemonTrace, TextRoundTripKeepsEveryDecision) {
+  const Logged log = simulate("inference-stacking", "lithos");
+  // A daemon's trace logs all its tenants; this log has the scenario's, so
+  // the header names one of them as the default tenant.
+  DaemonConfig cfg = config_for(log.scenario, "lithos");
+  cfg.tenants.pop_back();
+  cfg.default_tenant = cfg.tenants.back().name;
+  std::string text = std::string("{\"schema\":\"") + kTraceSchema + "\",\"config\":" + config_json(cfg) +
+                     ",\"device\":{\"name\":\"H100\",\"tpcs\":66,"
+                     "\"topology\":\"" +
+                     sched::DeviceShape::h100_sxm().topology.to_string() + "\"}}\n";
+  for (const auto& e : log.events) text += trace_line(e) + "\n";
+  auto t = parse_trace_file(text, "sim.jsonl");
+  ASSERT_TRUE(t.is_ok()) << t.status().message();
+  ASSERT_EQ(t->events.size(), log.events.size());
+  EXPECT_EQ(t->header.device.topology.to_string(), sched::DeviceShape::h100_sxm().topology.to_string());
+  auto r = replay_trace(*t);
+  ASSERT_TRUE(r.is_ok()) << r.status().message();
+  EXPECT_TRUE(r->same) << r->difference;
+  EXPECT_GT(r->atoms, 500U);
+}
+
+TEST(DaemonTrace, MalformedTracesAreErrorsNamingTheLine) {
+  const std::string header = std::string("{\"schema\":\"") + kTraceSchema +
+                             "\",\"config\":{\"policy\":\"lithos\",\"atom_us\":500,\"throttle_us\":100,"
+                             "\"socket\":\"/tmp/s\",\"default_tenant\":\"default\"},"
+                             "\"device\":{\"name\":\"x\",\"tpcs\":66,\"topology\":\"\"}}\n";
+  ASSERT_TRUE(parse_trace_file(header, "t").is_ok());
+  const std::pair<std::string, std::string> bad[] = {
+      {"", "t: empty trace"},
+      {"{\"schema\":\"other\"}\n", "t:1: not a lithosd trace"},
+      {header + "\n{\"e\":\"sync\"}\n", "t:3: missing 'queue'"},
+      {header + "not json\n", "t:2: not a JSON object"},
+      {header + "{\"e\":\"teleport\"}\n", "t:2: unknown event 'teleport'"},
+      {header + "{\"e\":\"sync\",\"queue\":\"one\"}\n", "t:2: 'queue' must be an integer"},
+      {header + "{\"e\":\"dispatch\",\"t\":5,\"atoms\":[{\"atom\":1}]}\n", "t:2: missing 'launch'"},
+      {header + "{\"e\":\"atom_finished\",\"atom\":1,\"start\":2}\n", "t:2: missing 't'"},
+  };
+  for (const auto& [text, want] : bad) {
+    auto t = parse_trace_file(text, "t");
+    ASSERT_FALSE(t.is_ok()) << text;
+    EXPECT_NE(t.status().message().find(want), std::string::npos) << t.status().message();
+  }
+}
+
+}  // namespace
+}  // namespace lithos::daemon
