@@ -18,6 +18,9 @@
 #            name=value sets LITHOSD_<NAME>); the alone runs once, copied in
 #   solo     solo-training and solo-service: one tenant, alone vs lithos (the
 #            cost of the mechanism with no co-tenant)
+#   trace    hybrid-stacking under lithosd with LITHOSD_TRACE set, then
+#            `lithos daemon --replay` of that trace: the real run's decisions
+#            must come out again (after bench: it reuses bench's alone runs)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 LITHOS=$PWD/build/release/bin/lithos
@@ -136,6 +139,20 @@ if has solo; then
     timeout -s KILL 250 "$LITHOS" bench "$sc" --modes alone,lithos --out "$OUT/$sc" --no-plots -q | grep -E "^(mode|alone|lithos)"
     pack_logs "$OUT/$sc"
   done
+fi
+if has trace; then
+  stamp "trace"
+  dir=$OUT/trace-hybrid
+  mkdir -p "$dir/runs"
+  cp "$OUT"/bench-hybrid/runs/alone-*.json "$dir/runs/" 2>/dev/null
+  LITHOSD_TRACE=$WORK/trace.jsonl timeout -s KILL 200 "$LITHOS" bench hybrid-stacking --modes lithos --out "$dir" \
+    --no-plots -q | grep -E "^lithos"
+  echo "trace: $(wc -l <"$WORK/trace.jsonl") lines, $(du -h "$WORK/trace.jsonl" | cut -f1)"
+  head -c 600 "$WORK/trace.jsonl"; echo
+  timeout -s KILL 120 "$LITHOS" daemon --replay "$WORK/trace.jsonl"
+  echo "replay exit $?"
+  rm -f "$WORK/trace.jsonl"
+  pack_logs "$dir"
 fi
 [[ -d $OUT/bench-hybrid ]] && pack_logs "$OUT/bench-hybrid"
 # Everything but the log archives as one file (the device returns few files).
