@@ -18,6 +18,8 @@
 #            name=value sets LITHOSD_<NAME>); the alone runs once, copied in
 #   solo     solo-training and solo-service: one tenant, alone vs lithos (the
 #            cost of the mechanism with no co-tenant)
+#   detect   completion detection: scripts/daemon/detect_delay.py as a
+#            high-priority tenant of a tracing lithosd; the daemon's CPU
 #   trace    hybrid-stacking under lithosd with LITHOSD_TRACE set, then
 #            `lithos daemon --replay` of that trace: the real run's decisions
 #            must come out again (after bench: it reuses bench's alone runs)
@@ -51,8 +53,9 @@ priority = "best-effort"
 name = "default"
 priority = "best-effort"
 TOML
-  "$LITHOS" daemon --config "$WORK/lithosd.toml" --device 0 >"$WORK/lithosd.log" 2>&1 &
+  "$LITHOS" daemon --config "$WORK/lithosd.toml" --device 0 >>"$WORK/lithosd.log" 2>&1 &
   daemon_pid=$!
+  daemon_t0=$(date +%s.%N)
   for _ in $(seq 1 600); do
     "$LITHOS" status --socket "$SOCK" --json >/dev/null 2>&1 && return 0
     sleep 0.1
@@ -63,6 +66,9 @@ stop_daemon() {
   [[ -n $daemon_pid ]] || return 0
   "$LITHOS" status --socket "$SOCK" --json >"$WORK/status-$1.json" 2>/dev/null
   "$LITHOS" status --socket "$SOCK" >"$WORK/status-$1.txt" 2>/dev/null
+  # The daemon's CPU time over its life (utime + stime, /proc/PID/stat).
+  local ticks; ticks=$(awk '{print $14 + $15}' "/proc/$daemon_pid/stat")
+  echo "daemon CPU ($1): $(python3 -c "import sys; c=int(sys.argv[1])/int(sys.argv[2]); w=float(sys.argv[4])-float(sys.argv[3]); print(f'{c:.1f} s over {w:.1f} s = {100*c/w:.0f}% of one core')" "$ticks" "$(getconf CLK_TCK)" "$daemon_t0" "$(date +%s.%N)")"
   kill -TERM "$daemon_pid"; wait "$daemon_pid"; daemon_pid=""
 }
 trap 'stop_daemon end' EXIT
@@ -89,6 +95,18 @@ if has hotpath; then
   for f in "$WORK"/stats-hp-*.json "$WORK"/stats-be-*.json; do
     [[ -f $f ]] && echo "$(basename "$f"): $(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(json.dumps(d.get("daemon")))' "$f")"
   done
+fi
+
+if has detect; then
+  stamp "detect"
+  LITHOSD_TRACE=$WORK/detect.jsonl start_daemon && {
+    timeout -s KILL 120 "$LITHOS" run --tenant svc --daemon "$SOCK" -- \
+      python3 scripts/daemon/detect_delay.py probe 2000 "$WORK/detect-probe.json" 2>"$WORK/detect.err"
+    echo "probe exit $?"
+    stop_daemon detect
+    python3 scripts/daemon/detect_delay.py analyse "$WORK/detect.jsonl" "$WORK/detect-probe.json" | tee "$WORK/detect.json"
+    rm -f "$WORK/detect.jsonl"
+  }
 fi
 
 if has widen; then
