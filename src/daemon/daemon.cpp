@@ -479,15 +479,8 @@ void Daemon::deliver(Client& c, const ipc::GrantMsg& g) {
 // High priority: everything but the quotas of other active high-priority
 // tenants (quotas are guarantees); a single service gets the whole GPU.
 sched::TpcSet Daemon::allocation_of(sched::TenantId t) const {
-  const sched::EngineState& st = engine_->state();
-  sched::TpcSet out = st.device_tpcs;
-  const sched::TenantState& me = st.tenants[t];
-  if (!me.is_high()) return fallback_of(t);
-  const lithos::Time now = to_time(now_ns());
-  for (const sched::TenantState& o : st.tenants) {
-    if (o.id != t && o.is_high() && st.active(o.id, now)) out -= o.owned;
-  }
-  return out.empty() ? me.owned : out;
+  if (!engine_->state().tenants[t].is_high()) return fallback_of(t);
+  return engine_->immediate_set(t, to_time(now_ns()));
 }
 
 // Where a client runs without the daemon: its configured fallback, else its

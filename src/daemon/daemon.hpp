@@ -163,6 +163,8 @@ class Daemon {
   bool check_sockets(std::uint64_t now);
   void drop_client(std::size_t index, std::uint64_t now, bool malformed, const std::string& why);
   Client* find_client(std::uint32_t id);
+  // High priority: where its launches go now (the policy's immediate_set);
+  // best effort: its fallback set.
   sched::TpcSet allocation_of(sched::TenantId t) const;
   sched::TpcSet fallback_of(sched::TenantId t) const;
   static lithos::Time to_time(std::uint64_t ns);

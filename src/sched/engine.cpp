@@ -267,6 +267,11 @@ void Engine::sync(QueueId queue) {
   if (queue < state_.queues.size()) state_.queues[queue].ordinal = 0;
 }
 
+TpcSet Engine::immediate_set(TenantId t, Time now) const {
+  if (static_cast<std::size_t>(t) >= state_.tenants.size()) return TpcSet{};
+  return policy_->immediate_set(state_, t, now) & state_.device_tpcs;
+}
+
 bool Engine::throttled(const QueueState& q, Time now) const {
   if (!traits_.throttle || q.inflight_atoms == 0) return false;
   return q.tail_end - now > state_.config.throttle;

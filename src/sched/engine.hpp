@@ -203,6 +203,10 @@ class Engine {
   // The host synchronised with `queue`: launch ordinals restart at zero.
   void sync(QueueId queue);
 
+  // Where tenant `t`'s launches that never wait for a decision go now
+  // (Policy::immediate_set); the empty set for an unknown tenant.
+  TpcSet immediate_set(TenantId t, Time now) const;
+
   // Emits every atom that may go to the hardware now into `out` (appended).
   void dispatch(Time now, std::vector<AtomDispatch>& out);
   // The hardware ran atom `id` from `start` to `end`.

@@ -97,6 +97,13 @@ class Policy {
   // returns every TPC of the device (plain sharing).
   virtual Placement place(const EngineState& state, const QueueState& queue, const PendingLaunch& head, Time now) = 0;
 
+  // Where a launch that never waits for a decision may run now: the
+  // runtime launches it at once and reports it after (lithosd's
+  // high-priority tenants; Engine::submit_running), so the set is published
+  // ahead, whenever it changes. Reads state only. Default: the TPCs the
+  // tenant owns, else every TPC of the device.
+  virtual TpcSet immediate_set(const EngineState& state, TenantId tenant, Time now) const;
+
   // Called after the Engine recorded a dispatched atom / a finished atom.
   virtual void on_dispatch(const EngineState& state, const InflightAtom& atom, Time now) {
     (void)state;

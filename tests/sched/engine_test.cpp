@@ -619,6 +619,30 @@ TEST(LithosRules, ThrottleFollowsAtomsThatEndEarlyOrLate) {
   EXPECT_EQ(e->state().queues[q].tail_end, time_at(us(220)));
 }
 
+// Launches made at once (lithosd's hp tenants) go where the policy says:
+// under lithos, everything but another active owner's quota.
+TEST(LithosRules, ImmediateSetLeavesActiveOwnersAlone) {
+  auto e = make_engine("lithos");
+  const TenantId a = *e->add_tenant(high("a", 40));
+  const TenantId b = *e->add_tenant(high("b", 16));
+  const TenantId c = *e->add_tenant(best_effort("c"));
+  const QueueId qb = *e->add_queue(b);
+  const TpcSet all = TpcSet::range(0, 66);
+  EXPECT_EQ(e->immediate_set(a, Time{}), all);  // nobody else active
+  ASSERT_TRUE(e->submit(qb, kernel(1, 1000), Time{}).is_ok());
+  EXPECT_EQ(e->immediate_set(a, Time{}), all - TpcSet::range(40, 56));
+  EXPECT_EQ(e->immediate_set(b, Time{}), all);  // its own quota included
+  EXPECT_EQ(e->immediate_set(c, Time{}), all - TpcSet::range(40, 56));
+  EXPECT_TRUE(e->immediate_set(TenantId{9}, Time{}).empty());
+  // Other policies: a static partition's own set; MPS the whole device.
+  auto sp = make_engine("static-partition");
+  const TenantId sa = *sp->add_tenant(high("a", 40));
+  (void)*sp->add_tenant(best_effort("c"));
+  EXPECT_EQ(sp->immediate_set(sa, Time{}), TpcSet::range(0, 40));
+  auto m = make_engine("mps");
+  EXPECT_EQ(m->immediate_set(*m->add_tenant(high("a", 40)), Time{}), all);
+}
+
 TEST(LithosRules, OrdinalRestartsAfterSync) {
   auto e = make_engine("lithos");
   const QueueId q = *e->add_queue(*e->add_tenant(high("hp", 66)));

@@ -79,4 +79,13 @@ Placement LithosPolicy::place(const EngineState& state, const QueueState& queue,
   return p;
 }
 
+TpcSet LithosPolicy::immediate_set(const EngineState& state, TenantId tenant, Time now) const {
+  const TenantState& me = state.tenants[static_cast<std::size_t>(tenant)];
+  TpcSet out = state.device_tpcs;
+  for (const TenantState& o : state.tenants) {
+    if (o.id != me.id && o.is_high() && state.active(o.id, now)) out -= o.owned;
+  }
+  return out.empty() ? me.owned : out;
+}
+
 }  // namespace lithos::sched

@@ -34,6 +34,10 @@ class LithosPolicy final : public Policy {
   PolicyTraits traits() const override;
   Status on_tenants_changed(EngineState& state) override;
   Placement place(const EngineState& state, const QueueState& queue, const PendingLaunch& head, Time now) override;
+  // Its own TPCs and every TPC that no other active high-priority tenant
+  // owns: a launch made at once takes idle quotas and unowned TPCs as
+  // place() would, and leaves an active owner's quota alone.
+  TpcSet immediate_set(const EngineState& state, TenantId tenant, Time now) const override;
 
  private:
   Variant variant_;
