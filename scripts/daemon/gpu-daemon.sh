@@ -8,8 +8,9 @@
 # takes minutes):
 #   hotpath  per-launch host cost from PyTorch: plain, under `lithos run`
 #            (no set), as a high-priority tenant of lithosd, as a best-effort
-#            tenant (every launch waits for its grant); the client's grant-wait
-#            quantiles from its statistics
+#            tenant running free (no service connected: no grants), and as one
+#            with running free off (every launch waits for its grant); the
+#            client's grant-wait quantiles from its statistics
 #   widen    issue 11's cost of widening: GPT training on 0-7 (clusters
 #            widened to whole GPCs) and on 8 TPCs that form one whole GPC
 #   bench    lithos bench hybrid-stacking --modes alone,lithos,lithos-fixed
@@ -89,10 +90,14 @@ if has hotpath; then
   cost interposed
   start_daemon && {
     cost hp --tenant svc --daemon "$SOCK"
-    cost be --tenant train --daemon "$SOCK"
+    cost befree --tenant train --daemon "$SOCK"  # no service connected: runs free
     stop_daemon hotpath
   }
-  for f in "$WORK"/stats-hp-*.json "$WORK"/stats-be-*.json; do
+  LITHOSD_BEST_EFFORT_RUNS_FREE=false start_daemon && {
+    cost be --tenant train --daemon "$SOCK"
+    stop_daemon hotpath-grants
+  }
+  for f in "$WORK"/stats-hp-*.json "$WORK"/stats-befree-*.json "$WORK"/stats-be-*.json; do
     [[ -f $f ]] && echo "$(basename "$f"): $(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(json.dumps(d.get("daemon")))' "$f")"
   done
 fi

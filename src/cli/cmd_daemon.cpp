@@ -45,6 +45,7 @@ struct DaemonArgs {
   std::string mps;
   double atom_us = 0;
   double throttle_us = 0;
+  std::string runs_free;  // "" = not given
   std::string state_dir;
   std::string trace;
   int device = 0;
@@ -141,6 +142,7 @@ int run_daemon(const DaemonArgs& a) {
   }
   if (a.atom_us > 0) cfg.atom_us = a.atom_us;
   if (a.throttle_us > 0) cfg.throttle_us = a.throttle_us;
+  if (!a.runs_free.empty()) cfg.best_effort_runs_free = daemon::parse_switch(a.runs_free).value_or(true);
   if (!a.state_dir.empty()) cfg.state_dir = a.state_dir;
   if (!a.trace.empty()) cfg.trace = a.trace;
 
@@ -257,7 +259,8 @@ int run_status(const std::string& socket_arg, bool json) {
     std::printf("%-16s %-12s %5d %7d %6s %8d %8d %-14s %s\n", t.value("name", std::string()).c_str(),
                 t.value("class", std::string()).c_str(), t.value("quota", 0), t.value("clients", 0),
                 t.value("active", false) ? "yes" : "no", t.value("pending_launches", 0), t.value("inflight_atoms", 0),
-                t.value("held", std::string()).c_str(), t.value("allocation", std::string()).c_str());
+                t.value("held", std::string()).c_str(),
+                (t.value("allocation", std::string()) + (t.value("runs_free", false) ? " (runs free)" : "")).c_str());
   }
   std::printf("\n%-6s %-8s %-16s %-16s %7s %10s %10s\n", "client", "pid", "program", "tenant", "streams", "launches",
               "grants");
@@ -300,7 +303,8 @@ CommandRunner add_daemon_command(CLI::App& app) {
   sub->footer(
       "Configuration: --config FILE (TOML, docs/daemon.md; default /etc/lithos/lithosd.toml when it exists).\n"
       "Precedence: flags > environment (LITHOSD_SOCKET, LITHOSD_POLICY, LITHOSD_MPS, LITHOSD_ATOM_US,\n"
-      "LITHOSD_THROTTLE_US, LITHOSD_STATE_DIR, LITHOSD_TRACE) > file > defaults. Stops on SIGINT or SIGTERM; an MPS "
+      "LITHOSD_THROTTLE_US, LITHOSD_BEST_EFFORT_RUNS_FREE, LITHOSD_STATE_DIR, LITHOSD_TRACE) > file > defaults. Stops "
+      "on SIGINT or SIGTERM; an MPS "
       "daemon it\n"
       "started is stopped with it. Under systemd: packaging/lithosd.service.\n"
       "\n"
@@ -321,6 +325,10 @@ CommandRunner add_daemon_command(CLI::App& app) {
                   "Predicted work one queue may have in flight before its next atom waits, microseconds (default "
                   "100)")
       ->check(CLI::Range(10.0, 100000.0));
+  sub->add_option("--best-effort-runs-free", args->runs_free,
+                  "true (default): best-effort launches go out without waiting for grants while no high-priority "
+                  "tenant has a stream open; false: they always wait")
+      ->check(CLI::IsMember({"true", "false", "1", "0", "yes", "no", "on", "off"}));
   sub->add_option("--state-dir", args->state_dir,
                   "Where the daemon keeps its state (reserved: nothing is kept across restarts yet)");
   sub->add_option(

@@ -276,8 +276,9 @@ struct Parser {
   }
 
   Status daemon_table(const toml::table& d, DaemonConfig& c) const {
-    LITHOS_RETURN_IF_ERROR(check_keys(
-        d, "[daemon]", {"socket", "policy", "mps", "atom_us", "throttle_us", "state_dir", "trace", "default_tenant"}));
+    LITHOS_RETURN_IF_ERROR(check_keys(d, "[daemon]",
+                                      {"socket", "policy", "mps", "atom_us", "throttle_us", "best_effort_runs_free",
+                                       "state_dir", "trace", "default_tenant"}));
     auto socket = string(d, "socket");
     if (!socket) return socket.status();
     if (socket->has_value()) {
@@ -305,6 +306,10 @@ struct Parser {
     auto throttle = number(d, "throttle_us", kMinThrottleUs, kMaxThrottleUs, false);
     if (!throttle) return throttle.status();
     if (throttle->has_value()) c.throttle_us = **throttle;
+    if (const toml::node* n = d.get("best_effort_runs_free")) {
+      if (!n->is_boolean()) return error(*n, "'best_effort_runs_free' must be true or false");
+      c.best_effort_runs_free = n->as_boolean()->get();
+    }
     auto state = string(d, "state_dir");
     if (!state) return state.status();
     if (state->has_value()) {
@@ -476,6 +481,12 @@ std::optional<MpsMode> parse_mps_mode(std::string_view s) {
   return std::nullopt;
 }
 
+std::optional<bool> parse_switch(std::string_view s) {
+  if (s == "true" || s == "1" || s == "yes" || s == "on") return true;
+  if (s == "false" || s == "0" || s == "no" || s == "off") return false;
+  return std::nullopt;
+}
+
 sched::TenantSpec TenantConfig::spec() const {
   sched::TenantSpec s;
   s.name = name;
@@ -588,6 +599,11 @@ Status apply_env(DaemonConfig& c, const std::function<const char*(const char*)>&
   };
   LITHOS_RETURN_IF_ERROR(env_number("LITHOSD_ATOM_US", kMinAtomUs, kMaxAtomUs, &c.atom_us));
   LITHOS_RETURN_IF_ERROR(env_number("LITHOSD_THROTTLE_US", kMinThrottleUs, kMaxThrottleUs, &c.throttle_us));
+  if (auto v = get("LITHOSD_BEST_EFFORT_RUNS_FREE")) {
+    auto b = parse_switch(*v);
+    if (!b) return Status::invalid_argument("LITHOSD_BEST_EFFORT_RUNS_FREE: " + quoted(*v) + " is not true or false");
+    c.best_effort_runs_free = *b;
+  }
   if (auto v = get("LITHOSD_STATE_DIR")) c.state_dir = *v;
   if (auto v = get("LITHOSD_TRACE")) c.trace = *v;
   return Status::ok();
@@ -730,6 +746,7 @@ std::string config_json(const DaemonConfig& c) {
   j += ",\"mps\":" + json_string(mps_mode_name(c.mps));
   j += ",\"atom_us\":" + json_number(c.atom_us);
   j += ",\"throttle_us\":" + json_number(c.throttle_us);
+  j += std::string(",\"best_effort_runs_free\":") + (c.best_effort_runs_free ? "true" : "false");
   j += ",\"state_dir\":" + json_string(c.state_dir);
   j += ",\"trace\":" + json_string(c.trace);
   j += ",\"default_tenant\":" + json_string(c.default_tenant);

@@ -33,6 +33,8 @@ enum class MpsMode {
 };
 const char* mps_mode_name(MpsMode m);  // "auto", "start", "attach", "off"
 std::optional<MpsMode> parse_mps_mode(std::string_view s);
+// "true"/"1"/"yes"/"on" or "false"/"0"/"no"/"off" (a variable or a flag's value).
+std::optional<bool> parse_switch(std::string_view s);
 
 inline constexpr double kMinAtomUs = 50;
 inline constexpr double kMaxAtomUs = 100000;
@@ -73,8 +75,11 @@ struct DaemonConfig {
   MpsMode mps = MpsMode::kAuto;
   double atom_us = 500;
   double throttle_us = 100;  // sched::EngineConfig::throttle
-  std::string state_dir;     // default: see default_state_dir()
-  std::string trace;         // "" = no trace
+  // sched::PolicyConfig::runs_free: best-effort tenants launch without grants
+  // while no high-priority tenant has a stream open.
+  bool best_effort_runs_free = true;
+  std::string state_dir;  // default: see default_state_dir()
+  std::string trace;      // "" = no trace
   std::string default_tenant = kDefaultTenantName;
   std::vector<TenantConfig> tenants;
   std::string source;  // where it came from, for status: a file path, or "defaults"
@@ -112,8 +117,8 @@ std::string default_socket_path();
 std::string default_state_dir();
 
 // Overrides from LITHOSD_SOCKET, LITHOSD_POLICY, LITHOSD_MPS, LITHOSD_ATOM_US,
-// LITHOSD_THROTTLE_US, LITHOSD_STATE_DIR, LITHOSD_TRACE (an unset or empty variable changes
-// nothing). `getenv_fn` is std::getenv outside tests. Errors name the variable.
+// LITHOSD_THROTTLE_US, LITHOSD_BEST_EFFORT_RUNS_FREE, LITHOSD_STATE_DIR, LITHOSD_TRACE (an unset or empty variable
+// changes nothing). `getenv_fn` is std::getenv outside tests. Errors name the variable.
 Status apply_env(DaemonConfig& c, const std::function<const char*(const char*)>& getenv_fn);
 
 // Everything that must hold before the daemon serves a GPU of `device_tpcs`

@@ -65,6 +65,7 @@ Result<std::unique_ptr<sched::Engine>> make_engine(const DaemonConfig& config, c
   ec.device = device;
   ec.atoms.target = lithos::Duration(static_cast<std::int64_t>(config.atom_us * 1e3));
   ec.throttle = lithos::Duration(static_cast<std::int64_t>(config.throttle_us * 1e3));
+  ec.policy.runs_free = config.best_effort_runs_free;
   auto engine = std::make_unique<sched::Engine>(ec, std::move(policy));
   for (const TenantConfig& t : config.tenants) {
     auto id = engine->add_tenant(t.spec());
@@ -78,6 +79,7 @@ Result<sched::ReplayResult> replay_trace(const Trace& trace) {
   c.policy = trace.header.policy;
   c.atom_us = trace.header.atom_us;
   c.throttle_us = trace.header.throttle_us;
+  c.best_effort_runs_free = trace.header.best_effort_runs_free;
   c.socket = trace.header.socket;
   c.default_tenant = trace.header.default_tenant;
   for (const sched::EngineEvent& e : trace.events) {
@@ -476,10 +478,11 @@ void Daemon::deliver(Client& c, const ipc::GrantMsg& g) {
   if (!c.overflow.empty() || !c.channel.layout().grant.push(g)) c.overflow.push_back(g);
 }
 
-// High priority: everything but the quotas of other active high-priority
-// tenants (quotas are guarantees); a single service gets the whole GPU.
+// The policy's immediate_set (under lithos: everything but the quotas of
+// other active high-priority tenants; a single service gets the whole GPU)
+// for launches that do not wait; a waiting best-effort tenant's fallback.
 sched::TpcSet Daemon::allocation_of(sched::TenantId t) const {
-  if (!engine_->state().tenants[t].is_high()) return fallback_of(t);
+  if (!engine_->state().tenants[t].is_high() && !engine_->runs_free(t)) return fallback_of(t);
   return engine_->immediate_set(t, to_time(now_ns()));
 }
 
@@ -496,15 +499,29 @@ sched::TpcSet Daemon::fallback_of(sched::TenantId t) const {
   return free.empty() ? st.device_tpcs : free;
 }
 
+// Every client's allocation, and whether a best-effort one runs free: the
+// flag is set only after its allocation is out, and cleared before the
+// allocation goes back to the fallback set, so a client that sees it always
+// reads an allocation meant for launches that do not wait.
 void Daemon::publish_allocations() {
   for (auto& c : clients_) {
-    if (!c->high) continue;
+    const bool free = !c->high && engine_->runs_free(c->tenant);
+    ipc::ChannelHeader& h = c->channel.layout().header;
+    if (!free && c->runs_free) {
+      h.flags.fetch_and(~static_cast<std::uint32_t>(ipc::kChannelRunsFree), std::memory_order_acq_rel);
+      c->runs_free = false;
+    }
     const sched::TpcSet a = allocation_of(c->tenant);
-    if (a.word(0) == c->alloc_words[0] && a.word(1) == c->alloc_words[1]) continue;
-    const std::uint64_t words[2] = {a.word(0), a.word(1)};
-    c->channel.publish_allocation(words);
-    c->alloc_words[0] = words[0];
-    c->alloc_words[1] = words[1];
+    if (a.word(0) != c->alloc_words[0] || a.word(1) != c->alloc_words[1]) {
+      const std::uint64_t words[2] = {a.word(0), a.word(1)};
+      c->channel.publish_allocation(words);
+      c->alloc_words[0] = words[0];
+      c->alloc_words[1] = words[1];
+    }
+    if (free && !c->runs_free) {
+      h.flags.fetch_or(ipc::kChannelRunsFree, std::memory_order_acq_rel);
+      c->runs_free = true;
+    }
   }
 }
 
@@ -546,6 +563,7 @@ std::string Daemon::status_json(std::uint64_t now) const {
               {"stolen_inflight", ts.stolen_inflight},
               {"held", st.held(ts.id).to_string()},
               {"allocation", allocation_of(ts.id).to_string()},
+              {"runs_free", engine_->runs_free(ts.id)},
               {"fallback", fallback_of(ts.id).to_string()}};
     if (tc.slo) o["slo_ms"] = static_cast<double>(tc.slo->count()) / 1e6;
     tenants.push_back(o);

@@ -142,6 +142,7 @@ class Daemon {
     std::vector<Stream> streams = std::vector<Stream>(ipc::kMaxStreams);
     std::deque<ipc::GrantMsg> overflow;             // grants waiting for room in the ring
     std::uint64_t alloc_words[2] = {~0ULL, ~0ULL};  // last published allocation
+    bool runs_free = false;                         // kChannelRunsFree as last published
     std::uint64_t grants = 0, launches = 0;
   };
   struct Target {  // where a be launch's grants go
@@ -163,8 +164,9 @@ class Daemon {
   bool check_sockets(std::uint64_t now);
   void drop_client(std::size_t index, std::uint64_t now, bool malformed, const std::string& why);
   Client* find_client(std::uint32_t id);
-  // High priority: where its launches go now (the policy's immediate_set);
-  // best effort: its fallback set.
+  // High priority, and best effort while it runs free: where its launches
+  // go now (the policy's immediate_set); otherwise best effort: its
+  // fallback set.
   sched::TpcSet allocation_of(sched::TenantId t) const;
   sched::TpcSet fallback_of(sched::TenantId t) const;
   static lithos::Time to_time(std::uint64_t ns);

@@ -292,6 +292,11 @@ Result<TraceHeader> parse_header(std::string_view line) {
       throw std::runtime_error("'atom_us' and 'throttle_us' must be numbers");
     h.atom_us = rc.at("atom_us").get<double>();
     h.throttle_us = rc.at("throttle_us").get<double>();
+    if (c.contains("best_effort_runs_free")) {
+      if (!c.at("best_effort_runs_free").is_boolean())
+        throw std::runtime_error("'best_effort_runs_free' must be true or false");
+      h.best_effort_runs_free = c.at("best_effort_runs_free").get<bool>();
+    }
     h.socket = rc.str("socket");
     h.default_tenant = rc.str("default_tenant");
     h.device = sched::DeviceShape::h100_sxm();

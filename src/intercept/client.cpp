@@ -365,6 +365,13 @@ bool DaemonClient::allocation(sched::TpcSet* out) const noexcept {
   return false;
 }
 
+bool DaemonClient::runs_free(sched::TpcSet* out) const noexcept {
+  if (!connected() || high()) return false;
+  const ipc::ChannelLayout* l = layout_;
+  if (l == nullptr || (l->header.flags.load(std::memory_order_acquire) & ipc::kChannelRunsFree) == 0) return false;
+  return allocation(out);
+}
+
 void DaemonClient::report_running(CUstream_st* stream, bool ptsz, const LaunchInfo& li, std::uint64_t kernel,
                                   bool graph) noexcept {
   if (!connected()) return;
@@ -517,7 +524,8 @@ void DaemonClient::forget_stream(CUstream_st* stream, bool ptsz) noexcept {
   }
 }
 
-// Writes the markers of dirty high-priority streams once they are quiet, and
+// Writes the markers of dirty streams (launches reported running: high
+// priority, or best effort running free) once they are quiet, and
 // notices a daemon that went away while nothing launched.
 void DaemonClient::tracker() noexcept {
   Runtime::frame().internal = true;
@@ -529,7 +537,6 @@ void DaemonClient::tracker() noexcept {
       disconnect(State::kGone);
       continue;
     }
-    if (!high()) continue;
     const std::uint64_t now = now_ns();
     for (std::uint32_t i = 0; i < ipc::kMaxStreams; ++i) {
       Slot& s = slots_[i];

@@ -13,7 +13,10 @@
 //    each, launches far less.
 //  - Best effort: a launch is submitted and its atoms wait for grants (TPC set
 //    + block range); each atom is launched as granted and followed by the
-//    grant's marker. Waiting for a grant is the throttle.
+//    grant's marker. Waiting for a grant is the throttle. While the daemon
+//    says the tenant runs free (no high-priority tenant has work to
+//    protect, sched::Policy::runs_free), launches go out at once on the
+//    published allocation and are reported, as high-priority ones.
 //  - Failure never harms the host: no daemon at start -> pass-through (said
 //    once); the daemon gone (socket closed, heartbeat stale, or its clean
 //    shutdown flag) -> high-priority launches keep their last allocation,
@@ -65,6 +68,10 @@ class DaemonClient {
 
   // High priority: the tenant's allocation now (false: none published).
   bool allocation(sched::TpcSet* out) const noexcept;
+  // Best effort: true while the daemon lets this tenant run free
+  // (ipc::kChannelRunsFree): its launches go out at once on *out, the
+  // allocation, and are reported as a high-priority tenant's are.
+  bool runs_free(sched::TpcSet* out) const noexcept;
   // Reports a launch already made on `stream` (graph: a CUDA-graph launch),
   // and writes or schedules its completion marker.
   void report_running(CUstream_st* stream, bool ptsz, const LaunchInfo& li, std::uint64_t kernel, bool graph) noexcept;

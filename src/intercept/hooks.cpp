@@ -20,6 +20,7 @@
 #include <array>
 #include <atomic>
 #include <exception>
+#include <optional>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -222,6 +223,23 @@ class GrantScope {
   ThreadFrame saved_;
 };
 
+// Around a best-effort launch made at once while lithosd lets its tenant
+// run free: the allocation as the launch's set, and the launch reported
+// after it was made (Runtime::after_launch), as a high-priority one.
+class RunsFreeScope {
+ public:
+  explicit RunsFreeScope(const sched::TpcSet& tpcs) noexcept : grant_(tpcs), saved_(Runtime::frame().runs_free) {
+    Runtime::frame().runs_free = true;
+  }
+  ~RunsFreeScope() { Runtime::frame().runs_free = saved_; }
+  RunsFreeScope(const RunsFreeScope&) = delete;
+  RunsFreeScope& operator=(const RunsFreeScope&) = delete;
+
+ private:
+  GrantScope grant_;
+  bool saved_;
+};
+
 sched::TpcSet grant_set(const ipc::GrantMsg& g) {
   // kGrantWholeGpu: an empty set means "no mask" to Runtime::choose.
   return (g.flags & ipc::kGrantWholeGpu) != 0 ? sched::TpcSet{} : sched::TpcSet::from_words(g.tpcs[0], g.tpcs[1]);
@@ -363,7 +381,7 @@ void launch_attributes(const CUlaunchConfig* cfg, std::uint32_t cluster[3], bool
 // class here, before their first launch is made).
 bool be_daemon() noexcept {
   DaemonClient& dc = DaemonClient::instance();
-  if (!dc.wanted()) return false;
+  if (!dc.wanted() || Runtime::frame().runs_free) return false;
   const bool up = dc.ready();
   return !dc.high() && (up || dc.registered_once());
 }
@@ -603,6 +621,11 @@ CUresult dispatch(CUstream stream, A... a) {
     Atomizer& az = Atomizer::instance();
     const bool atomizing = az.active() || az.rewrote_any();
     if (be_daemon()) {
+      if (sched::TpcSet free; DaemonClient::instance().runs_free(&free)) {
+        // Nothing to protect: at once, on the allocation, reported after.
+        const RunsFreeScope scope(free);
+        return atomizing ? launch_maybe_atomized<Id, false>(fn, stream, a...) : launch_one<Id>(fn, stream, a...);
+      }
       // Best effort under lithosd: rewritten kernels run as granted atoms
       // (inside launch_maybe_atomized); everything else as one granted piece.
       constexpr bool splittable = Id == HookId::cuLaunchKernel || Id == HookId::cuLaunchKernel_ptsz ||
@@ -638,7 +661,14 @@ CUresult dispatch(CUstream stream, A... a) {
       // lithosd: a best-effort graph waits for its grant (its descriptors'
       // mask is fixed when they are first built, docs/daemon.md); a
       // high-priority one goes out at once and is accounted.
-      if (be_daemon()) return granted_whole(li, stream, info.ptsz, Runtime::kernel_id(exec), true, run);
+      std::optional<RunsFreeScope> free_scope;
+      if (be_daemon()) {
+        if (sched::TpcSet free; DaemonClient::instance().runs_free(&free)) {
+          free_scope.emplace(free);
+        } else {
+          return granted_whole(li, stream, info.ptsz, Runtime::kernel_id(exec), true, run);
+        }
+      }
       const CUresult r = run();
       if (r == CUDA_SUCCESS) rt.after_launch(stream, info.ptsz, li, true);
       return r;

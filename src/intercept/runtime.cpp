@@ -620,7 +620,7 @@ std::uint64_t Runtime::kernel_id(const void* function) noexcept {
 
 void Runtime::after_launch(CUstream_st* stream, bool ptsz, const LaunchInfo& launch, bool graph) noexcept {
   DaemonClient& dc = DaemonClient::instance();
-  if (!dc.wanted() || !dc.high() || !dc.connected()) return;
+  if (!dc.wanted() || !(dc.high() || t_frame.runs_free) || !dc.connected()) return;
   dc.report_running(stream, ptsz, launch, kernel_id(launch.function), graph);
 }
 

@@ -67,6 +67,9 @@ struct ThreadFrame {
   // launch run on the fallback set): this set, whatever else is configured.
   bool granted = false;
   sched::TpcSet grant;
+  // Set with `granted` around a best-effort launch made at once because
+  // lithosd lets its tenant run free: it is reported after, as an hp one.
+  bool runs_free = false;
 };
 
 enum class Backend : std::uint8_t {

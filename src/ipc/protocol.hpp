@@ -181,6 +181,11 @@ struct SpscRing {
 enum ChannelFlags : std::uint32_t {
   kChannelHighPriority = 1U << 0,  // the tenant is high priority: launches go out at once
   kChannelDaemonGone = 1U << 1,    // set by the daemon when it shuts down cleanly
+  // A best-effort tenant that runs free (sched::Policy::runs_free): its
+  // launches go out at once on the published allocation and are reported
+  // after, as a high-priority tenant's. Set after the allocation is
+  // published, cleared before it changes back.
+  kChannelRunsFree = 1U << 2,
 };
 
 struct ChannelHeader {

@@ -233,7 +233,7 @@ Result<AtomDispatch> Engine::submit_running(QueueId queue, const LaunchDesc& lau
   ++counters_.launches;
   Placement placement;
   placement.tpcs = tpcs;
-  placement.priority = HwPriority::kHigh;
+  placement.priority = t.is_high() ? HwPriority::kHigh : HwPriority::kLow;
   return carve(q, p, placement, now, /*queued=*/false);
 }
 
@@ -272,8 +272,14 @@ TpcSet Engine::immediate_set(TenantId t, Time now) const {
   return policy_->immediate_set(state_, t, now) & state_.device_tpcs;
 }
 
+bool Engine::runs_free(TenantId t) const {
+  if (static_cast<std::size_t>(t) >= state_.tenants.size()) return false;
+  return policy_->runs_free(state_, t);
+}
+
 bool Engine::throttled(const QueueState& q, Time now) const {
   if (!traits_.throttle || q.inflight_atoms == 0) return false;
+  if (policy_->runs_free(state_, q.tenant)) return false;
   return q.tail_end - now > state_.config.throttle;
 }
 

@@ -189,7 +189,8 @@ class Engine {
   // Enqueues a launch; it reaches the hardware through dispatch().
   Result<LaunchId> submit(QueueId queue, const LaunchDesc& launch, Time now);
   // Records a launch that is already on the hardware on `tpcs` (a
-  // high-priority launch never waits for a decision, docs/daemon.md): it is
+  // high-priority launch never waits for a decision, nor does a best-effort
+  // one while runs_free(), docs/daemon.md): it is
   // accounted as one whole atom from `now`, so that policies see its tenant
   // active and its TPCs held until atom_finished() reports its end. Errors:
   // an unknown or closed queue, an empty grid or block, an empty set.
@@ -206,6 +207,11 @@ class Engine {
   // Where tenant `t`'s launches that never wait for a decision go now
   // (Policy::immediate_set); the empty set for an unknown tenant.
   TpcSet immediate_set(TenantId t, Time now) const;
+  // Whether best-effort tenant `t`'s launches need no decision now
+  // (Policy::runs_free): lithosd then lets them go out at once on
+  // immediate_set, and the throttle does not hold its queues. False for an
+  // unknown tenant.
+  bool runs_free(TenantId t) const;
 
   // Emits every atom that may go to the hardware now into `out` (appended).
   void dispatch(Time now, std::vector<AtomDispatch>& out);

@@ -104,6 +104,13 @@ class Policy {
   // tenant owns, else every TPC of the device.
   virtual TpcSet immediate_set(const EngineState& state, TenantId tenant, Time now) const;
 
+  // Whether a best-effort tenant's launches need no decision now, because
+  // nothing they could delay exists: the Engine's throttle does not hold its
+  // queues, and lithosd lets its launches go out at once on immediate_set,
+  // reported after (Engine::submit_running), as a high-priority tenant's.
+  // Reads state only. Default: never (every launch waits for dispatch).
+  virtual bool runs_free(const EngineState& state, TenantId tenant) const;
+
   // Called after the Engine recorded a dispatched atom / a finished atom.
   virtual void on_dispatch(const EngineState& state, const InflightAtom& atom, Time now) {
     (void)state;
@@ -125,6 +132,7 @@ struct PolicyConfig {
   Duration steal_lookahead = us(100);  // lithos: a TPC freeing within this counts as free
   Duration idle_grace = us(20);        // lithos: an owner stays active this long after its work drained
   bool lend_surplus = true;            // lithos: lend an active owner's TPCs beyond its peak demand
+  bool runs_free = true;               // lithos: best effort runs free while no high-priority tenant has a queue
 };
 
 struct PolicyInfo {

@@ -268,6 +268,8 @@ TEST(DaemonConfig, ParseErrorsNameFileAndLine) {
       {"atom_us not a number", "[daemon]\natom_us = \"fast\"\n", "f.toml:2:", "'atom_us' must be a number"},
       {"throttle_us too small", "[daemon]\nthrottle_us = 5\n",
        "f.toml:2:", "'throttle_us' = 5 is out of range [10, 100000]"},
+      {"best_effort_runs_free not a boolean", "[daemon]\nbest_effort_runs_free = \"yes\"\n",
+       "f.toml:2:", "'best_effort_runs_free' must be true or false"},
       {"socket too long", "[daemon]\nsocket = \"/" + std::string(200, 's') + "\"\n", "f.toml:2:", "at most 107 bytes"},
       {"empty state_dir", "[daemon]\nstate_dir = \"\"\n", "f.toml:2:", "'state_dir' is empty"},
       {"default_tenant naming nothing", "[daemon]\ndefault_tenant = \"nobody\"\n[[tenant]]\nname = \"a\"\n",
@@ -368,15 +370,18 @@ policy = "mps"
 mps = "off"
 atom_us = 800
 throttle_us = 300
+best_effort_runs_free = false
 state_dir = "/tmp/file-state"
 trace = "/tmp/file-trace.jsonl"
 )");
   ASSERT_TRUE(c) << c.status().message();
   EXPECT_DOUBLE_EQ(c->throttle_us, 300);
+  EXPECT_FALSE(c->best_effort_runs_free);
+  EXPECT_TRUE(default_config().best_effort_runs_free);
   std::map<std::string, std::string> env{
       {"LITHOSD_SOCKET", "/tmp/env.sock"}, {"LITHOSD_POLICY", "static-partition"},  {"LITHOSD_MPS", "attach"},
       {"LITHOSD_ATOM_US", "250.5"},        {"LITHOSD_STATE_DIR", "/tmp/env-state"}, {"LITHOSD_TRACE", "/tmp/env.jsonl"},
-      {"LITHOSD_THROTTLE_US", "1000"},
+      {"LITHOSD_THROTTLE_US", "1000"},     {"LITHOSD_BEST_EFFORT_RUNS_FREE", "on"},
   };
   const auto getenv_fn = [&](const char* name) -> const char* {
     auto it = env.find(name);
@@ -389,6 +394,7 @@ trace = "/tmp/file-trace.jsonl"
   EXPECT_EQ(all.mps, MpsMode::kAttach);
   EXPECT_DOUBLE_EQ(all.atom_us, 250.5);
   EXPECT_DOUBLE_EQ(all.throttle_us, 1000);
+  EXPECT_TRUE(all.best_effort_runs_free);
   EXPECT_EQ(all.state_dir, "/tmp/env-state");
   EXPECT_EQ(all.trace, "/tmp/env.jsonl");
   EXPECT_EQ(all.source, "f.toml");
@@ -409,7 +415,7 @@ trace = "/tmp/file-trace.jsonl"
       {"LITHOSD_ATOM_US", "fast"},  {"LITHOSD_ATOM_US", "10"},
       {"LITHOSD_ATOM_US", "5e9"},   {"LITHOSD_ATOM_US", "100x"},
       {"LITHOSD_ATOM_US", "nan"},   {"LITHOSD_SOCKET", std::string(300, 's')},
-      {"LITHOSD_THROTTLE_US", "1"},
+      {"LITHOSD_THROTTLE_US", "1"}, {"LITHOSD_BEST_EFFORT_RUNS_FREE", "sometimes"},
   };
   for (const auto& [name, value] : bad) {
     const std::string& v = value;

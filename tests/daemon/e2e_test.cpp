@@ -40,6 +40,13 @@ using lithos::sched::TpcSet;
 using nlohmann::json;
 namespace fs = std::filesystem;
 
+std::string read_all(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
 double since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -242,8 +249,10 @@ TEST_F(DaemonE2E, NoDaemonRunsPassThrough) {
 
 // A best-effort client alone: every launch waits for its grant and gets the
 // whole GPU (nothing is owed to anyone); the daemon sees every atom end.
+// With running free switched off, a best-effort tenant's every launch waits
+// for its grant, even with no high-priority tenant to protect.
 TEST_F(DaemonE2E, BestEffortAloneIsGrantedTheGpu) {
-  start_daemon();
+  start_daemon({"--best-effort-runs-free", "false"});
   Proc c = client("train", 20, 0, 0);
   ASSERT_EQ(c.wait(), 0) << c.err();
   const json s = stats_of(c);
@@ -272,6 +281,49 @@ TEST_F(DaemonE2E, HighPriorityLaunchesAreAccounted) {
   for (const json& j : launches_of(c)) EXPECT_EQ(j["rc"], 0);
   EXPECT_TRUE(wait_for(
       [](const json& st) { return st["counters"]["running_launches"] == 30 && st["engine"]["launches"] == 30; }));
+}
+
+// A best-effort tenant runs free while no high-priority tenant has a stream
+// open: its launches go out at once on the allocation (the whole GPU here)
+// and are reported, as a high-priority tenant's; once a service process has
+// a stream open, they wait for grants again; when it is gone, they run free
+// again. The trace of it all replays to the same decisions.
+TEST_F(DaemonE2E, BestEffortRunsFreeWhileNoServiceIsThere) {
+  const std::string trace = (dir_ / "trace.jsonl").string();
+  start_daemon({"--trace", trace});
+  Proc alone = client("train", 20, 1, 0);
+  ASSERT_EQ(alone.wait(), 0) << alone.err();
+  json s = stats_of(alone);
+  ASSERT_TRUE(s.is_object());
+  // Its first launch may come before the daemon raised the flag.
+  EXPECT_GE(s["daemon"]["reported"], 18) << s.dump();
+  EXPECT_EQ(s["daemon"]["reported"].get<int>() + s["daemon"]["grants"].get<int>(), 20) << s.dump();
+  EXPECT_EQ(s["daemon"]["fallbacks"], 0);
+  for (const json& j : launches_of(alone)) EXPECT_EQ(j["tpcs"], "all");
+  EXPECT_TRUE(wait_for([](const json& st) { return st["counters"]["completions"] == 20; })) << status().dump();
+  EXPECT_EQ(tenant(status(), "train")["runs_free"], true);
+
+  // A service with a stream open (one launch, then idle for a while).
+  Proc svc = client("svc", 1, 0, 2500);
+  ASSERT_TRUE(wait_for([this](const json& st) { return tenant(st, "train")["runs_free"] == false; }))
+      << status().dump();
+  Proc waits = client("train", 10, 1, 0);
+  ASSERT_EQ(waits.wait(), 0) << waits.err();
+  s = stats_of(waits);
+  ASSERT_TRUE(s.is_object());
+  EXPECT_EQ(s["daemon"]["grants"], 10) << s.dump();
+  EXPECT_EQ(s["daemon"]["reported"], 0) << s.dump();
+  ASSERT_EQ(svc.wait(), 0) << svc.err();
+  ASSERT_TRUE(wait_for([this](const json& st) { return tenant(st, "train")["runs_free"] == true; })) << status().dump();
+
+  daemon_.signal(SIGTERM);
+  ASSERT_EQ(daemon_.wait(10), 0) << daemon_.err();
+  auto t = lithos::daemon::parse_trace_file(read_all(trace), trace);
+  ASSERT_TRUE(t.is_ok()) << t.status().message();
+  EXPECT_TRUE(t->header.best_effort_runs_free);
+  auto r = lithos::daemon::replay_trace(*t);
+  ASSERT_TRUE(r.is_ok()) << r.status().message();
+  EXPECT_TRUE(r->same) << r->difference;
 }
 
 // Quotas across processes: while the high-priority tenant has work on the
@@ -353,7 +405,7 @@ TEST_F(DaemonE2E, OtherUidRefused) {
 // launches run on the fallback set (never the whole GPU once it knew the
 // daemon), then it registers again and is granted again.
 TEST_F(DaemonE2E, DaemonRestart) {
-  start_daemon();
+  start_daemon({"--best-effort-runs-free", "false"});
   const json st0 = status();
   const auto fallback = TpcSet::parse(tenant(st0, "train")["fallback"].get<std::string>());
   ASSERT_TRUE(fallback.is_ok());
@@ -362,7 +414,7 @@ TEST_F(DaemonE2E, DaemonRestart) {
   daemon_.signal(SIGTERM);
   EXPECT_EQ(daemon_.wait(5), 0);
   std::this_thread::sleep_for(std::chrono::milliseconds(600));
-  start_daemon();
+  start_daemon({"--best-effort-runs-free", "false"});
   ASSERT_EQ(c.wait(), 0) << c.err();
   const json s = stats_of(c);
   ASSERT_TRUE(s.is_object());
@@ -385,7 +437,7 @@ TEST_F(DaemonE2E, DaemonRestart) {
 // A hostile client: garbage in its submit ring drops it (and only it); the
 // daemon keeps serving.
 TEST_F(DaemonE2E, MalformedMessageDropsOnlyThatClient) {
-  start_daemon();
+  start_daemon({"--best-effort-runs-free", "false"});
   Proc good = client("train", 40, 10, 0);
   auto fd = lithos::ipc::connect_socket(sock_, 1000);
   ASSERT_TRUE(fd.is_ok());
@@ -416,24 +468,13 @@ TEST_F(DaemonE2E, MalformedMessageDropsOnlyThatClient) {
 
 }  // namespace
 
-namespace {
-
-std::string read_all(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
-
-}  // namespace
-
 // lithosd's trace: every scheduling event of a run with a high-priority and
 // a best-effort process, written as it happens; replayed through the Engine
 // the trace's header describes, it gives the daemon's decisions again (here
 // and through `lithos daemon --replay`), and a changed decision is caught.
 TEST_F(DaemonE2E, TraceReplaysToTheSameDecisions) {
   const std::string trace = (dir_ / "trace.jsonl").string();
-  start_daemon({"--trace", trace});
+  start_daemon({"--trace", trace, "--best-effort-runs-free", "false"});
   Proc be = client("train", 40, 2, 0);
   Proc hp = client("svc", 20, 3, 0);
   ASSERT_EQ(be.wait(), 0) << be.err();

@@ -643,6 +643,51 @@ TEST(LithosRules, ImmediateSetLeavesActiveOwnersAlone) {
   EXPECT_EQ(m->immediate_set(*m->add_tenant(high("a", 40)), Time{}), all);
 }
 
+// A best-effort tenant runs free (no throttle; lithosd: no grants) exactly
+// while no high-priority tenant has a queue open; never under the baselines,
+// nor with PolicyConfig::runs_free off.
+TEST(LithosRules, BestEffortRunsFreeOnlyWhileNoServiceHasAQueue) {
+  EngineConfig cfg;
+  cfg.throttle = us(100);
+  auto e = make_engine("lithos", cfg);
+  const TenantId hp = *e->add_tenant(high("hp", 20));
+  const TenantId be = *e->add_tenant(best_effort("be"));
+  const QueueId q = *e->add_queue(be);
+  EXPECT_TRUE(e->runs_free(be)) << "a declared service without a queue protects nothing";
+  EXPECT_FALSE(e->runs_free(hp));
+  EXPECT_FALSE(e->runs_free(TenantId{9}));
+  LaunchDesc k = kernel(1, 1000);
+  k.duration_hint = us(30);
+  for (int i = 0; i < 10; ++i) ASSERT_TRUE(e->submit(q, k, Time{}).is_ok());
+  std::vector<AtomDispatch> out;
+  e->dispatch(Time{}, out);
+  EXPECT_EQ(out.size(), 10U) << "not throttled while running free";
+  EXPECT_EQ(e->counters().throttled, 0U);
+  // A launch made at once while free is accounted at low priority.
+  auto running = e->submit_running(q, k, e->immediate_set(be, Time{}), Time{});
+  ASSERT_TRUE(running.is_ok());
+  EXPECT_EQ(running->priority, HwPriority::kLow);
+  EXPECT_EQ(running->tpcs, TpcSet::range(0, 66));
+
+  const QueueId hq = *e->add_queue(hp);
+  EXPECT_FALSE(e->runs_free(be));
+  for (int i = 0; i < 10; ++i) ASSERT_TRUE(e->submit(q, k, Time{}).is_ok());
+  out.clear();
+  e->dispatch(Time{}, out);
+  EXPECT_TRUE(out.empty()) << "330 us in flight: the throttle holds the queue again";
+  EXPECT_EQ(e->counters().throttled, 1U);
+  (void)e->close_queue(hq, Time{});
+  EXPECT_TRUE(e->runs_free(be));
+
+  EngineConfig off = cfg;
+  off.policy.runs_free = false;
+  auto o = make_engine("lithos", off);
+  (void)*o->add_tenant(high("hp", 20));
+  EXPECT_FALSE(o->runs_free(*o->add_tenant(best_effort("be"))));
+  auto m = make_engine("mps");
+  EXPECT_FALSE(m->runs_free(*m->add_tenant(best_effort("be"))));
+}
+
 TEST(LithosRules, OrdinalRestartsAfterSync) {
   auto e = make_engine("lithos");
   const QueueId q = *e->add_queue(*e->add_tenant(high("hp", 66)));

@@ -88,4 +88,18 @@ TpcSet LithosPolicy::immediate_set(const EngineState& state, TenantId tenant, Ti
   return out.empty() ? me.owned : out;
 }
 
+// A best-effort tenant runs free while no high-priority tenant has a queue
+// open (no service process has launched yet, or every one has gone): the
+// throttle and the grants exist to hand TPCs back to an owner quickly, and
+// there is none to hand them to. The first queue a high-priority tenant
+// opens ends it; what ran free before is accounted in flight and holds the
+// tenant's next atoms behind the throttle until it drains.
+bool LithosPolicy::runs_free(const EngineState& state, TenantId tenant) const {
+  if (!state.config.policy.runs_free || state.tenants[static_cast<std::size_t>(tenant)].is_high()) return false;
+  for (const TenantState& o : state.tenants) {
+    if (o.is_high() && !o.queues.empty()) return false;
+  }
+  return true;
+}
+
 }  // namespace lithos::sched

@@ -38,6 +38,7 @@ class LithosPolicy final : public Policy {
   // owns: a launch made at once takes idle quotas and unowned TPCs as
   // place() would, and leaves an active owner's quota alone.
   TpcSet immediate_set(const EngineState& state, TenantId tenant, Time now) const override;
+  bool runs_free(const EngineState& state, TenantId tenant) const override;
 
  private:
   Variant variant_;
