@@ -21,6 +21,12 @@
 #            cost of the mechanism with no co-tenant)
 #   detect   completion detection: scripts/daemon/detect_delay.py as a
 #            high-priority tenant of a tracing lithosd; the daemon's CPU
+#   stack    inference-stacking (two hp tenants with quotas + a be trainer)
+#            under STACK_MODES (default alone,mps,static-partition,lithos)
+#   hol      head-of-line-steal under HOL_MODES (default
+#            alone,mps,mps-atoms,lithos-steal,lithos): hp P99 vs alone + 1 atom
+#   load     hybrid-stacking with the service at LOADS (default "0.2 0.8"),
+#            alone and lithos each (load 0.5 is the bench phase)
 #   trace    hybrid-stacking under lithosd with LITHOSD_TRACE set, then
 #            `lithos daemon --replay` of that trace: the real run's decisions
 #            must come out again (after bench: it reuses bench's alone runs)
@@ -161,6 +167,28 @@ if has solo; then
   for sc in solo-training solo-service; do
     timeout -s KILL 250 "$LITHOS" bench "$sc" --modes alone,lithos --out "$OUT/$sc" --no-plots -q | grep -E "^(mode|alone|lithos)"
     pack_logs "$OUT/$sc"
+  done
+fi
+if has stack; then
+  stamp "stack"
+  timeout -s KILL 580 "$LITHOS" bench inference-stacking --modes "${STACK_MODES:-alone,mps,static-partition,lithos}" \
+    --out "$OUT/stack" --no-plots -q | grep -vE "^(report:|$)"
+  pack_logs "$OUT/stack"
+fi
+if has hol; then
+  stamp "hol"
+  timeout -s KILL 400 "$LITHOS" bench head-of-line-steal --modes "${HOL_MODES:-alone,mps,mps-atoms,lithos-steal,lithos}" \
+    --out "$OUT/hol" --no-plots -q | grep -vE "^(report:|$)"
+  pack_logs "$OUT/hol"
+fi
+if has load; then
+  for load in ${LOADS:-0.2 0.8}; do
+    stamp "load $load"
+    sed "s/^load = 0.5$/load = $load/; s/50% load/${load} load/" scenarios/bench/hybrid-stacking.toml \
+      >"$WORK/hybrid-load-$load.toml"
+    timeout -s KILL 280 "$LITHOS" bench "$WORK/hybrid-load-$load.toml" --modes alone,lithos --out "$OUT/load-$load" \
+      --no-plots -q | grep -E "^(mode|alone|lithos)"
+    pack_logs "$OUT/load-$load"
   done
 fi
 if has trace; then
