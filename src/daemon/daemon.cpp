@@ -479,7 +479,7 @@ void Daemon::deliver(Client& c, const ipc::GrantMsg& g) {
 }
 
 // The policy's immediate_set (under lithos: everything but the quotas of
-// other active high-priority tenants; a single service gets the whole GPU)
+// other high-priority tenants; a single service gets the whole GPU)
 // for launches that do not wait; a waiting best-effort tenant's fallback.
 sched::TpcSet Daemon::allocation_of(sched::TenantId t) const {
   if (!engine_->state().tenants[t].is_high() && !engine_->runs_free(t)) return fallback_of(t);

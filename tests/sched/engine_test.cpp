@@ -619,20 +619,27 @@ TEST(LithosRules, ThrottleFollowsAtomsThatEndEarlyOrLate) {
   EXPECT_EQ(e->state().queues[q].tail_end, time_at(us(220)));
 }
 
-// Launches made at once (lithosd's hp tenants) go where the policy says:
-// under lithos, everything but another active owner's quota.
-TEST(LithosRules, ImmediateSetLeavesActiveOwnersAlone) {
+// Launches made at once (lithosd's hp tenants, and be tenants running
+// free) go where the policy says: under lithos, everything but another
+// high-priority tenant's quota, active or not (a graph's mask outlives the
+// moment it was built in).
+TEST(LithosRules, ImmediateSetLeavesOtherOwnersQuotasAlone) {
   auto e = make_engine("lithos");
   const TenantId a = *e->add_tenant(high("a", 40));
   const TenantId b = *e->add_tenant(high("b", 16));
   const TenantId c = *e->add_tenant(best_effort("c"));
   const QueueId qb = *e->add_queue(b);
   const TpcSet all = TpcSet::range(0, 66);
-  EXPECT_EQ(e->immediate_set(a, Time{}), all);  // nobody else active
+  EXPECT_EQ(e->immediate_set(a, Time{}), all - TpcSet::range(40, 56));  // b idle: still its quota
+  EXPECT_EQ(e->immediate_set(b, Time{}), all - TpcSet::range(0, 40));
   ASSERT_TRUE(e->submit(qb, kernel(1, 1000), Time{}).is_ok());
   EXPECT_EQ(e->immediate_set(a, Time{}), all - TpcSet::range(40, 56));
-  EXPECT_EQ(e->immediate_set(b, Time{}), all);  // its own quota included
-  EXPECT_EQ(e->immediate_set(c, Time{}), all - TpcSet::range(40, 56));
+  EXPECT_EQ(e->immediate_set(b, Time{}), all - TpcSet::range(0, 40));  // its own quota included
+  EXPECT_EQ(e->immediate_set(c, Time{}), TpcSet::range(56, 66));
+  auto f = make_engine("lithos");
+  (void)*f->add_tenant(high("a", 40));
+  const TenantId free = *f->add_tenant(best_effort("c"));
+  EXPECT_EQ(f->immediate_set(free, Time{}), all) << "running free: no service has a queue";
   EXPECT_TRUE(e->immediate_set(TenantId{9}, Time{}).empty());
   // Other policies: a static partition's own set; MPS the whole device.
   auto sp = make_engine("static-partition");

@@ -82,8 +82,10 @@ Placement LithosPolicy::place(const EngineState& state, const QueueState& queue,
 TpcSet LithosPolicy::immediate_set(const EngineState& state, TenantId tenant, Time now) const {
   const TenantState& me = state.tenants[static_cast<std::size_t>(tenant)];
   TpcSet out = state.device_tpcs;
+  (void)now;
+  if (runs_free(state, tenant)) return out;  // no service to protect: the whole GPU
   for (const TenantState& o : state.tenants) {
-    if (o.id != me.id && o.is_high() && state.active(o.id, now)) out -= o.owned;
+    if (o.id != me.id && o.is_high()) out -= o.owned;
   }
   return out.empty() ? me.owned : out;
 }

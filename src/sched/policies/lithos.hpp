@@ -34,9 +34,12 @@ class LithosPolicy final : public Policy {
   PolicyTraits traits() const override;
   Status on_tenants_changed(EngineState& state) override;
   Placement place(const EngineState& state, const QueueState& queue, const PendingLaunch& head, Time now) override;
-  // Its own TPCs and every TPC that no other active high-priority tenant
-  // owns: a launch made at once takes idle quotas and unowned TPCs as
-  // place() would, and leaves an active owner's quota alone.
+  // Its own TPCs and every TPC that no other high-priority tenant owns,
+  // whether that owner is active or not: a launch made at once may be a
+  // CUDA graph whose mask is fixed for every later replay, so only a set
+  // that never reaches into another owner's quota keeps quotas guarantees.
+  // (Best-effort work still borrows idle quotas, atom by atom, in place().)
+  // A best-effort tenant running free: the whole device.
   TpcSet immediate_set(const EngineState& state, TenantId tenant, Time now) const override;
   bool runs_free(const EngineState& state, TenantId tenant) const override;
 
