@@ -7,9 +7,11 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <nlohmann/json.hpp>
 
+#include "daemon/predictor_cache.hpp"
 #include "ipc/socket.hpp"
 #include "sched/policy.hpp"
 
@@ -93,6 +95,8 @@ Result<sched::ReplayResult> replay_trace(const Trace& trace) {
   }
   auto engine = make_engine(c, trace.header.device);
   if (!engine) return Status::invalid_argument("the trace's configuration: " + engine.status().message());
+  if (Status s = (*engine)->load_predictions(trace.header.predictions); !s.is_ok())
+    return Status::invalid_argument("the trace's predictor cache: " + s.message());
   return sched::replay(trace.events, **engine, sched::ReplayTenants::kCheck);
 }
 
@@ -103,8 +107,25 @@ Result<std::unique_ptr<Daemon>> Daemon::create(DaemonOptions options) {
   if (!engine) return engine.status();
   d->engine_ = std::move(engine).value();
   d->log_ = std::make_unique<sched::EngineLog>(*d->engine_, !cfg.trace.empty());
+  // What an earlier daemon's predictor learnt; a bad or foreign cache is
+  // reported and the daemon starts cold (and overwrites it later).
+  std::string predictions;
+  if (!cfg.state_dir.empty()) {
+    d->cache_.path = predictor_cache_path(cfg.state_dir);
+    auto text = read_predictor_cache(d->cache_.path, d->options_.device);
+    Status s = text.is_ok() ? d->engine_->load_predictions(*text) : text.status();
+    if (s.is_ok()) {
+      predictions = std::move(text).value();
+      d->cache_.loaded = d->engine_->state().predictor.entries();
+      std::fprintf(stderr, "lithosd: predictor cache %s: %zu entries loaded\n", d->cache_.path.c_str(),
+                   d->cache_.loaded);
+    } else if (s.code() != StatusCode::kNotFound) {
+      d->cache_.error = s.message();
+      std::fprintf(stderr, "lithosd: predictor cache: %s; starting cold\n", s.message().c_str());
+    }
+  }
   if (!cfg.trace.empty()) {
-    LITHOS_RETURN_IF_ERROR(d->trace_.open(cfg.trace, config_json(cfg), d->options_.device));
+    LITHOS_RETURN_IF_ERROR(d->trace_.open(cfg.trace, config_json(cfg), d->options_.device, predictions));
     // The tenants make_engine() added, as the trace's first events.
     for (const sched::TenantState& t : d->engine_->state().tenants) {
       sched::EngineEvent e;
@@ -132,6 +153,7 @@ Status Daemon::run(const std::atomic<bool>& stop) {
     // Otherwise sleep, up to 1 ms, woken early by the sockets.
     if (now - last_event_ns_ < options_.spin_ns) continue;
     trace_.flush();  // idle: what was traced reaches the file
+    save_cache(now, false);
     std::vector<pollfd> fds;
     fds.push_back({listen_fd_, POLLIN, 0});
     for (auto& p : pending_) fds.push_back({p->sock, POLLIN, 0});
@@ -143,7 +165,26 @@ Status Daemon::run(const std::atomic<bool>& stop) {
   }
   shutdown_clients();
   trace_.close();
+  save_cache(now_ns(), true);
   return Status::ok();
+}
+
+void Daemon::save_cache(std::uint64_t now, bool force) {
+  if (cache_.path.empty()) return;
+  const sched::LatencyPredictor& p = engine_->state().predictor;
+  const std::uint64_t obs =
+      p.stats(sched::PriorityClass::kHigh).observations + p.stats(sched::PriorityClass::kBestEffort).observations;
+  if (obs == cache_.saved_obs || (!force && now - cache_.saved_ns < kCacheEveryNs)) return;
+  const Status s = write_predictor_cache(cache_.path, options_.device, engine_->save_predictions());
+  cache_.saved_ns = now;
+  cache_.saved_obs = obs;
+  if (s.is_ok()) {
+    ++cache_.saves;
+    cache_.error.clear();
+  } else if (cache_.error != s.message()) {
+    cache_.error = s.message();
+    std::fprintf(stderr, "lithosd: predictor cache: %s (the daemon goes on)\n", s.message().c_str());
+  }
 }
 
 bool Daemon::step(std::uint64_t now) {
@@ -610,6 +651,9 @@ std::string Daemon::status_json(std::uint64_t now) const {
                                              {"mean_abs_error_us", ps.mean_abs_error_us},
                                              {"p99_abs_error_us", ps.p99_abs_error_us}};
   }
+  pred["entries"] = st.predictor.entries();
+  pred["cache"] = {
+      {"path", cache_.path}, {"loaded_entries", cache_.loaded}, {"saves", cache_.saves}, {"error", cache_.error}};
   j["predictor"] = pred;
   return j.dump();
 }

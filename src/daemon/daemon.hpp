@@ -187,6 +187,19 @@ class Daemon {
   std::uint64_t last_socket_check_ns_ = 0;
   std::uint64_t started_ns_ = 0;
   DaemonCounters counters_;
+  // The predictor's cache (predictor_cache.hpp): "" when no state_dir.
+  struct Cache {
+    std::string path;
+    std::size_t loaded = 0;       // entries loaded at start
+    std::uint64_t saves = 0;      // times written
+    std::uint64_t saved_ns = 0;   // when last written (or loaded)
+    std::uint64_t saved_obs = 0;  // predictor observations when last written
+    std::string error;            // the last load or write error ("" = none)
+  } cache_;
+  // Writes the cache when `force` or when the predictor learnt something
+  // and the last write is older than kCacheEveryNs.
+  void save_cache(std::uint64_t now, bool force);
+  static constexpr std::uint64_t kCacheEveryNs = 30'000'000'000ULL;
 };
 
 }  // namespace lithos::daemon

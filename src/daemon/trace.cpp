@@ -297,6 +297,10 @@ Result<TraceHeader> parse_header(std::string_view line) {
         throw std::runtime_error("'best_effort_runs_free' must be true or false");
       h.best_effort_runs_free = c.at("best_effort_runs_free").get<bool>();
     }
+    if (j.contains("predictions")) {
+      if (!j.at("predictions").is_string()) throw std::runtime_error("'predictions' must be a string");
+      h.predictions = j.at("predictions").get<std::string>();
+    }
     h.socket = rc.str("socket");
     h.default_tenant = rc.str("default_tenant");
     h.device = sched::DeviceShape::h100_sxm();
@@ -343,7 +347,8 @@ Result<Trace> parse_trace_file(std::string_view text, std::string_view source) {
 
 TraceWriter::~TraceWriter() { close(); }
 
-Status TraceWriter::open(const std::string& path, const std::string& config_json, const sched::DeviceShape& device) {
+Status TraceWriter::open(const std::string& path, const std::string& config_json, const sched::DeviceShape& device,
+                         const std::string& predictions) {
   close();
   f_ = std::fopen(path.c_str(), "we");
   if (f_ == nullptr) return Status::invalid_argument("trace " + path + ": " + std::strerror(errno));
@@ -351,6 +356,7 @@ Status TraceWriter::open(const std::string& path, const std::string& config_json
   json header = {{"schema", kTraceSchema}};
   header["config"] = json::parse(config_json, nullptr, false);
   header["device"] = {{"name", device.name}, {"tpcs", device.tpcs}, {"topology", device.topology.to_string()}};
+  if (!predictions.empty()) header["predictions"] = predictions;
   const std::string h = header.dump() + "\n";
   if (std::fwrite(h.data(), 1, h.size(), f_) != h.size()) {
     close();

@@ -30,6 +30,7 @@ struct TraceHeader {
   double atom_us = 0;
   double throttle_us = 0;
   bool best_effort_runs_free = false;  // absent in traces written before it existed (never free then)
+  std::string predictions;             // the predictor cache the daemon started from ("" = cold)
   std::string socket;
   std::string default_tenant;
   sched::DeviceShape device;  // H100 SXM limits, with the trace's name, TPCs and GPCs
@@ -51,8 +52,10 @@ class TraceWriter {
   TraceWriter& operator=(const TraceWriter&) = delete;
 
   // Creates (truncates) `path` and writes the header: the configuration
-  // (config_json) and the device the Engine was built for.
-  Status open(const std::string& path, const std::string& config_json, const sched::DeviceShape& device);
+  // (config_json), the device the Engine was built for and the predictor
+  // cache it started from (sched::LatencyPredictor::save text, "" = none).
+  Status open(const std::string& path, const std::string& config_json, const sched::DeviceShape& device,
+              const std::string& predictions = {});
   bool is_open() const { return f_ != nullptr; }
   void write(const std::vector<sched::EngineEvent>& events);
   void flush();

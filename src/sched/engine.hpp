@@ -213,6 +213,12 @@ class Engine {
   // unknown tenant.
   bool runs_free(TenantId t) const;
 
+  // The online predictor's model as text (LatencyPredictor::save), and
+  // loading such text into it (a cache from an earlier run). Errors name
+  // the line; a failed load changes nothing.
+  std::string save_predictions() const { return state_.predictor.save(); }
+  Status load_predictions(std::string_view text) { return state_.predictor.load(text); }
+
   // Emits every atom that may go to the hardware now into `out` (appended).
   void dispatch(Time now, std::vector<AtomDispatch>& out);
   // The hardware ran atom `id` from `start` to `end`.

@@ -1,7 +1,10 @@
 #include "sched/predictor.hpp"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
+#include <system_error>
+#include <vector>
 
 #include "sched/occupancy.hpp"
 
@@ -83,6 +86,128 @@ void LatencyPredictor::observe(const PredictionKey& key, std::uint64_t blocks, i
   const double wave_ns = std::max(0.0, static_cast<double>(actual.count())) / wave_count;
   update(own.wave_ns, own.samples, wave_ns, config_.ewma_alpha);
   update(kernel.wave_ns, kernel.samples, wave_ns, config_.ewma_alpha);
+}
+
+namespace {
+
+void append_hex(std::string& out, std::uint64_t v) {
+  char buf[24];
+  const auto r = std::to_chars(buf, buf + sizeof buf, v, 16);
+  out.append(buf, r.ptr);
+}
+void append_dec(std::string& out, std::uint64_t v) {
+  char buf[24];
+  const auto r = std::to_chars(buf, buf + sizeof buf, v);
+  out.append(buf, r.ptr);
+}
+// Exact: the double's hex form (e.g. 1.8p+6), read back bit for bit.
+void append_wave(std::string& out, double v) {
+  char buf[40];
+  const auto r = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::hex);
+  out.append(buf, r.ptr);
+}
+
+// The space-separated fields of a line.
+std::vector<std::string_view> fields_of(std::string_view line) {
+  std::vector<std::string_view> f;
+  std::size_t i = 0;
+  while (i < line.size()) {
+    while (i < line.size() && line[i] == ' ') ++i;
+    const std::size_t j = line.find(' ', i);
+    const std::size_t e = j == std::string_view::npos ? line.size() : j;
+    if (e > i) f.push_back(line.substr(i, e - i));
+    i = e;
+  }
+  return f;
+}
+
+template <class T>
+bool parse_int(std::string_view s, T* out, int base) {
+  const auto r = std::from_chars(s.data(), s.data() + s.size(), *out, base);
+  return r.ec == std::errc() && r.ptr == s.data() + s.size();
+}
+bool parse_wave(std::string_view s, double* out) {
+  const auto r = std::from_chars(s.data(), s.data() + s.size(), *out, std::chars_format::hex);
+  return r.ec == std::errc() && r.ptr == s.data() + s.size();
+}
+
+}  // namespace
+
+std::string LatencyPredictor::save() const {
+  std::vector<std::pair<PredictionKey, Entry>> keyed(by_key_.begin(), by_key_.end());
+  std::sort(keyed.begin(), keyed.end(), [](const auto& a, const auto& b) {
+    return a.first.kernel != b.first.kernel ? a.first.kernel < b.first.kernel : a.first.ordinal < b.first.ordinal;
+  });
+  std::vector<std::pair<KernelId, Entry>> kernels(by_kernel_.begin(), by_kernel_.end());
+  std::sort(kernels.begin(), kernels.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::string out;
+  for (const auto& [k, e] : keyed) {
+    if (e.samples == 0) continue;
+    out += "k ";
+    append_hex(out, k.kernel);
+    out += ' ';
+    append_dec(out, k.ordinal);
+    out += ' ';
+    append_wave(out, e.wave_ns);
+    out += ' ';
+    append_dec(out, e.samples);
+    out += '\n';
+  }
+  for (const auto& [k, e] : kernels) {
+    if (e.samples == 0) continue;
+    out += "K ";
+    append_hex(out, k);
+    out += ' ';
+    append_wave(out, e.wave_ns);
+    out += ' ';
+    append_dec(out, e.samples);
+    out += '\n';
+  }
+  return out;
+}
+
+Status LatencyPredictor::load(std::string_view text) {
+  std::vector<std::pair<PredictionKey, Entry>> keyed;
+  std::vector<std::pair<KernelId, Entry>> kernels;
+  std::size_t line_no = 0;
+  while (!text.empty()) {
+    const std::size_t nl = text.find('\n');
+    const std::string_view line = text.substr(0, nl);
+    text = nl == std::string_view::npos ? std::string_view() : text.substr(nl + 1);
+    ++line_no;
+    if (line.empty() || line[0] == '#') continue;
+    auto bad = [&](const char* why) {
+      return Status::invalid_argument("line " + std::to_string(line_no) + ": " + why + ": '" +
+                                      std::string(line.substr(0, 80)) + "'");
+    };
+    const std::vector<std::string_view> f = fields_of(line);
+    std::uint64_t kernel = 0, samples = 0;
+    std::uint32_t ordinal = 0;
+    double wave = 0;
+    if (f.empty()) continue;
+    if (f[0] == "k") {
+      if (f.size() < 5 || !parse_int(f[1], &kernel, 16) || !parse_int(f[2], &ordinal, 10) || !parse_wave(f[3], &wave) ||
+          !parse_int(f[4], &samples, 10))
+        return bad("expected 'k KERNEL ORDINAL WAVE_NS SAMPLES'");
+      if (f.size() > 5) return bad("trailing characters");
+    } else if (f[0] == "K") {
+      if (f.size() < 4 || !parse_int(f[1], &kernel, 16) || !parse_wave(f[2], &wave) || !parse_int(f[3], &samples, 10))
+        return bad("expected 'K KERNEL WAVE_NS SAMPLES'");
+      if (f.size() > 4) return bad("trailing characters");
+    } else {
+      return bad("unknown entry kind");
+    }
+    if (!std::isfinite(wave) || wave < 0 || samples == 0) return bad("wave time must be finite and >= 0, samples > 0");
+    if (f[0] == "k") {
+      if (ordinal > config_.max_ordinal + 1) return bad("ordinal beyond this predictor's maximum");
+      keyed.push_back({{static_cast<KernelId>(kernel), ordinal}, Entry{wave, samples}});
+    } else {
+      kernels.push_back({static_cast<KernelId>(kernel), Entry{wave, samples}});
+    }
+  }
+  for (const auto& [k, e] : keyed) by_key_[k] = e;
+  for (const auto& [k, e] : kernels) by_kernel_[k] = e;
+  return Status::ok();
 }
 
 PredictorStats LatencyPredictor::stats(PriorityClass cls) const {

@@ -18,9 +18,12 @@
 #include <array>
 #include <cstdint>
 #include <optional>
+#include <string>
+#include <string_view>
 #include <unordered_map>
 
 #include "common/stats.hpp"
+#include "common/status.hpp"
 #include "common/time.hpp"
 #include "sched/types.hpp"
 
@@ -72,6 +75,16 @@ class LatencyPredictor {
 
   PredictorStats stats(PriorityClass cls) const;
   std::size_t entries() const { return by_key_.size(); }
+
+  // The model (not the error statistics) as text, for a cache file: one
+  // entry per line, keys in ascending order, wave times exact (hex floats):
+  //   k <kernel, hex> <ordinal> <wave ns> <samples>   (a kernel at an ordinal)
+  //   K <kernel, hex> <wave ns> <samples>             (a kernel at any ordinal)
+  std::string save() const;
+  // Loads save()'s text: each entry replaces this model's entry of the same
+  // key; others stay. Blank lines and lines starting with '#' are skipped.
+  // Errors (invalid_argument) name the line; then nothing is changed.
+  Status load(std::string_view text);
   const PredictorConfig& config() const { return config_; }
 
  private:

@@ -149,8 +149,8 @@ class DaemonE2E : public ::testing::Test {
   }
 
   void start_daemon(const std::vector<std::string>& extra = {}) {
-    std::vector<std::string> argv = {LITHOS_EXE, "daemon", "--slot-map", LITHOS_FAKE_MAP,
-                                     "--config", config_,  "--socket",   sock_};
+    std::vector<std::string> argv = {LITHOS_EXE, "daemon",   "--slot-map", LITHOS_FAKE_MAP, "--config",
+                                     config_,    "--socket", sock_,        "--state-dir",   (dir_ / "state").string()};
     argv.insert(argv.end(), extra.begin(), extra.end());
     daemon_ = Proc::spawn(argv, {}, (dir_ / ("daemon-" + std::to_string(++daemons_) + ".log")).string());
     ASSERT_GT(daemon_.pid, 0);
@@ -519,4 +519,54 @@ TEST_F(DaemonE2E, TraceReplaysToTheSameDecisions) {
   ASSERT_TRUE(changed.is_ok());
   EXPECT_FALSE(changed->same);
   EXPECT_NE(changed->difference.find("dispatch"), std::string::npos) << changed->difference;
+}
+
+// The predictor's cache: what one daemon learnt is written to
+// <state_dir>/predictor.cache when it stops and loaded by the next one, whose
+// trace carries it, so that its run still replays to the same decisions. A
+// cache of another GPU is not loaded (and is replaced).
+TEST_F(DaemonE2E, PredictorCacheKeptAcrossRestarts) {
+  const fs::path cache = dir_ / "state" / "predictor.cache";
+  start_daemon();
+  EXPECT_EQ(status()["predictor"]["cache"]["loaded_entries"], 0);
+  Proc c = client("train", 30, 1, 0);
+  ASSERT_EQ(c.wait(), 0) << c.err();
+  ASSERT_TRUE(wait_for([](const json& st) { return st["counters"]["completions"] == 30; })) << status().dump();
+  const auto learnt = status()["predictor"]["entries"].get<std::size_t>();
+  EXPECT_GE(learnt, 1U);
+  daemon_.signal(SIGTERM);
+  ASSERT_EQ(daemon_.wait(10), 0) << daemon_.err();
+  const std::string text = read_all(cache.string());
+  ASSERT_EQ(text.rfind("# lithos.predictor-cache/1 tpcs=4 ", 0), 0U) << text;
+
+  const std::string trace = (dir_ / "trace.jsonl").string();
+  start_daemon({"--trace", trace, "--best-effort-runs-free", "false"});
+  json st = status();
+  EXPECT_EQ(st["predictor"]["cache"]["loaded_entries"].get<std::size_t>(), learnt) << st.dump();
+  EXPECT_EQ(st["predictor"]["entries"].get<std::size_t>(), learnt);
+  EXPECT_EQ(st["predictor"]["cache"]["error"], "");
+  Proc again = client("train", 20, 1, 0);
+  ASSERT_EQ(again.wait(), 0) << again.err();
+  ASSERT_TRUE(wait_for([](const json& s) { return s["counters"]["completions"] == 20; })) << status().dump();
+  daemon_.signal(SIGTERM);
+  ASSERT_EQ(daemon_.wait(10), 0) << daemon_.err();
+  auto t = lithos::daemon::parse_trace_file(read_all(trace), trace);
+  ASSERT_TRUE(t.is_ok()) << t.status().message();
+  EXPECT_FALSE(t->header.predictions.empty());
+  auto r = lithos::daemon::replay_trace(*t);
+  ASSERT_TRUE(r.is_ok()) << r.status().message();
+  EXPECT_TRUE(r->same) << r->difference;
+
+  // Another GPU's cache: reported, not loaded, replaced when this one stops.
+  { std::ofstream(cache) << "# lithos.predictor-cache/1 tpcs=132 device=B200\nK 10 1p+10 3\n"; }
+  start_daemon();
+  st = status();
+  EXPECT_EQ(st["predictor"]["cache"]["loaded_entries"], 0);
+  EXPECT_NE(st["predictor"]["cache"]["error"].get<std::string>().find("another GPU"), std::string::npos) << st.dump();
+  Proc third = client("train", 5, 1, 0);
+  ASSERT_EQ(third.wait(), 0) << third.err();
+  ASSERT_TRUE(wait_for([](const json& s) { return s["counters"]["completions"] == 5; })) << status().dump();
+  daemon_.signal(SIGTERM);
+  ASSERT_EQ(daemon_.wait(10), 0) << daemon_.err();
+  EXPECT_EQ(read_all(cache.string()).rfind("# lithos.predictor-cache/1 tpcs=4 ", 0), 0U);
 }

@@ -226,5 +226,57 @@ TEST(Predictor, RandomSequenceMatchesIndependentModelAndStatistics) {
   }
 }
 
+// The cache file's text: a predictor loaded from another's save() predicts
+// exactly as that one does, for seen keys, kernel fallbacks and unseen ones.
+TEST(Predictor, SaveAndLoadGiveTheSamePredictions) {
+  LatencyPredictor a;
+  Rng rng(11);
+  auto pick = [&](std::uint64_t n) { return rng.next() % n; };
+  for (int i = 0; i < 500; ++i) {
+    const PredictionKey k{0xfeedface00000000ULL + pick(10), static_cast<std::uint32_t>(pick(31))};
+    a.observe(k, 1 + pick(5000), kPerTpc, static_cast<int>(1 + pick(66)), us(static_cast<double>(1 + pick(900))), kBe);
+  }
+  const std::string text = a.save();
+  LatencyPredictor b;
+  ASSERT_TRUE(b.load(text).is_ok());
+  EXPECT_EQ(b.entries(), a.entries());
+  EXPECT_EQ(b.save(), text) << "loading and saving again changes nothing";
+  for (std::uint64_t kernel = 0xfeedface00000000ULL; kernel < 0xfeedface00000000ULL + 12; ++kernel) {
+    for (std::uint32_t ord = 0; ord < 40; ++ord) {
+      for (int tpcs : {1, 13, 66}) {
+        EXPECT_EQ(b.predict({kernel, ord}, 3000, kPerTpc, tpcs), a.predict({kernel, ord}, 3000, kPerTpc, tpcs))
+            << std::hex << kernel << std::dec << " ordinal " << ord << " on " << tpcs;
+      }
+    }
+  }
+  EXPECT_EQ(b.stats(kBe).observations, 0U) << "error statistics are not part of the cache";
+}
+
+TEST(Predictor, LoadRejectsBadTextAndChangesNothing) {
+  LatencyPredictor p;
+  p.observe({1, 0}, kBlocks, kPerTpc, 66, us(100), kHp);
+  const std::string before = p.save();
+  const std::pair<std::string, std::string> bad[] = {
+      {"k 1 0 1p+4\n", "line 1: expected 'k KERNEL ORDINAL WAVE_NS SAMPLES'"},
+      {"# a comment\n\nK 2 1p+4 3 extra\n", "line 3: trailing characters"},
+      {"K 2 inf 3\n", "line 1: "},
+      {"K 2 1p+4 0\n", "line 1: wave time must be finite"},
+      {"k 2 99999 1p+4 1\n", "line 1: ordinal beyond"},
+      {"x 2 3\n", "line 1: unknown entry kind"},
+      {"K 5 1p+4 2\nk 2 0 -1 1\n", "line 2: wave time must be finite"},
+  };
+  for (const auto& [text, why] : bad) {
+    const Status s = p.load(text);
+    ASSERT_FALSE(s.is_ok()) << text;
+    EXPECT_NE(s.message().find(why), std::string::npos) << s.message();
+    EXPECT_EQ(p.save(), before) << "a failed load leaves the model as it was";
+  }
+  // Entries replace those of the same key and leave the others.
+  ASSERT_TRUE(p.load("# cache\nk 1 0 1p+10 7\nK 9 1p+5 2\n").is_ok());
+  EXPECT_EQ(p.predict({1, 0}, kBlocks, kPerTpc, 66), Duration(1024));
+  EXPECT_EQ(p.predict({9, 3}, kBlocks, kPerTpc, 66), Duration(32));
+  EXPECT_TRUE(p.load("").is_ok());
+}
+
 }  // namespace
 }  // namespace lithos::sched
