@@ -157,6 +157,7 @@ if has tune; then
       name=${kv%%=*}
       env "LITHOSD_${name^^}=${kv#*=}" timeout -s KILL 150 "$LITHOS" bench "$sc" --modes lithos --out "$dir" --no-plots -q
     fi | grep -vE "^(alone|mode|-+|report:|$|hybrid|solo)" | sed "s/^/$kv  /"
+    grep -h "predictor cache" "$dir"/logs/lithos/lithosd.log 2>/dev/null | sed "s/^/$kv  /"
     pack_logs "$dir"
   done
   pack_logs "$base"
