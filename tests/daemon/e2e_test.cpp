@@ -295,8 +295,9 @@ TEST_F(DaemonE2E, BestEffortRunsFreeWhileNoServiceIsThere) {
   ASSERT_EQ(alone.wait(), 0) << alone.err();
   json s = stats_of(alone);
   ASSERT_TRUE(s.is_object());
-  // Its first launch may come before the daemon raised the flag.
-  EXPECT_GE(s["daemon"]["reported"], 18) << s.dump();
+  // Its first launches may come before the daemon raised the flag (a
+  // daemon step after the registration; slow under sanitizers).
+  EXPECT_GE(s["daemon"]["reported"], 10) << s.dump();
   EXPECT_EQ(s["daemon"]["reported"].get<int>() + s["daemon"]["grants"].get<int>(), 20) << s.dump();
   EXPECT_EQ(s["daemon"]["fallbacks"], 0);
   for (const json& j : launches_of(alone)) EXPECT_EQ(j["tpcs"], "all");
