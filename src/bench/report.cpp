@@ -589,6 +589,31 @@ json build_results(const BenchScenario& sc, const std::vector<json>& runs, std::
   }
 }
 
+// The simulator's prediction beside the measurement (results["simulator"],
+// added by `lithos bench` when the scenario has a model in the simulator):
+// one row per mode and tenant, ratios to alone, and the model's error.
+Table simulator_table(const json& results) {
+  Table t;
+  t.head = {"mode", "tenant", "P99 vs alone: sim", "hw", "sim/hw", "throughput vs alone: sim", "hw", "sim/hw"};
+  const json& s = results["simulator"];
+  for (const json& r : s.value("rows", json::array())) {
+    auto v = [&](const char* metric, const char* which) -> std::optional<double> {
+      const json& m = r.value(metric, json::object());
+      if (!m.contains(which) || !m[which].is_number()) return std::nullopt;
+      return m[which].get<double>();
+    };
+    auto cell = [](std::optional<double> x) { return x ? num_text(*x) + "x" : std::string("-"); };
+    auto ratio = [](std::optional<double> a, std::optional<double> b) {
+      return a && b && *b > 0 ? num_text(*a / *b) : std::string("-");
+    };
+    const auto ps = v("p99_norm", "sim"), ph = v("p99_norm", "hw");
+    const auto ts = v("throughput_norm", "sim"), th = v("throughput_norm", "hw");
+    t.rows.push_back({r.value("mode", "?"), r.value("tenant", "?"), cell(ps), cell(ph), ratio(ps, ph), cell(ts),
+                      cell(th), ratio(ts, th)});
+  }
+  return t;
+}
+
 std::string markdown_report(const json& results) {
   std::ostringstream md;
   const json& sc = results["scenario"];
@@ -668,6 +693,13 @@ std::string markdown_report(const json& results) {
     md << "Energy per request or step (J; the window's GPU energy split by normalised throughput):\n\n"
        << et.markdown() << "\n";
   }
+  if (results.contains("simulator") && results["simulator"].is_object()) {
+    const json& s = results["simulator"];
+    md << "## The simulator's prediction\n\n`lithos sim` of the model `" << s.value("scenario", "?") << "` (seed "
+       << s.value("seed", 0) << "; " << s.value("note", "") << "), each mode under its policy, "
+       << "beside the measurement (phase 1, medians); sim/hw is the model's error as a ratio.\n\n"
+       << simulator_table(results).markdown() << "\n";
+  }
   md << "Definitions: docs/bench-protocol.md (section 2.2). SLO = k x the tenant's alone P99; attainment counts "
         "unfinished requests as misses; 'vs alone' = the repetition's value over the alone median.\n";
   return md.str();
@@ -683,7 +715,12 @@ std::string summary_table(const json& results) {
     }
     return s;
   }
-  return phase_table(results, 0, false).text();
+  s = phase_table(results, 0, false).text();
+  if (results.contains("simulator") && results["simulator"].is_object()) {
+    s += "\nsimulator (" + results["simulator"].value("scenario", "?") + ") vs hardware, ratios to alone:\n" +
+         simulator_table(results).text();
+  }
+  return s;
 }
 
 }  // namespace lithos::bench

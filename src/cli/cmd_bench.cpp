@@ -12,6 +12,7 @@
 #include <unistd.h>
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -34,6 +35,8 @@
 #include "bench/scenario.hpp"
 #include "build_commit.hpp"
 #include "cli/commands.hpp"
+#include "sim/compare.hpp"
+#include "sim/scenario.hpp"
 
 namespace lithos::cli {
 
@@ -58,6 +61,7 @@ struct BenchArgs {
   double window_s = 0;
   double warmup_s = 0;
   std::string python = "python3";
+  std::string sim;  // the simulator's model for the report: "" = the built-in twin, "none" = no prediction
   std::string mps_control = "nvidia-cuda-mps-control";
   int device = 0;
   int tpcs = 66;
@@ -151,12 +155,104 @@ void progress(const BenchArgs& a, double t0, const std::string& line) {
   std::fprintf(stderr, "[%6.1fs] %s\n", bench::mono_now() - t0, line.c_str());
 }
 
+// The simulator's model of a shipped bench scenario: the same kinds of
+// service and training job at the same load, with modelled kernels ("" =
+// none). hybrid-stacking's service is BERT-large at batch 8 (the sim's
+// "heavy" variant); inference-stacking's services differ (BERT-base, not
+// Llama decode), so it has none. Only the shipped file itself: a copy with
+// another load or workload is not what the model describes.
+std::string sim_model_of(const bench::BenchScenario& sc) {
+  const fs::path src(sc.source);
+  if (sc.name == "hybrid-stacking" && src.filename() == "hybrid-stacking.toml" &&
+      src.parent_path().filename() == "bench" && src.parent_path().parent_path().filename() == "scenarios")
+    return "hybrid-stacking-heavy";
+  return "";
+}
+
+// The simulator policy that models a sharing mode ("" = none).
+std::string policy_of_mode(const std::string& mode) {
+  for (const char* p : {"time-slicing", "mps", "mps-priority", "static-partition", "lithos"}) {
+    if (mode == p) return mode;
+  }
+  return "";
+}
+
+// results["simulator"]: the simulator's ratios to alone for every measured
+// mode that has a policy, beside the measured ones (phase 1, medians).
+// Tenants are paired by class, in order: the k-th hp tenant of the bench
+// with the k-th high-priority tenant of the model, likewise best effort.
+Status add_sim_prediction(json& results, const std::string& model, std::uint64_t seed) {
+  auto sc = sim::load_scenario(model);
+  if (!sc) return sc.status();
+  std::vector<std::string> policies;
+  for (const json& m : results.value("modes", json::array())) {
+    const std::string p = policy_of_mode(m.value("mode", ""));
+    if (m.value("status", "") == "ok" && !p.empty() && std::find(policies.begin(), policies.end(), p) == policies.end())
+      policies.push_back(p);
+  }
+  if (policies.empty()) return Status::ok();
+  auto cmp = sim::compare_policies(*sc, policies, seed);
+  if (!cmp) return cmp.status();
+  // (bench tenant name, index of the model's tenant)
+  std::vector<std::pair<std::string, std::size_t>> pairs;
+  for (const bool hp : {true, false}) {
+    std::vector<std::size_t> model_idx;
+    for (std::size_t i = 0; i < cmp->alone.size(); ++i) {
+      if ((cmp->alone[i].priority == sched::PriorityClass::kHigh) == hp) model_idx.push_back(i);
+    }
+    std::size_t k = 0;
+    for (const json& t : results["scenario"].value("tenants", json::array())) {
+      if ((t.value("role", "") == "hp") != hp || k >= model_idx.size()) continue;
+      pairs.emplace_back(t.value("name", ""), model_idx[k++]);
+    }
+  }
+  json rows = json::array();
+  for (const json& m : results.value("modes", json::array())) {
+    const std::string p = policy_of_mode(m.value("mode", ""));
+    if (m.value("status", "") != "ok" || p.empty() || m.value("phases", json::array()).empty()) continue;
+    const auto ps = std::find_if(cmp->policies.begin(), cmp->policies.end(),
+                                 [&](const sim::PolicySummary& s) { return s.policy == p; });
+    if (ps == cmp->policies.end()) continue;
+    for (const auto& [name, idx] : pairs) {
+      const json* hw = nullptr;  // into `results` (value() would copy)
+      const json& phase = m["phases"][0];
+      if (phase.contains("tenants") && phase["tenants"].is_array()) {
+        for (const json& t : phase["tenants"]) {
+          if (t.is_object() && t.value("name", "") == name && t.contains("norm") && t["norm"].is_object()) hw = &t;
+        }
+      }
+      const sim::TenantSummary& st = ps->tenants[idx];
+      json r = {{"mode", m.value("mode", "")}, {"policy", p}, {"tenant", name}, {"model_tenant", st.name}};
+      auto put = [&](const char* key, const char* hw_key, const std::optional<double>& sim_value) {
+        json v = json::object();
+        if (sim_value) v["sim"] = *sim_value;
+        if (hw != nullptr && (*hw)["norm"].contains(hw_key) && (*hw)["norm"][hw_key].contains("median") &&
+            (*hw)["norm"][hw_key]["median"].is_number())
+          v["hw"] = (*hw)["norm"][hw_key]["median"];
+        r[key] = v;
+      };
+      put("p99_norm", "p99", st.p99_norm);
+      put("throughput_norm", "throughput", st.throughput_norm);
+      rows.push_back(r);
+    }
+  }
+  results["simulator"] = {{"scenario", model},
+                          {"seed", seed},
+                          {"note", "a model of this scenario's workloads, not the same programs"},
+                          {"rows", rows}};
+  return Status::ok();
+}
+
 // Writes results.json, report.md and the plots; prints the summary.
 int write_report(const BenchArgs& a, const bench::BenchScenario& sc, const std::string& root, double t0,
                  bool any_failed) {
   std::vector<std::string> warnings;
   const auto runs = bench::load_runs(a.out, sc, warnings);
-  const json results = bench::build_results(sc, runs, warnings);
+  json results = bench::build_results(sc, runs, warnings);
+  if (const std::string model = a.sim.empty() ? sim_model_of(sc) : (a.sim == "none" ? "" : a.sim); !model.empty()) {
+    if (Status s = add_sim_prediction(results, model, sc.seed); !s.is_ok())
+      warnings.push_back("no simulator prediction (" + model + "): " + s.message());
+  }
   for (const auto& w : warnings) std::fprintf(stderr, "lithos bench: warning: %s\n", w.c_str());
   {
     std::ofstream out(a.out + "/results.json", std::ios::trunc);
@@ -388,6 +484,10 @@ CommandRunner add_bench_command(CLI::App& app) {
   sub->add_option(
       "--commit", args->commit,
       "Commit recorded with the results (default $LITHOS_COMMIT, else the commit this lithos was built from)");
+  sub->add_option("--sim", args->sim,
+                  "The simulator's model whose prediction the report shows beside the measurement: a `lithos sim` "
+                  "scenario (name or .toml); default: the shipped twin of the scenario (hybrid-stacking -> "
+                  "hybrid-stacking-heavy), none for others; 'none' for no prediction");
   sub->add_flag("--report-only", args->report_only, "Rebuild results.json, report.md and the plots from OUT/runs");
   sub->add_flag("--list", args->list, "List scenarios and modes, then exit");
   sub->add_flag("--json", args->json, "Print results.json (schema lithos.bench/1) instead of the table");

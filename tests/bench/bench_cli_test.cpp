@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <set>
+#include <sstream>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -42,6 +44,13 @@ json read_json(const std::string& path) {
 }
 
 bool has(const std::string& s, const std::string& what) { return s.find(what) != std::string::npos; }
+
+std::string read_text(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
 
 const json* mode(const json& res, const std::string& name) {
   for (const json& m : res["modes"]) {
@@ -100,6 +109,34 @@ TEST(BenchCli, RunsModesWithItsOwnMpsDaemonAndMergesLaterRuns) {
   r = bench("--report-only --out " + out);
   ASSERT_EQ(r.status, 0) << r.out;
   EXPECT_TRUE(std::filesystem::exists(out + "/report.md"));
+  EXPECT_FALSE(read_json(out + "/results.json").contains("simulator")) << "no model of fake-hybrid by default";
+
+  // With a model in the simulator: its prediction beside each measured
+  // mode that has a policy, tenants paired by class (svc: the service).
+  r = bench("--report-only --sim hybrid-stacking-heavy --out " + out);
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_TRUE(has(r.out, "simulator (hybrid-stacking-heavy) vs hardware")) << r.out;
+  const json sim = read_json(out + "/results.json")["simulator"];
+  ASSERT_TRUE(sim.is_object());
+  EXPECT_EQ(sim["scenario"], "hybrid-stacking-heavy");
+  std::set<std::string> seen;
+  for (const json& row : sim["rows"]) {
+    seen.insert(row["mode"].get<std::string>() + "/" + row["tenant"].get<std::string>());
+    EXPECT_EQ(row["policy"], row["mode"]);
+    EXPECT_EQ(row["model_tenant"], row["tenant"] == "svc" ? "service" : "training");
+    EXPECT_GT(row["throughput_norm"]["sim"].get<double>(), 0.0);
+    EXPECT_GT(row["throughput_norm"]["hw"].get<double>(), 0.0);
+  }
+  for (const char* m : {"time-slicing", "mps", "mps-priority"}) {
+    EXPECT_TRUE(seen.count(std::string(m) + "/svc") && seen.count(std::string(m) + "/train")) << m;
+  }
+  EXPECT_FALSE(seen.count("alone/svc")) << "alone has no policy row";
+  EXPECT_TRUE(has(read_text(out + "/report.md"), "## The simulator's prediction"));
+  // An unknown model: a warning, no prediction, the report still written.
+  r = bench("--report-only --sim no-such-model --out " + out);
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_TRUE(has(r.out, "no simulator prediction (no-such-model)")) << r.out;
+  EXPECT_FALSE(read_json(out + "/results.json").contains("simulator"));
 }
 
 TEST(BenchCli, AFailingModeIsRecordedAndTheOthersStillRun) {
