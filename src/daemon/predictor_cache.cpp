@@ -1,7 +1,5 @@
 #include "daemon/predictor_cache.hpp"
 
-#include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -10,28 +8,14 @@
 #include <fstream>
 #include <sstream>
 
+#include "ipc/socket.hpp"
+
 namespace lithos::daemon {
 
 namespace {
 
 std::string header_of(const sched::DeviceShape& device) {
   return "# " + std::string(kPredictorCacheSchema) + " tpcs=" + std::to_string(device.tpcs) + " device=" + device.name;
-}
-
-// mkdir -p for an absolute or relative path; mode 0755.
-Status make_dirs(const std::string& dir) {
-  if (dir.empty()) return Status::ok();
-  std::string part;
-  std::size_t pos = 0;
-  while (pos != std::string::npos) {
-    pos = dir.find('/', pos + 1);
-    part = dir.substr(0, pos);
-    if (part.empty()) continue;
-    if (::mkdir(part.c_str(), 0755) != 0 && errno != EEXIST) {
-      return Status::invalid_argument("cannot create " + part + ": " + std::strerror(errno));
-    }
-  }
-  return Status::ok();
 }
 
 }  // namespace
@@ -64,7 +48,7 @@ Result<std::string> read_predictor_cache(const std::string& path, const sched::D
 
 Status write_predictor_cache(const std::string& path, const sched::DeviceShape& device, std::string_view entries) {
   const std::size_t slash = path.rfind('/');
-  if (slash != std::string::npos && slash > 0) LITHOS_RETURN_IF_ERROR(make_dirs(path.substr(0, slash)));
+  if (slash != std::string::npos && slash > 0) LITHOS_RETURN_IF_ERROR(ipc::make_directories(path.substr(0, slash)));
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   std::FILE* f = std::fopen(tmp.c_str(), "we");
   if (f == nullptr) return Status::invalid_argument("cannot write " + tmp + ": " + std::strerror(errno));

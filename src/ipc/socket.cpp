@@ -62,27 +62,6 @@ Status bad_path(const std::string& path) {
 // The sockaddr casts the socket API asks for, in one place.
 const sockaddr* as_sockaddr(const sockaddr_un* a) { return reinterpret_cast<const sockaddr*>(a); }
 
-// mkdir -p of `dir`; the directories made here get 0755 whatever the umask,
-// so that clients of other users can reach the socket.
-Status make_directories(const std::string& dir) {
-  if (dir.empty()) return Status::ok();
-  std::size_t pos = 0;
-  while (pos != std::string::npos) {
-    pos = dir.find('/', pos + 1);
-    const std::string part = dir.substr(0, pos);
-    if (part.empty()) continue;
-    if (::mkdir(part.c_str(), 0755) == 0) {
-      if (::chmod(part.c_str(), 0755) != 0) return Status::unavailable(errno_text("chmod " + part, errno));
-      continue;
-    }
-    if (errno != EEXIST) return Status::unavailable(errno_text("mkdir " + part, errno));
-    struct stat st {};
-    if (::stat(part.c_str(), &st) != 0) return Status::unavailable(errno_text("stat " + part, errno));
-    if (!S_ISDIR(st.st_mode)) return Status::failed_precondition(part + " exists and is not a directory");
-  }
-  return Status::ok();
-}
-
 // The directory holding the socket decides who can replace the socket file.
 Status check_directory(const std::string& dir) {
   struct stat st {};
@@ -124,6 +103,25 @@ int remaining_ms(bool bounded, std::chrono::steady_clock::time_point deadline) {
 constexpr int kMaxFds = 4;
 
 }  // namespace
+
+Status make_directories(const std::string& dir) {
+  if (dir.empty()) return Status::ok();
+  std::size_t pos = 0;
+  while (pos != std::string::npos) {
+    pos = dir.find('/', pos + 1);
+    const std::string part = dir.substr(0, pos);
+    if (part.empty()) continue;
+    if (::mkdir(part.c_str(), 0755) == 0) {
+      if (::chmod(part.c_str(), 0755) != 0) return Status::unavailable(errno_text("chmod " + part, errno));
+      continue;
+    }
+    if (errno != EEXIST) return Status::unavailable(errno_text("mkdir " + part, errno));
+    struct stat st {};
+    if (::stat(part.c_str(), &st) != 0) return Status::unavailable(errno_text("stat " + part, errno));
+    if (!S_ISDIR(st.st_mode)) return Status::failed_precondition(part + " exists and is not a directory");
+  }
+  return Status::ok();
+}
 
 std::string default_socket_path() {
   // getenv races only with setenv, which lithos never calls.

@@ -23,6 +23,11 @@ namespace lithos::ipc {
 //   4. /tmp/lithos-<uid>/lithosd.sock.
 std::string default_socket_path();
 
+// mkdir -p of `dir`: the directories made here get 0755 whatever the umask
+// (so that clients of other users can reach the socket); an existing
+// non-directory is an error.
+Status make_directories(const std::string& dir);
+
 // The daemon's listening socket at `path` (non-blocking, close-on-exec),
 // with the socket file's permissions set to `mode`.
 //  - Missing parent directories are created (0755). The directory holding
