@@ -170,11 +170,11 @@ Status Daemon::run(const std::atomic<bool>& stop) {
 }
 
 void Daemon::save_cache(std::uint64_t now, bool force) {
-  if (cache_.path.empty()) return;
+  if (cache_.path.empty() || (!force && now - cache_.saved_ns < kCacheEveryNs)) return;
   const sched::LatencyPredictor& p = engine_->state().predictor;
   const std::uint64_t obs =
       p.stats(sched::PriorityClass::kHigh).observations + p.stats(sched::PriorityClass::kBestEffort).observations;
-  if (obs == cache_.saved_obs || (!force && now - cache_.saved_ns < kCacheEveryNs)) return;
+  if (obs == cache_.saved_obs) return;
   const Status s = write_predictor_cache(cache_.path, options_.device, engine_->save_predictions());
   cache_.saved_ns = now;
   cache_.saved_obs = obs;
