@@ -524,6 +524,25 @@ void DaemonClient::forget_stream(CUstream_st* stream, bool ptsz) noexcept {
   }
 }
 
+void DaemonClient::synced(CUstream_st* stream, bool ptsz, bool every) noexcept {
+  if (!connected()) return;
+  try {
+    const std::lock_guard<std::mutex> lock(slots_mu_);
+    auto send = [&](std::uint32_t slot) {
+      ipc::SubmitMsg m;
+      m.type = ipc::SubmitType::kSync;
+      m.stream = slot;
+      if (push(m)) syncs_.fetch_add(1, std::memory_order_relaxed);
+    };
+    if (every) {
+      for (const auto& [key, slot] : slot_of_) send(slot);
+    } else if (const auto it = slot_of_.find(key_of(stream, ptsz)); it != slot_of_.end()) {
+      send(it->second);
+    }
+  } catch (...) {
+  }
+}
+
 // Writes the markers of dirty streams (launches reported running: high
 // priority, or best effort running free) once they are quiet, and
 // notices a daemon that went away while nothing launched.
@@ -568,6 +587,7 @@ DaemonClient::Stats DaemonClient::stats() const noexcept {
   s.fallbacks = fallbacks_.load();
   s.reconnects = reconnects_.load();
   s.dropped_reports = dropped_reports_.load();
+  s.syncs = syncs_.load();
   return s;
 }
 
@@ -609,7 +629,7 @@ std::string DaemonClient::stats_json() const {
       ",\"grant_wait_p50_us_at_most\":" + std::to_string(wait_quantile_us(0.5)) +
       ",\"grant_wait_p99_us_at_most\":" + std::to_string(wait_quantile_us(0.99)) +
       ",\"fallbacks\":" + num(s.fallbacks) + ",\"reconnects\":" + num(s.reconnects) +
-      ",\"dropped_reports\":" + num(s.dropped_reports) + "}";
+      ",\"dropped_reports\":" + num(s.dropped_reports) + ",\"syncs\":" + num(s.syncs) + "}";
   return out;
 }
 

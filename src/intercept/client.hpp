@@ -94,10 +94,16 @@ class DaemonClient {
   sched::TpcSet fallback() const noexcept;
 
   void forget_stream(CUstream_st* stream, bool ptsz) noexcept;
+  // The host synchronised `stream` (`every`: all streams, cuCtxSynchronize):
+  // the daemon restarts those streams' launch ordinals (the predictor's key:
+  // kernel + ordinal since the last synchronisation). Streams the daemon
+  // has not seen are left alone.
+  void synced(CUstream_st* stream, bool ptsz, bool every) noexcept;
 
   struct Stats {
     std::uint64_t reported = 0, markers = 0, tracker_markers = 0, submits = 0, grants = 0;
     std::uint64_t grant_wait_ns = 0, grant_wait_max_ns = 0, fallbacks = 0, reconnects = 0, dropped_reports = 0;
+    std::uint64_t syncs = 0;  // kSync messages sent
   };
   Stats stats() const noexcept;
   // State and counters as one JSON object, "" when no daemon is configured
@@ -170,7 +176,7 @@ class DaemonClient {
   double wait_quantile_us(double q) const noexcept;
 
   mutable std::atomic<std::uint64_t> reported_{0}, markers_{0}, tracker_markers_{0}, submits_{0}, grants_n_{0},
-      grant_wait_ns_{0}, grant_wait_max_ns_{0}, fallbacks_{0}, reconnects_{0}, dropped_reports_{0};
+      grant_wait_ns_{0}, grant_wait_max_ns_{0}, fallbacks_{0}, reconnects_{0}, dropped_reports_{0}, syncs_{0};
 };
 
 }  // namespace lithos::intercept

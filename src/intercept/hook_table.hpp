@@ -29,6 +29,7 @@ enum class HookKind : std::uint8_t {
   kLibraryGetModule,   // a library's module, for the atomizer's handle map
   kKernelNode,         // CUDA_KERNEL_NODE_PARAMS of a hand-built graph node
   kGraphNode,          // CUgraphNodeParams (kernel nodes among them)
+  kSync,               // the host waited for a stream (stream = nullptr: every stream of the context)
 };
 
 enum class HookId : int {

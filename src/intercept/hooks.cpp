@@ -684,6 +684,11 @@ CUresult dispatch(CUstream stream, A... a) {
   } else if constexpr (info.kind == HookKind::kGraphExecDestroy) {
     rt.forget_graph_exec(std::get<0>(std::tie(a...)));  // before: the handle may be reused at once
     return fn(a...);
+  } else if constexpr (info.kind == HookKind::kSync) {
+    const CUresult r = fn(a...);
+    constexpr bool every_stream = Id == HookId::cuCtxSynchronize || Id == HookId::cuCtxSynchronize_v2;
+    if (r == CUDA_SUCCESS) DaemonClient::instance().synced(stream, info.ptsz, every_stream);
+    return r;
   } else if constexpr (info.kind == HookKind::kStreamDestroy) {
     rt.forget_stream(stream, info.ptsz);
     return fn(a...);
@@ -779,12 +784,13 @@ void* hook_address(HookId id) noexcept {
 
 }  // namespace lithos::intercept
 
-#define LITHOS_UNPAREN(...) __VA_ARGS__
-#define LITHOS_HOOK(name, ret, params, args, kind, stream, ptsz, path)                                               \
-  extern "C" __attribute__((visibility("default"))) ret name params {                                                \
-    return ::lithos::intercept::dispatch<::lithos::intercept::HookId::name, decltype(&::name)>(stream,               \
-                                                                                               LITHOS_UNPAREN args); \
+// `stream` then the arguments, if any (cuCtxSynchronize has none).
+#define LITHOS_ARGS(...) __VA_OPT__(, ) __VA_ARGS__
+#define LITHOS_HOOK(name, ret, params, args, kind, stream, ptsz, path)                          \
+  extern "C" __attribute__((visibility("default"))) ret name params {                           \
+    return ::lithos::intercept::dispatch<::lithos::intercept::HookId::name, decltype(&::name)>( \
+        stream LITHOS_ARGS args);                                                               \
   }
 #include "intercept/hook_list.def"
 #undef LITHOS_HOOK
-#undef LITHOS_UNPAREN
+#undef LITHOS_ARGS

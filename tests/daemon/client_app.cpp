@@ -63,11 +63,12 @@ int fail(const char* what) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 2) return fail("usage: daemon_client_app LAUNCHES [PAUSE_MS] [HOLD_MS] [GRID]");
+  if (argc < 2) return fail("usage: daemon_client_app LAUNCHES [PAUSE_MS] [HOLD_MS] [GRID] [SYNC_EVERY]");
   const int launches = std::atoi(argv[1]);
   const long pause_ms = argc > 2 ? std::atol(argv[2]) : 0;
   const long hold_ms = argc > 3 ? std::atol(argv[3]) : 0;
   const auto grid = static_cast<unsigned>(argc > 4 ? std::atol(argv[4]) : 4096);
+  const long sync_every = argc > 5 ? std::atol(argv[5]) : 0;  // cuStreamSynchronize after every N launches
   void* drv = ::dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
   if (drv == nullptr) return fail("no libcuda.so.1");
   using InitFn = CUresult (*)(unsigned);
@@ -75,6 +76,7 @@ int main(int argc, char** argv) {
                                 CUstream, void**, void**);
   auto init = reinterpret_cast<InitFn>(::dlsym(drv, "cuInit"));
   auto launch = reinterpret_cast<LaunchFn>(::dlsym(drv, "cuLaunchKernel"));
+  auto sync = reinterpret_cast<CUresult (*)(CUstream)>(::dlsym(drv, "cuStreamSynchronize"));
   auto last_qmd = reinterpret_cast<const std::uint8_t* (*)()>(::dlsym(drv, "fake_last_qmd"));
   auto stats = reinterpret_cast<int (*)(char*, size_t)>(::dlsym(RTLD_DEFAULT, "lithos_stats_json"));
   if (init == nullptr || launch == nullptr || last_qmd == nullptr || stats == nullptr)
@@ -87,6 +89,8 @@ int main(int argc, char** argv) {
     std::printf("{\"i\":%d,\"t_ns\":%llu,\"rc\":%d,\"tpcs\":\"%s\"}\n", i, static_cast<unsigned long long>(t),
                 static_cast<int>(rc), last_tpcs(last_qmd()).c_str());
     std::fflush(stdout);
+    if (sync_every > 0 && (i + 1) % sync_every == 0 && (sync == nullptr || sync(stream) != CUDA_SUCCESS))
+      return fail("cuStreamSynchronize failed");
     if (pause_ms > 0) sleep_ms(pause_ms);
   }
   if (hold_ms > 0) sleep_ms(hold_ms);

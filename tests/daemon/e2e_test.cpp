@@ -185,7 +185,7 @@ class DaemonE2E : public ::testing::Test {
   }
 
   Proc client(const std::string& tenant, int launches, int pause_ms, int hold_ms, bool markers_hang = false,
-              const std::string& socket = "") {
+              const std::string& socket = "", int sync_every = 0) {
     std::vector<std::string> env = {"LD_PRELOAD=" LITHOS_PRELOAD,
                                     "LD_LIBRARY_PATH=" LITHOS_FAKE_DRIVER_DIR,
                                     "LITHOS_SLOT_MAP=" LITHOS_FAKE_MAP,
@@ -194,9 +194,9 @@ class DaemonE2E : public ::testing::Test {
                                     "LITHOS_GRANT_TIMEOUT_MS=300"};
     if (!tenant.empty()) env.push_back("LITHOS_TENANT=" + tenant);
     if (markers_hang) env.emplace_back("FAKE_MARKERS_HANG=1");
-    Proc p =
-        Proc::spawn({LITHOS_CLIENT_APP, std::to_string(launches), std::to_string(pause_ms), std::to_string(hold_ms)},
-                    env, (dir_ / (tenant + "-" + std::to_string(++clients_) + ".out")).string());
+    Proc p = Proc::spawn({LITHOS_CLIENT_APP, std::to_string(launches), std::to_string(pause_ms),
+                          std::to_string(hold_ms), "4096", std::to_string(sync_every)},
+                         env, (dir_ / (tenant + "-" + std::to_string(++clients_) + ".out")).string());
     EXPECT_GT(p.pid, 0);
     return p;
   }
@@ -570,4 +570,31 @@ TEST_F(DaemonE2E, PredictorCacheKeptAcrossRestarts) {
   daemon_.signal(SIGTERM);
   ASSERT_EQ(daemon_.wait(10), 0) << daemon_.err();
   EXPECT_EQ(read_all(cache.string()).rfind("# lithos.predictor-cache/1 tpcs=4 ", 0), 0U);
+}
+
+// The host synchronising a stream (cuStreamSynchronize) reaches the daemon:
+// the stream's launch ordinals restart, so the predictor keeps one entry per
+// position in the step (kernel + ordinal since the last synchronisation),
+// not one per launch ever made; the trace carries the syncs and replays.
+TEST_F(DaemonE2E, SynchronisationRestartsLaunchOrdinals) {
+  const std::string trace = (dir_ / "trace.jsonl").string();
+  start_daemon({"--trace", trace});
+  Proc c = client("train", 20, 1, 0, false, "", /*sync_every=*/5);
+  ASSERT_EQ(c.wait(), 0) << c.err();
+  const json s = stats_of(c);
+  ASSERT_TRUE(s.is_object());
+  EXPECT_EQ(s["daemon"]["syncs"], 4) << s.dump();
+  ASSERT_TRUE(wait_for([](const json& st) { return st["counters"]["completions"] == 20; })) << status().dump();
+  // One kernel at ordinals 0-4 since each sync: five keys, not twenty.
+  EXPECT_EQ(status()["predictor"]["entries"], 5) << status().dump();
+  daemon_.signal(SIGTERM);
+  ASSERT_EQ(daemon_.wait(10), 0) << daemon_.err();
+  auto t = lithos::daemon::parse_trace_file(read_all(trace), trace);
+  ASSERT_TRUE(t.is_ok()) << t.status().message();
+  int syncs = 0;
+  for (const auto& e : t->events) syncs += e.kind == lithos::sched::EngineEvent::Kind::kSync ? 1 : 0;
+  EXPECT_EQ(syncs, 4);
+  auto r = lithos::daemon::replay_trace(*t);
+  ASSERT_TRUE(r.is_ok()) << r.status().message();
+  EXPECT_TRUE(r->same) << r->difference;
 }

@@ -457,6 +457,18 @@ FAKE_API CUresult cuStreamWriteValue64_v2(CUstream, CUdeviceptr addr, cuuint64_t
   return CUDA_SUCCESS;
 }
 
+// Synchronisation: nothing runs, so nothing to wait for; counted.
+std::atomic<unsigned long> g_syncs{0};
+FAKE_API unsigned long fake_syncs() { return g_syncs.load(); }
+FAKE_API CUresult cuStreamSynchronize(CUstream) {
+  g_syncs.fetch_add(1);
+  return CUDA_SUCCESS;
+}
+FAKE_API CUresult cuCtxSynchronize() {
+  g_syncs.fetch_add(1);
+  return CUDA_SUCCESS;
+}
+
 FAKE_API void* fake_address_of(const char* name) {
   static const std::map<std::string, void*> table = {
       {"cuInit", reinterpret_cast<void*>(&cuInit)},
@@ -487,6 +499,8 @@ FAKE_API void* fake_address_of(const char* name) {
       {"cuMemHostRegister_v2", reinterpret_cast<void*>(&cuMemHostRegister_v2)},
       {"cuMemHostGetDevicePointer_v2", reinterpret_cast<void*>(&cuMemHostGetDevicePointer_v2)},
       {"cuStreamWriteValue64_v2", reinterpret_cast<void*>(&cuStreamWriteValue64_v2)},
+      {"cuStreamSynchronize", reinterpret_cast<void*>(&cuStreamSynchronize)},
+      {"cuCtxSynchronize", reinterpret_cast<void*>(&cuCtxSynchronize)},
       {"cuGetProcAddress", reinterpret_cast<void*>(&cuGetProcAddress)},
       {"cuGetProcAddress_v2", reinterpret_cast<void*>(&cuGetProcAddress_v2)},
   };
