@@ -15,9 +15,11 @@
 
 #include <atomic>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -26,6 +28,7 @@
 #include "cli/commands.hpp"
 #include "daemon/config.hpp"
 #include "daemon/daemon.hpp"
+#include "daemon/trace_scenario.hpp"
 #include "gpu/cuda_probe.hpp"
 #include "gpu/slot_map.hpp"
 #include "ipc/protocol.hpp"
@@ -53,6 +56,8 @@ struct DaemonArgs {
   std::string slot_map;  // the GPU's shape from this file instead of the calibration cache
   bool print_config = false;
   std::string replay;
+  std::string to_scenario;   // --scenario-from-trace TRACE
+  std::string scenario_out;  // --scenario-out DIR
 };
 
 std::atomic<bool> g_stop{false};
@@ -84,21 +89,61 @@ Result<bool> prepare_mps(daemon::MpsMode mode) {
   return true;
 }
 
-// `lithos daemon --replay TRACE`: the trace's decisions, reproduced by the
-// Engine built from its own header and tenants (daemon::replay_trace).
-int run_replay(const std::string& path) {
+// A trace file, parsed; nullopt after saying why.
+std::optional<daemon::Trace> read_trace(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   if (!f) {
     std::fprintf(stderr, "lithos daemon: cannot read %s\n", path.c_str());
-    return kBadInput;
+    return std::nullopt;
   }
   std::stringstream text;
   text << f.rdbuf();
   auto trace = daemon::parse_trace_file(text.str(), path);
   if (!trace) {
     std::fprintf(stderr, "lithos daemon: %s\n", trace.status().message().c_str());
+    return std::nullopt;
+  }
+  return std::move(trace).value();
+}
+
+// `lithos daemon --scenario-from-trace TRACE --scenario-out DIR`: a `lithos
+// sim` scenario that replays what the trace's tenants launched
+// (daemon::trace_to_scenario), written as DIR/scenario.toml and a JSON-lines
+// trace per tenant.
+int run_to_scenario(const std::string& path, const std::string& dir) {
+  const auto trace = read_trace(path);
+  if (!trace) return kBadInput;
+  const std::string name = std::filesystem::path(path).stem().string();
+  auto sc = daemon::trace_to_scenario(*trace, name.empty() ? "trace" : name, path);
+  if (!sc) {
+    std::fprintf(stderr, "lithos daemon: %s: %s\n", path.c_str(), sc.status().message().c_str());
     return kBadInput;
   }
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  auto write = [&](const std::string& file, const std::string& text) {
+    std::ofstream o(dir + "/" + file, std::ios::trunc);
+    o << text;
+    return static_cast<bool>(o);
+  };
+  bool ok = write("scenario.toml", sc->toml);
+  for (const auto& [file, text] : sc->traces) ok = write(file, text) && ok;
+  if (!ok) {
+    std::fprintf(stderr, "lithos daemon: cannot write into %s\n", dir.c_str());
+    return kFailure;
+  }
+  std::printf(
+      "%s: %zu tenants, %zu requests, %zu launches (%zu left out: unfinished) -> %s/scenario.toml\n"
+      "run it: lithos sim --scenario %s/scenario.toml\n",
+      path.c_str(), sc->tenants, sc->requests, sc->launches, sc->dropped_launches, dir.c_str(), dir.c_str());
+  return 0;
+}
+
+// `lithos daemon --replay TRACE`: the trace's decisions, reproduced by the
+// Engine built from its own header and tenants (daemon::replay_trace).
+int run_replay(const std::string& path) {
+  const auto trace = read_trace(path);
+  if (!trace) return kBadInput;
   auto r = daemon::replay_trace(*trace);
   if (!r) {
     std::fprintf(stderr, "lithos daemon: %s: %s\n", path.c_str(), r.status().message().c_str());
@@ -111,6 +156,7 @@ int run_replay(const std::string& path) {
 }
 
 int run_daemon(const DaemonArgs& a) {
+  if (!a.to_scenario.empty()) return run_to_scenario(a.to_scenario, a.scenario_out.empty() ? "." : a.scenario_out);
   if (!a.replay.empty()) return run_replay(a.replay);
   // Config: defaults < file < environment < flags.
   daemon::DaemonConfig cfg = daemon::default_config();
@@ -313,7 +359,8 @@ CommandRunner add_daemon_command(CLI::App& app) {
       "  lithos run --tenant svc -- python3 serve.py      a client of tenant svc\n"
       "  lithos status                                     what the daemon does now\n"
       "  lithos daemon --config svc.toml --trace t.jsonl  record every scheduling event\n"
-      "  lithos daemon --replay t.jsonl                   check the recorded decisions replay the same");
+      "  lithos daemon --replay t.jsonl                   check the recorded decisions replay the same\n"
+      "  lithos daemon --scenario-from-trace t.jsonl --scenario-out sc   a simulator scenario from the run");
   sub->add_option("--config", args->config, "Configuration file (TOML)");
   sub->add_option("--socket", args->socket, "Unix socket to serve (default: see docs/daemon.md)");
   sub->add_option("--policy", args->policy, "Scheduling policy (lithos sim --list shows them; default lithos)");
@@ -342,6 +389,13 @@ CommandRunner add_daemon_command(CLI::App& app) {
                   "the calibration cache; implies --no-gpu")
       ->check(CLI::ExistingFile);
   sub->add_flag("--print-config", args->print_config, "Print the merged configuration as JSON and exit");
+  sub->add_option("--scenario-from-trace", args->to_scenario,
+                  "Turn a trace written with --trace into a `lithos sim` scenario that replays what its tenants "
+                  "launched, with the measured durations (requests end at stream synchronisations); written to "
+                  "--scenario-out")
+      ->check(CLI::ExistingFile);
+  sub->add_option("--scenario-out", args->scenario_out,
+                  "Folder for --scenario-from-trace: scenario.toml and one JSON-lines trace per tenant (default .)");
   sub->add_option("--replay", args->replay,
                   "Replay a trace written with --trace through the Engine its header describes and check that it "
                   "decides the same; exit 0 if so, 1 if not")

@@ -442,6 +442,9 @@ Status Daemon::handle_submit(Client& c, const ipc::SubmitMsg& m, std::uint64_t n
   d.cooperative = (m.flags & ipc::kSubmitCooperative) != 0;
   d.indivisible = (m.flags & (ipc::kSubmitWhole | ipc::kSubmitGraph)) != 0;
   ++c.launches;
+  // One increasing sequence per stream (see DaemonClient::atom_launched):
+  // grant markers are numbered past every launch's seq.
+  s.next_marker = std::max(s.next_marker, m.seq);
   if ((m.flags & ipc::kSubmitRunning) != 0) {
     // Already on the GPU: account it on the tenant's allocation.
     auto a = log_->submit_running(s.queue, d, allocation_of(c.tenant), to_time(now));

@@ -503,6 +503,16 @@ bool DaemonClient::next_grant(const Ticket& t, ipc::GrantMsg* out) noexcept {
 void DaemonClient::atom_launched(const Ticket& t, CUstream_st* stream, bool ptsz, std::uint64_t marker) noexcept {
   if (generation_.load(std::memory_order_acquire) != t.generation) return;
   write_marker(stream, ptsz, t.slot, marker);
+  // One increasing sequence per stream for launches and markers alike: the
+  // daemon numbers its grants' markers past every launch's seq, and the
+  // stream's next launch (granted, or reported running while the tenant runs
+  // free) continues past this marker. Without it a stream that changes modes
+  // could report a launch under a value an earlier marker already covers,
+  // and the daemon would take it for finished.
+  std::atomic<std::uint64_t>& seq = slots_[t.slot].seq;
+  std::uint64_t cur = seq.load(std::memory_order_acquire);
+  while (cur < marker && !seq.compare_exchange_weak(cur, marker, std::memory_order_acq_rel)) {
+  }
 }
 
 sched::TpcSet DaemonClient::fallback() const noexcept { return sched::TpcSet::from_words(fallback_[0], fallback_[1]); }
@@ -524,22 +534,46 @@ void DaemonClient::forget_stream(CUstream_st* stream, bool ptsz) noexcept {
   }
 }
 
-void DaemonClient::synced(CUstream_st* stream, bool ptsz, bool every) noexcept {
-  if (!connected()) return;
+std::vector<DaemonClient::SyncPoint> DaemonClient::sync_points(CUstream_st* stream, bool ptsz, bool every) noexcept {
+  std::vector<SyncPoint> out;
+  if (!connected()) return out;
   try {
     const std::lock_guard<std::mutex> lock(slots_mu_);
-    auto send = [&](std::uint32_t slot) {
-      ipc::SubmitMsg m;
-      m.type = ipc::SubmitType::kSync;
-      m.stream = slot;
-      if (push(m)) syncs_.fetch_add(1, std::memory_order_relaxed);
+    auto take = [&](std::uint32_t slot) {
+      out.push_back({slot, slots_[slot].seq.load(std::memory_order_acquire), generation_.load()});
     };
     if (every) {
-      for (const auto& [key, slot] : slot_of_) send(slot);
+      for (const auto& [key, slot] : slot_of_) take(slot);
     } else if (const auto it = slot_of_.find(key_of(stream, ptsz)); it != slot_of_.end()) {
-      send(it->second);
+      take(it->second);
     }
   } catch (...) {
+    out.clear();
+  }
+  return out;
+}
+
+void DaemonClient::synced(const std::vector<SyncPoint>& points) noexcept {
+  if (points.empty() || !connected()) return;
+  ipc::ChannelLayout* l = layout_;
+  for (const SyncPoint& p : points) {
+    if (p.generation != generation_.load(std::memory_order_acquire) || l == nullptr) return;  // another channel now
+    Slot& s = slots_[p.slot];
+    // Everything launched on the stream before the synchronisation began
+    // has finished: mark it done, as a marker would (never backwards: the
+    // GPU may have written a later one meanwhile).
+    std::atomic<std::uint64_t>& done = l->completed[p.slot];
+    std::uint64_t cur = done.load(std::memory_order_acquire);
+    while (cur < p.seq && !done.compare_exchange_weak(cur, p.seq, std::memory_order_acq_rel)) {
+    }
+    std::uint64_t marked = s.last_marker.load(std::memory_order_acquire);
+    while (marked < p.seq && !s.last_marker.compare_exchange_weak(marked, p.seq, std::memory_order_acq_rel)) {
+    }
+    if (s.seq.load(std::memory_order_acquire) == p.seq) s.dirty.store(false, std::memory_order_release);
+    ipc::SubmitMsg m;
+    m.type = ipc::SubmitType::kSync;
+    m.stream = p.slot;
+    if (push(m)) syncs_.fetch_add(1, std::memory_order_relaxed);
   }
 }
 

@@ -94,11 +94,19 @@ class DaemonClient {
   sched::TpcSet fallback() const noexcept;
 
   void forget_stream(CUstream_st* stream, bool ptsz) noexcept;
-  // The host synchronised `stream` (`every`: all streams, cuCtxSynchronize):
-  // the daemon restarts those streams' launch ordinals (the predictor's key:
-  // kernel + ordinal since the last synchronisation). Streams the daemon
-  // has not seen are left alone.
-  void synced(CUstream_st* stream, bool ptsz, bool every) noexcept;
+  // The host synchronises `stream` (`every`: all streams, cuCtxSynchronize).
+  // Before the call: where each stream the daemon knows stands. After it
+  // succeeded: synced() marks those launches done in the completion page
+  // (the host knows they finished; no marker needed) and tells the daemon,
+  // which restarts the streams' launch ordinals (the predictor's key:
+  // kernel + ordinal since the last synchronisation).
+  struct SyncPoint {
+    std::uint32_t slot = 0;
+    std::uint64_t seq = 0;  // launches submitted on it before the synchronisation
+    std::uint32_t generation = 0;
+  };
+  std::vector<SyncPoint> sync_points(CUstream_st* stream, bool ptsz, bool every) noexcept;
+  void synced(const std::vector<SyncPoint>& points) noexcept;
 
   struct Stats {
     std::uint64_t reported = 0, markers = 0, tracker_markers = 0, submits = 0, grants = 0;

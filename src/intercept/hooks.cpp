@@ -685,9 +685,12 @@ CUresult dispatch(CUstream stream, A... a) {
     rt.forget_graph_exec(std::get<0>(std::tie(a...)));  // before: the handle may be reused at once
     return fn(a...);
   } else if constexpr (info.kind == HookKind::kSync) {
-    const CUresult r = fn(a...);
     constexpr bool every_stream = Id == HookId::cuCtxSynchronize || Id == HookId::cuCtxSynchronize_v2;
-    if (r == CUDA_SUCCESS) DaemonClient::instance().synced(stream, info.ptsz, every_stream);
+    DaemonClient& dc = DaemonClient::instance();
+    const auto points =
+        dc.wanted() ? dc.sync_points(stream, info.ptsz, every_stream) : std::vector<DaemonClient::SyncPoint>{};
+    const CUresult r = fn(a...);
+    if (r == CUDA_SUCCESS) dc.synced(points);
     return r;
   } else if constexpr (info.kind == HookKind::kStreamDestroy) {
     rt.forget_stream(stream, info.ptsz);

@@ -63,12 +63,13 @@ int fail(const char* what) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 2) return fail("usage: daemon_client_app LAUNCHES [PAUSE_MS] [HOLD_MS] [GRID] [SYNC_EVERY]");
+  if (argc < 2) return fail("usage: daemon_client_app LAUNCHES [PAUSE_MS] [HOLD_MS] [GRID] [SYNC_EVERY] [HANG_AFTER]");
   const int launches = std::atoi(argv[1]);
   const long pause_ms = argc > 2 ? std::atol(argv[2]) : 0;
   const long hold_ms = argc > 3 ? std::atol(argv[3]) : 0;
   const auto grid = static_cast<unsigned>(argc > 4 ? std::atol(argv[4]) : 4096);
-  const long sync_every = argc > 5 ? std::atol(argv[5]) : 0;  // cuStreamSynchronize after every N launches
+  const long sync_every = argc > 5 ? std::atol(argv[5]) : 0;   // cuStreamSynchronize after every N launches
+  const long hang_after = argc > 6 ? std::atol(argv[6]) : -1;  // from launch N on, the fake GPU's markers never land
   void* drv = ::dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
   if (drv == nullptr) return fail("no libcuda.so.1");
   using InitFn = CUresult (*)(unsigned);
@@ -84,6 +85,7 @@ int main(int argc, char** argv) {
   if (init(0) != CUDA_SUCCESS) return fail("cuInit failed");
   const auto stream = reinterpret_cast<CUstream>(0x5100);
   for (int i = 0; i < launches; ++i) {
+    if (i == hang_after) ::setenv("FAKE_MARKERS_HANG", "1", 1);
     const std::uint64_t t = now_ns();
     const CUresult rc = launch(reinterpret_cast<CUfunction>(0x10), grid, 1, 1, 256, 1, 1, 0, stream, nullptr, nullptr);
     std::printf("{\"i\":%d,\"t_ns\":%llu,\"rc\":%d,\"tpcs\":\"%s\"}\n", i, static_cast<unsigned long long>(t),

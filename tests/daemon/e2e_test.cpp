@@ -185,7 +185,7 @@ class DaemonE2E : public ::testing::Test {
   }
 
   Proc client(const std::string& tenant, int launches, int pause_ms, int hold_ms, bool markers_hang = false,
-              const std::string& socket = "", int sync_every = 0) {
+              const std::string& socket = "", int sync_every = 0, int hang_after = -1) {
     std::vector<std::string> env = {"LD_PRELOAD=" LITHOS_PRELOAD,
                                     "LD_LIBRARY_PATH=" LITHOS_FAKE_DRIVER_DIR,
                                     "LITHOS_SLOT_MAP=" LITHOS_FAKE_MAP,
@@ -195,7 +195,7 @@ class DaemonE2E : public ::testing::Test {
     if (!tenant.empty()) env.push_back("LITHOS_TENANT=" + tenant);
     if (markers_hang) env.emplace_back("FAKE_MARKERS_HANG=1");
     Proc p = Proc::spawn({LITHOS_CLIENT_APP, std::to_string(launches), std::to_string(pause_ms),
-                          std::to_string(hold_ms), "4096", std::to_string(sync_every)},
+                          std::to_string(hold_ms), "4096", std::to_string(sync_every), std::to_string(hang_after)},
                          env, (dir_ / (tenant + "-" + std::to_string(++clients_) + ".out")).string());
     EXPECT_GT(p.pid, 0);
     return p;
@@ -597,4 +597,72 @@ TEST_F(DaemonE2E, SynchronisationRestartsLaunchOrdinals) {
   auto r = lithos::daemon::replay_trace(*t);
   ASSERT_TRUE(r.is_ok()) << r.status().message();
   EXPECT_TRUE(r->same) << r->difference;
+}
+
+// A trace becomes a `lithos sim` scenario: one tenant per traced tenant that
+// replays the requests it made (launches between two synchronisations) with
+// the measured durations; the simulator runs it.
+TEST_F(DaemonE2E, TraceBecomesASimulatorScenario) {
+  const std::string trace = (dir_ / "trace.jsonl").string();
+  start_daemon({"--trace", trace});
+  Proc hp = client("svc", 20, 2, 0, false, "", /*sync_every=*/5);
+  Proc be = client("train", 40, 1, 0, false, "", /*sync_every=*/10);
+  ASSERT_EQ(hp.wait(), 0) << hp.err();
+  ASSERT_EQ(be.wait(), 0) << be.err();
+  ASSERT_TRUE(wait_for([](const json& st) { return st["counters"]["completions"] == 60; })) << status().dump();
+  daemon_.signal(SIGTERM);
+  ASSERT_EQ(daemon_.wait(10), 0) << daemon_.err();
+
+  const fs::path out = dir_ / "sc";
+  Proc conv = Proc::spawn({LITHOS_EXE, "daemon", "--scenario-from-trace", trace, "--scenario-out", out.string()}, {},
+                          (dir_ / "conv.out").string());
+  ASSERT_EQ(conv.wait(), 0) << conv.err();
+  EXPECT_NE(read_all(conv.out).find("2 tenants, 8 requests, 60 launches"), std::string::npos) << read_all(conv.out);
+  const std::string toml = read_all((out / "scenario.toml").string());
+  EXPECT_NE(toml.find("name = \"svc\"\nclass = \"high\"\nquota = 2\narrival = \"poisson\""), std::string::npos) << toml;
+  EXPECT_NE(toml.find("name = \"train\"\nclass = \"best-effort\"\narrival = \"closed\""), std::string::npos) << toml;
+  EXPECT_NE(toml.find("tpcs = 4"), std::string::npos) << toml;
+  const std::string svc_trace = read_all((out / "trace-svc.jsonl").string());
+  EXPECT_NE(svc_trace.find("{\"block\":[256,1,1],\"duration_us\":"), std::string::npos) << svc_trace;
+
+  Proc sim = Proc::spawn(
+      {LITHOS_EXE, "sim", "--scenario", (out / "scenario.toml").string(), "--policy", "lithos,mps", "--json"}, {},
+      (dir_ / "sim.out").string());
+  ASSERT_EQ(sim.wait(60), 0) << sim.err();
+  const json r = json::parse(read_all(sim.out), nullptr, false);
+  ASSERT_TRUE(r.is_object()) << read_all(sim.out);
+  EXPECT_EQ(r["alone"].size(), 2U) << r.dump().substr(0, 500);
+
+  // A trace without synchronisations has no complete request: a clear error.
+  const std::string bare = (dir_ / "bare.jsonl").string();
+  start_daemon({"--trace", bare});
+  Proc nosync = client("train", 5, 1, 0);
+  ASSERT_EQ(nosync.wait(), 0) << nosync.err();
+  daemon_.signal(SIGTERM);
+  ASSERT_EQ(daemon_.wait(10), 0) << daemon_.err();
+  Proc none = Proc::spawn({LITHOS_EXE, "daemon", "--scenario-from-trace", bare, "--scenario-out", out.string()}, {},
+                          (dir_ / "none.out").string());
+  EXPECT_EQ(none.wait(), 2);
+  EXPECT_NE(none.err().find("no complete request"), std::string::npos) << none.err();
+}
+
+// A stream that ran free (its launches reported, numbered by the client) and
+// then waits for grants (markers numbered by the daemon) keeps one
+// increasing sequence: a granted atom is never taken for finished because an
+// earlier, larger running marker already landed. Here the fake GPU stops
+// writing markers at launch 50, after the service connected: the trainer's
+// atoms must then stay in flight.
+TEST_F(DaemonE2E, AStreamThatStopsRunningFreeKeepsItsAtomsInFlight) {
+  start_daemon();
+  Proc be = client("train", 60, 2, 2000, false, "", 0, /*hang_after=*/50);
+  ASSERT_TRUE(wait_for([](const json& st) { return st["counters"]["completions"] >= 30; })) << status().dump();
+  Proc svc = client("svc", 1, 0, 4000);
+  ASSERT_TRUE(wait_for([this](const json& st) { return tenant(st, "train")["runs_free"] == false; }))
+      << status().dump();
+  EXPECT_TRUE(wait_for([this](const json& st) { return tenant(st, "train")["inflight_atoms"] >= 1; }, 8))
+      << "granted atoms whose markers never land must stay in flight: " << status().dump();
+  be.signal(SIGKILL);
+  svc.signal(SIGKILL);
+  be.wait();
+  svc.wait();
 }
