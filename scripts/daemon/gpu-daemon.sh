@@ -29,7 +29,8 @@
 #            alone and lithos each (load 0.5 is the bench phase)
 #   trace    hybrid-stacking under lithosd with LITHOSD_TRACE set, then
 #            `lithos daemon --replay` of that trace: the real run's decisions
-#            must come out again (after bench: it reuses bench's alone runs)
+#            must come out again (after bench: it reuses bench's alone runs);
+#            then the trace as a `lithos sim` scenario, simulated
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 LITHOS=$PWD/build/release/bin/lithos
@@ -203,6 +204,15 @@ if has trace; then
   head -c 600 "$WORK/trace.jsonl"; echo
   timeout -s KILL 120 "$LITHOS" daemon --replay "$WORK/trace.jsonl"
   echo "replay exit $?"
+  # The simulator recalibrated from the run: the trace as a scenario, then
+  # simulated under the policies the hardware ran and the baselines.
+  timeout -s KILL 120 "$LITHOS" daemon --scenario-from-trace "$WORK/trace.jsonl" --scenario-out "$OUT/trace-scenario"
+  timeout -s KILL 240 "$LITHOS" sim --scenario "$OUT/trace-scenario/scenario.toml" \
+    --policy lithos,mps,static-partition --json >"$OUT/trace-scenario/sim.json" 2>"$WORK/trace-sim.err"
+  echo "sim of the trace: exit $?"
+  timeout -s KILL 240 "$LITHOS" sim --scenario "$OUT/trace-scenario/scenario.toml" --policy lithos,mps,static-partition \
+    2>/dev/null | sed -n '1,40p'
+  tar -czf "$OUT/trace-scenario.tar.gz" -C "$OUT" trace-scenario && rm -rf "$OUT/trace-scenario"
   rm -f "$WORK/trace.jsonl"
   pack_logs "$dir"
 fi
