@@ -334,6 +334,15 @@ int run_status(const std::string& socket_arg, bool json) {
                 cls, static_cast<unsigned long long>(p.value("observations", 0ULL)), 100.0 * p.value("miss_share", 0.0),
                 p.value("mean_abs_error_us", 0.0), p.value("p99_abs_error_us", 0.0));
   }
+  const auto& pc = j["predictor"].value("cache", nlohmann::json::object());
+  if (!pc.value("path", std::string()).empty()) {
+    const std::string err = pc.value("error", std::string());
+    std::printf("predictor: %llu entries; cache %s: %llu loaded at start, written %llu times%s%s\n",
+                static_cast<unsigned long long>(j["predictor"].value("entries", 0ULL)),
+                pc.value("path", std::string()).c_str(),
+                static_cast<unsigned long long>(pc.value("loaded_entries", 0ULL)),
+                static_cast<unsigned long long>(pc.value("saves", 0ULL)), err.empty() ? "" : "; ", err.c_str());
+  }
   return 0;
 }
 

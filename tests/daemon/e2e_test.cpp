@@ -546,6 +546,13 @@ TEST_F(DaemonE2E, PredictorCacheKeptAcrossRestarts) {
   EXPECT_EQ(st["predictor"]["cache"]["loaded_entries"].get<std::size_t>(), learnt) << st.dump();
   EXPECT_EQ(st["predictor"]["entries"].get<std::size_t>(), learnt);
   EXPECT_EQ(st["predictor"]["cache"]["error"], "");
+  // The human form says the same.
+  Proc human = Proc::spawn({LITHOS_EXE, "status", "--socket", sock_}, {}, (dir_ / "status.txt").string());
+  ASSERT_EQ(human.wait(), 0) << human.err();
+  EXPECT_NE(read_all(human.out).find("predictor: " + std::to_string(learnt) + " entries; cache " + cache.string() +
+                                     ": " + std::to_string(learnt) + " loaded at start"),
+            std::string::npos)
+      << read_all(human.out);
   Proc again = client("train", 20, 1, 0);
   ASSERT_EQ(again.wait(), 0) << again.err();
   ASSERT_TRUE(wait_for([](const json& s) { return s["counters"]["completions"] == 20; })) << status().dump();
