@@ -23,6 +23,13 @@ namespace lithos::intercept {
 
 namespace {
 
+// a = max(a, v), atomically (markers, sequences and maxima only grow).
+void raise_to(std::atomic<std::uint64_t>& a, std::uint64_t v) noexcept {
+  std::uint64_t cur = a.load(std::memory_order_acquire);
+  while (cur < v && !a.compare_exchange_weak(cur, v, std::memory_order_acq_rel)) {
+  }
+}
+
 // Driver entry points the client calls itself (none is hooked).
 struct Drv {
   CUresult (*host_register)(void*, size_t, unsigned) = nullptr;
@@ -478,9 +485,7 @@ bool DaemonClient::next_grant(const Ticket& t, ipc::GrantMsg* out) noexcept {
         std::size_t b = 0;
         while (b + 1 < kWaitBuckets && us > kWaitEdgesUs[b]) ++b;
         wait_hist_[b].fetch_add(1, std::memory_order_relaxed);
-        std::uint64_t prev = grant_wait_max_ns_.load(std::memory_order_relaxed);
-        while (waited > prev && !grant_wait_max_ns_.compare_exchange_weak(prev, waited)) {
-        }
+        raise_to(grant_wait_max_ns_, waited);
         return out->type == ipc::GrantType::kGrant;
       }
     }
@@ -509,10 +514,7 @@ void DaemonClient::atom_launched(const Ticket& t, CUstream_st* stream, bool ptsz
   // free) continues past this marker. Without it a stream that changes modes
   // could report a launch under a value an earlier marker already covers,
   // and the daemon would take it for finished.
-  std::atomic<std::uint64_t>& seq = slots_[t.slot].seq;
-  std::uint64_t cur = seq.load(std::memory_order_acquire);
-  while (cur < marker && !seq.compare_exchange_weak(cur, marker, std::memory_order_acq_rel)) {
-  }
+  raise_to(slots_[t.slot].seq, marker);
 }
 
 sched::TpcSet DaemonClient::fallback() const noexcept { return sched::TpcSet::from_words(fallback_[0], fallback_[1]); }
@@ -562,13 +564,8 @@ void DaemonClient::synced(const std::vector<SyncPoint>& points) noexcept {
     // Everything launched on the stream before the synchronisation began
     // has finished: mark it done, as a marker would (never backwards: the
     // GPU may have written a later one meanwhile).
-    std::atomic<std::uint64_t>& done = l->completed[p.slot];
-    std::uint64_t cur = done.load(std::memory_order_acquire);
-    while (cur < p.seq && !done.compare_exchange_weak(cur, p.seq, std::memory_order_acq_rel)) {
-    }
-    std::uint64_t marked = s.last_marker.load(std::memory_order_acquire);
-    while (marked < p.seq && !s.last_marker.compare_exchange_weak(marked, p.seq, std::memory_order_acq_rel)) {
-    }
+    raise_to(l->completed[p.slot], p.seq);
+    raise_to(s.last_marker, p.seq);
     if (s.seq.load(std::memory_order_acquire) == p.seq) s.dirty.store(false, std::memory_order_release);
     ipc::SubmitMsg m;
     m.type = ipc::SubmitType::kSync;
