@@ -31,6 +31,11 @@
 #            `lithos daemon --replay` of that trace: the real run's decisions
 #            must come out again (after bench: it reuses bench's alone runs);
 #            then the trace as a `lithos sim` scenario, simulated
+#   defer    deferred launches (docs/daemon.md): defer_check.py plain and as a
+#            best-effort tenant waiting for grants (results must be equal bit
+#            for bit), the host cost per launch with deferral on and off
+# TUNE entries may also be env:NAME=VALUE (mode lithos with that variable set,
+# e.g. env:LITHOS_DEFER_LAUNCHES=0).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 LITHOS=$PWD/build/release/bin/lithos
@@ -109,6 +114,28 @@ if has hotpath; then
   done
 fi
 
+if has defer; then
+  stamp "defer"
+  timeout -s KILL 120 python3 scripts/daemon/defer_check.py 40 >"$WORK/defer-plain.json" 2>"$WORK/defer-plain.err"
+  echo "defer_check plain: exit $?"
+  LITHOSD_BEST_EFFORT_RUNS_FREE=false start_daemon && {
+    for d in 1 0; do
+      LITHOS_DEFER_LAUNCHES=$d LITHOS_STATS_FILE="$WORK/stats-defer$d-%p.json" timeout -s KILL 180 "$LITHOS" run \
+        --tenant train --daemon "$SOCK" -- python3 scripts/daemon/defer_check.py 40 \
+        >"$WORK/defer-be$d.json" 2>"$WORK/defer-be$d.err"
+      echo "defer_check be (LITHOS_DEFER_LAUNCHES=$d): exit $?; equal to plain: $(cmp -s "$WORK/defer-plain.json" "$WORK/defer-be$d.json" && echo yes || echo NO)"
+      tail -n 3 "$WORK/defer-be$d.err"
+    done
+    LITHOS_DEFER_LAUNCHES=1 cost be-defer --tenant train --daemon "$SOCK"
+    LITHOS_DEFER_LAUNCHES=0 cost be-nodefer --tenant train --daemon "$SOCK"
+    stop_daemon defer
+  }
+  for f in "$WORK"/stats-defer*.json "$WORK"/stats-be-*defer-*.json; do
+    [[ -f $f ]] && echo "$(basename "$f"): $(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(json.dumps(d.get("daemon")))' "$f")"
+  done
+  head -c 300 "$WORK/defer-plain.json"; echo
+fi
+
 if has detect; then
   stamp "detect"
   LITHOSD_TRACE=$WORK/detect.jsonl start_daemon && {
@@ -154,6 +181,8 @@ if has tune; then
     mkdir -p "$dir/runs" && cp "$base"/runs/alone-*.json "$dir/runs/"
     if [[ $kv == mode:* ]]; then
       timeout -s KILL 150 "$LITHOS" bench "$sc" --modes "${kv#mode:}" --out "$dir" --no-plots -q
+    elif [[ $kv == env:* ]]; then
+      env "${kv#env:}" timeout -s KILL 150 "$LITHOS" bench "$sc" --modes lithos --out "$dir" --no-plots -q
     else
       name=${kv%%=*}
       env "LITHOSD_${name^^}=${kv#*=}" timeout -s KILL 150 "$LITHOS" bench "$sc" --modes lithos --out "$dir" --no-plots -q

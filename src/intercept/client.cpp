@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "intercept/deferred.hpp"
 #include "intercept/log.hpp"
 #include "intercept/real_driver.hpp"
 #include "intercept/runtime.hpp"
@@ -660,7 +661,8 @@ std::string DaemonClient::stats_json() const {
       ",\"grant_wait_p50_us_at_most\":" + std::to_string(wait_quantile_us(0.5)) +
       ",\"grant_wait_p99_us_at_most\":" + std::to_string(wait_quantile_us(0.99)) +
       ",\"fallbacks\":" + num(s.fallbacks) + ",\"reconnects\":" + num(s.reconnects) +
-      ",\"dropped_reports\":" + num(s.dropped_reports) + ",\"syncs\":" + num(s.syncs) + "}";
+      ",\"dropped_reports\":" + num(s.dropped_reports) + ",\"syncs\":" + num(s.syncs) +
+      ",\"deferred\":" + DeferredLaunches::instance().stats_json() + "}";
   return out;
 }
 

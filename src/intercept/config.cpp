@@ -192,6 +192,17 @@ Config config_from_env(const EnvLookup& lookup) {
     else
       c.grant_timeout_ms = d;
   }
+  if (const char* v = get("LITHOS_DEFER_LAUNCHES")) {
+    if (*v == '\0')
+      ;  // unset: the default
+    else if (truthy(v))
+      c.defer_launches = true;
+    else if (falsy_or_empty(v))
+      c.defer_launches = false;
+    else
+      problem("LITHOS_DEFER_LAUNCHES", v, "expected 1 or 0");
+  }
+  whole("LITHOS_DEFER_DEPTH", 1, 65536, "expected a whole number of launches between 1 and 65536", &c.defer_depth);
   if (c.role != Role::kNone && c.board_path.empty()) {
     problem("LITHOS_ROLE", c.role == Role::kHighPriority ? "hp" : "be", "has no effect without LITHOS_BOARD");
   }

@@ -35,6 +35,11 @@
 //                          daemon's match rules, then its default tenant)
 //   LITHOS_GRANT_TIMEOUT_MS=T  a be launch gives up waiting for a grant from a
 //                          daemon that stopped answering after T ms (default 500)
+//   LITHOS_DEFER_LAUNCHES=0|1  best effort under lithosd: queue launches and
+//                          return at once, a worker thread makes them as
+//                          granted (deferred.hpp; default 1)
+//   LITHOS_DEFER_DEPTH=N   launches queued at most before the application
+//                          waits (default 1024)
 // A malformed value is reported (problems) and ignored: the library then runs
 // as if that variable were unset, it never stops the host program.
 #pragma once
@@ -79,9 +84,11 @@ struct Config {
   double hp_hold_us = 1000;  // LITHOS_HP_HOLD_US
   double steal_atom = 0.5;   // LITHOS_STEAL_ATOM
   // lithosd (client.hpp).
-  std::string daemon_socket;      // LITHOS_DAEMON ("" = no daemon)
-  std::string tenant;             // LITHOS_TENANT
-  double grant_timeout_ms = 500;  // LITHOS_GRANT_TIMEOUT_MS
+  std::string daemon_socket;         // LITHOS_DAEMON ("" = no daemon)
+  std::string tenant;                // LITHOS_TENANT
+  double grant_timeout_ms = 500;     // LITHOS_GRANT_TIMEOUT_MS
+  bool defer_launches = true;        // LITHOS_DEFER_LAUNCHES
+  std::uint32_t defer_depth = 1024;  // LITHOS_DEFER_DEPTH
   // One line per ignored, malformed variable ("LITHOS_TPCS='x': ...").
   std::vector<std::string> problems;
 

@@ -30,6 +30,7 @@ enum class HookKind : std::uint8_t {
   kKernelNode,         // CUDA_KERNEL_NODE_PARAMS of a hand-built graph node
   kGraphNode,          // CUgraphNodeParams (kernel nodes among them)
   kSync,               // the host waited for a stream (stream = nullptr: every stream of the context)
+  kOrdered,            // any other call ordered after launches: waits for deferred launches (deferred.hpp)
 };
 
 enum class HookId : int {

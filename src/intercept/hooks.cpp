@@ -20,7 +20,9 @@
 #include <array>
 #include <atomic>
 #include <exception>
+#include <memory>
 #include <optional>
+#include <string_view>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -28,7 +30,9 @@
 
 #include "intercept/atomizer.hpp"
 #include "intercept/client.hpp"
+#include "intercept/deferred.hpp"
 #include "intercept/hook_table.hpp"
+#include "intercept/launch_copy.hpp"
 #include "intercept/log.hpp"
 #include "intercept/real_driver.hpp"
 #include "intercept/runtime.hpp"
@@ -527,6 +531,96 @@ CUresult launch_maybe_atomized(Fn fn, CUstream stream, A... a) {
   }
 }
 
+// ---- deferred launches (deferred.hpp) ----------------------------------------
+
+// Stream captures in progress in the process: no launch is deferred then
+// (a captured launch is recorded, not run, and must stay in its thread's
+// capture sequence).
+std::atomic<int> g_captures{0};
+
+// A call's result with the error of a deferred launch it drained: the
+// driver reports an asynchronous error at a later call, so does lithos.
+CUresult with_deferred_error(CUresult r, int deferred) noexcept {
+  return r == CUDA_SUCCESS && deferred != 0 ? static_cast<CUresult>(deferred) : r;
+}
+
+// The calling thread's current context (the worker makes the launch in it).
+CUcontext current_context() noexcept {
+  using GetCurrent = CUresult (*)(CUcontext*);
+  static const auto get = reinterpret_cast<GetCurrent>(RealDriver::instance().symbol("cuCtxGetCurrent"));
+  CUcontext ctx = nullptr;
+  if (get == nullptr || get(&ctx) != CUDA_SUCCESS) return nullptr;
+  return ctx;
+}
+
+// A best-effort launch under lithosd, made now (in the hook, or by the
+// deferred-launch worker with copied arguments).
+template <HookId Id, class Fn, class... A>
+CUresult be_launch(Fn fn, CUstream stream, A... a) {
+  constexpr HookInfo info = hook_info(Id);
+  Atomizer& az = Atomizer::instance();
+  const bool atomizing = az.active() || az.rewrote_any();
+  if (sched::TpcSet free; DaemonClient::instance().runs_free(&free)) {
+    // Nothing to protect: at once, on the allocation, reported after.
+    const RunsFreeScope scope(free);
+    return atomizing ? launch_maybe_atomized<Id, false>(fn, stream, a...) : launch_one<Id>(fn, stream, a...);
+  }
+  // Best effort under lithosd: rewritten kernels run as granted atoms
+  // (inside launch_maybe_atomized); everything else as one granted piece.
+  constexpr bool splittable = Id == HookId::cuLaunchKernel || Id == HookId::cuLaunchKernel_ptsz ||
+                              Id == HookId::cuLaunchKernelEx || Id == HookId::cuLaunchKernelEx_ptsz;
+  const LaunchInfo li = launch_info<Id>(a...);
+  if (splittable && atomizing && az.lookup(li.function) != nullptr)
+    return launch_maybe_atomized<Id, false>(fn, stream, a...);
+  return granted_whole(li, stream, info.ptsz, Runtime::kernel_id(li.function), false, [&] {
+    return atomizing ? launch_maybe_atomized<Id, false>(fn, stream, a...) : launch_one<Id>(fn, stream, a...);
+  });
+}
+
+// Queues a best-effort launch for the worker with its arguments copied.
+// False when it cannot be deferred: another entry point than cuLaunchKernel
+// / cuLaunchKernelEx, the per-thread default stream (the worker's would be
+// another), a capture in progress, or parameters that cannot be copied.
+template <HookId Id, class Fn, class... A>
+bool defer_launch(Fn fn, CUstream stream, A... a) {
+  constexpr HookInfo info = hook_info(Id);
+  constexpr bool plain = Id == HookId::cuLaunchKernel || Id == HookId::cuLaunchKernel_ptsz;
+  constexpr bool ex = Id == HookId::cuLaunchKernelEx || Id == HookId::cuLaunchKernelEx_ptsz;
+  if constexpr (!plain && !ex) {
+    return false;
+  } else {
+    if ((info.ptsz && stream == nullptr) || stream == CU_STREAM_PER_THREAD) return false;
+    if (g_captures.load(std::memory_order_acquire) > 0) return false;
+    std::tuple<A...> args(a...);
+    const void* function = launched_function(a...);
+    std::uint32_t limit = UINT32_MAX;
+    if (const FunctionEntry* e = Atomizer::instance().lookup(function)) limit = e->patch->param_count;
+    try {
+      auto copy = std::make_shared<LaunchCopy>();
+      if constexpr (plain) {
+        if (!copy->copy_params(function, limit, std::get<9>(args), std::get<10>(args))) return false;
+        std::get<9>(args) = copy->params();
+        std::get<10>(args) = copy->extra();
+      } else {
+        const CUlaunchConfig* cfg = std::get<0>(args);
+        if (cfg == nullptr) return false;  // the driver's error, reported in place
+        copy->copy_config(*cfg);
+        if (!copy->copy_params(function, limit, std::get<2>(args), std::get<3>(args))) return false;
+        std::get<0>(args) = copy->config();
+        std::get<2>(args) = copy->params();
+        std::get<3>(args) = copy->extra();
+      }
+      return DeferredLaunches::instance().push(
+          [fn, stream, args, copy]() -> int {
+            return std::apply([&](auto... x) { return static_cast<int>(be_launch<Id>(fn, stream, x...)); }, args);
+          },
+          current_context());
+    } catch (...) {
+      return false;  // no memory for the copy: made in place
+    }
+  }
+}
+
 // Calls `fn` with argument 1 replaced by `image` (the rewritten image).
 template <class T>
 T image_arg(T v, const void* image, std::size_t index) {
@@ -584,25 +678,8 @@ CUresult kernel_node_call(Fn fn, A... a) {
 }
 
 template <HookId Id, class Fn, class... A>
-CUresult dispatch(CUstream stream, A... a) {
-  static_assert(std::is_same_v<Fn, CUresult (*)(A...)>, "hook_list.def: args do not match params");
+CUresult dispatch_call(Fn fn, CUstream stream, A... a) {
   constexpr HookInfo info = hook_info(Id);
-  const auto fn = reinterpret_cast<Fn>(RealDriver::instance().function(Id));
-  if (fn == nullptr) {
-    if constexpr (info.kind == HookKind::kGetProcAddress) {
-      void** pfn = std::get<1>(std::tie(a...));
-      if (pfn != nullptr) *pfn = nullptr;
-      if constexpr (sizeof...(A) == 5) {
-        CUdriverProcAddressQueryResult* status = std::get<4>(std::tie(a...));
-        if (status != nullptr) *status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
-      }
-    }
-    return missing_real(Id);
-  }
-  // lithos's own driver calls (green-context set-up) pass straight through,
-  // and so does everything when the operator disabled lithos (pointers
-  // handed out by cuGetProcAddress stay the driver's own then).
-  if (Runtime::frame().internal) return fn(a...);
   if (lithos_disabled()) {
     // Kernels the atomizer rewrote before lithos was switched off still
     // need their bounds: they run whole, unmasked.
@@ -620,23 +697,18 @@ CUresult dispatch(CUstream stream, A... a) {
   if constexpr (info.kind == HookKind::kLaunch) {
     Atomizer& az = Atomizer::instance();
     const bool atomizing = az.active() || az.rewrote_any();
+    DeferredLaunches& dq = DeferredLaunches::instance();
     if (be_daemon()) {
-      if (sched::TpcSet free; DaemonClient::instance().runs_free(&free)) {
-        // Nothing to protect: at once, on the allocation, reported after.
-        const RunsFreeScope scope(free);
-        return atomizing ? launch_maybe_atomized<Id, false>(fn, stream, a...) : launch_one<Id>(fn, stream, a...);
+      if (dq.enabled()) {
+        // Queued: the worker makes it (be_launch) while the application runs on.
+        if (defer_launch<Id>(fn, stream, a...)) return static_cast<CUresult>(dq.take_error());
+        const int err = dq.drain();  // made here: after everything queued before it
+        dq.count_inline();
+        return with_deferred_error(be_launch<Id>(fn, stream, a...), err);
       }
-      // Best effort under lithosd: rewritten kernels run as granted atoms
-      // (inside launch_maybe_atomized); everything else as one granted piece.
-      constexpr bool splittable = Id == HookId::cuLaunchKernel || Id == HookId::cuLaunchKernel_ptsz ||
-                                  Id == HookId::cuLaunchKernelEx || Id == HookId::cuLaunchKernelEx_ptsz;
-      const LaunchInfo li = launch_info<Id>(a...);
-      if (splittable && atomizing && az.lookup(li.function) != nullptr)
-        return launch_maybe_atomized<Id, false>(fn, stream, a...);
-      return granted_whole(li, stream, info.ptsz, Runtime::kernel_id(li.function), false, [&] {
-        return atomizing ? launch_maybe_atomized<Id, false>(fn, stream, a...) : launch_one<Id>(fn, stream, a...);
-      });
+      return be_launch<Id>(fn, stream, a...);
     }
+    if (dq.pending()) dq.drain();  // launches queued while this process was best effort
     if (atomizing) return launch_maybe_atomized<Id, false>(fn, stream, a...);
     return launch_one<Id>(fn, stream, a...);
   } else if constexpr (info.kind == HookKind::kGraphLaunch || info.kind == HookKind::kGraphUpload) {
@@ -767,10 +839,69 @@ CUresult dispatch(CUstream stream, A... a) {
     void** pfn = std::get<1>(std::tie(a...));
     if (r == CUDA_SUCCESS && pfn != nullptr && *pfn != nullptr) map_proc_address(std::get<0>(std::tie(a...)), pfn);
     return r;
+  } else if constexpr (info.kind == HookKind::kOrdered) {
+    // Ordered behind the deferred launches (dispatch drained the queue).
+    // While a stream capture is in progress no launch is deferred.
+    constexpr std::string_view name = info.name;
+    const CUresult r = fn(a...);
+    if constexpr (name.starts_with("cuStreamBeginCapture")) {
+      if (r == CUDA_SUCCESS) g_captures.fetch_add(1, std::memory_order_acq_rel);
+    } else if constexpr (name.starts_with("cuStreamEndCapture")) {
+      if (g_captures.load(std::memory_order_acquire) > 0) g_captures.fetch_sub(1, std::memory_order_acq_rel);
+    }
+    return r;
   } else {
     static_assert(info.kind == HookKind::kLaunch, "hook kind without a dispatch branch");
     return fn(a...);
   }
+}
+
+// Hook kinds whose calls wait for the deferred launches first: everything
+// but launches (which queue or drain themselves) and calls that neither
+// enqueue, wait for nor free anything a launch uses.
+constexpr bool ordered_after_launches(HookKind k) {
+  switch (k) {
+    case HookKind::kGraphLaunch:
+    case HookKind::kGraphUpload:
+    case HookKind::kGraphInstantiate:
+    case HookKind::kGraphExecDestroy:
+    case HookKind::kStreamDestroy:
+    case HookKind::kUnload:
+    case HookKind::kSync:
+    case HookKind::kOrdered: return true;
+    default: return false;
+  }
+}
+
+template <HookId Id, class Fn, class... A>
+CUresult dispatch(CUstream stream, A... a) {
+  static_assert(std::is_same_v<Fn, CUresult (*)(A...)>, "hook_list.def: args do not match params");
+  constexpr HookInfo info = hook_info(Id);
+  const auto fn = reinterpret_cast<Fn>(RealDriver::instance().function(Id));
+  if (fn == nullptr) {
+    if constexpr (info.kind == HookKind::kGetProcAddress) {
+      void** pfn = std::get<1>(std::tie(a...));
+      if (pfn != nullptr) *pfn = nullptr;
+      if constexpr (sizeof...(A) == 5) {
+        CUdriverProcAddressQueryResult* status = std::get<4>(std::tie(a...));
+        if (status != nullptr) *status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+      }
+    }
+    return missing_real(Id);
+  }
+  // lithos's own driver calls (green-context set-up) pass straight through,
+  // and so does everything when the operator disabled lithos (pointers
+  // handed out by cuGetProcAddress stay the driver's own then).
+  if (Runtime::frame().internal) return fn(a...);
+  if constexpr (ordered_after_launches(info.kind)) {
+    DeferredLaunches& dq = DeferredLaunches::instance();
+    if (dq.enabled()) {
+      const int err = dq.drain();
+      if constexpr (info.kind == HookKind::kUnload) LaunchCopy::forget_layouts();
+      return with_deferred_error(dispatch_call<Id>(fn, stream, a...), err);
+    }
+  }
+  return dispatch_call<Id>(fn, stream, a...);
 }
 
 }  // namespace

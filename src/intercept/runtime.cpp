@@ -4,6 +4,7 @@
 
 #include "intercept/atomizer.hpp"
 #include "intercept/client.hpp"
+#include "intercept/deferred.hpp"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -97,6 +98,7 @@ Runtime::Runtime() {
   log_set_level(config_.log_level);
   Atomizer::instance().configure(config_);
   DaemonClient::instance().configure(config_);
+  DeferredLaunches::instance().configure(config_.defer_launches && !config_.daemon_socket.empty(), config_.defer_depth);
   hp_hold_ns_ = static_cast<std::uint64_t>(config_.hp_hold_us * 1e3);
   if (!config_.board_path.empty() && config_.role != Role::kNone) {
     try {

@@ -10,7 +10,11 @@
 // one JSON line per launch as it goes:
 //   {"i":N,"t_ns":<CLOCK_MONOTONIC>,"rc":<CUresult>,"tpcs":"0-1"|"all"}
 // where tpcs is the set the launch's descriptor enabled (the fake GPU's slot
-// map: slots 0,2,3,5 = TPCs 0-3; "all" = no mask written). Then it sleeps
+// map: slots 0,2,3,5 = TPCs 0-3; "all" = no mask written; "none": no
+// descriptor in this thread, as for a deferred launch), and after each
+// synchronisation (SYNC_EVERY launches)
+//   {"synced":N,"descriptors":<descriptors the fake GPU built so far>}
+// Then it sleeps
 // HOLD_MS (to be killed, or to keep its registration) and prints
 //   {"stats":<lithos_stats_json>}
 // and exits 0. Anything unexpected exits 3 with a message on stderr.
@@ -79,6 +83,7 @@ int main(int argc, char** argv) {
   auto launch = reinterpret_cast<LaunchFn>(::dlsym(drv, "cuLaunchKernel"));
   auto sync = reinterpret_cast<CUresult (*)(CUstream)>(::dlsym(drv, "cuStreamSynchronize"));
   auto last_qmd = reinterpret_cast<const std::uint8_t* (*)()>(::dlsym(drv, "fake_last_qmd"));
+  auto descriptors = reinterpret_cast<unsigned long (*)()>(::dlsym(drv, "fake_descriptors"));
   auto stats = reinterpret_cast<int (*)(char*, size_t)>(::dlsym(RTLD_DEFAULT, "lithos_stats_json"));
   if (init == nullptr || launch == nullptr || last_qmd == nullptr || stats == nullptr)
     return fail("the fake driver or liblithos.so is missing");
@@ -91,8 +96,13 @@ int main(int argc, char** argv) {
     std::printf("{\"i\":%d,\"t_ns\":%llu,\"rc\":%d,\"tpcs\":\"%s\"}\n", i, static_cast<unsigned long long>(t),
                 static_cast<int>(rc), last_tpcs(last_qmd()).c_str());
     std::fflush(stdout);
-    if (sync_every > 0 && (i + 1) % sync_every == 0 && (sync == nullptr || sync(stream) != CUDA_SUCCESS))
-      return fail("cuStreamSynchronize failed");
+    if (sync_every > 0 && (i + 1) % sync_every == 0) {
+      if (sync == nullptr || sync(stream) != CUDA_SUCCESS) return fail("cuStreamSynchronize failed");
+      // Launches the (fake) GPU has seen when the synchronisation returned:
+      // with deferred launches, every one made before it.
+      std::printf("{\"synced\":%d,\"descriptors\":%lu}\n", i + 1, descriptors != nullptr ? descriptors() : 0UL);
+      std::fflush(stdout);
+    }
     if (pause_ms > 0) sleep_ms(pause_ms);
   }
   if (hold_ms > 0) sleep_ms(hold_ms);

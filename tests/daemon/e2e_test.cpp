@@ -186,12 +186,12 @@ class DaemonE2E : public ::testing::Test {
 
   Proc client(const std::string& tenant, int launches, int pause_ms, int hold_ms, bool markers_hang = false,
               const std::string& socket = "", int sync_every = 0, int hang_after = -1) {
-    std::vector<std::string> env = {"LD_PRELOAD=" LITHOS_PRELOAD,
-                                    "LD_LIBRARY_PATH=" LITHOS_FAKE_DRIVER_DIR,
-                                    "LITHOS_SLOT_MAP=" LITHOS_FAKE_MAP,
-                                    "LITHOS_LOG=error",
-                                    "LITHOS_DAEMON=" + (socket.empty() ? sock_ : socket),
-                                    "LITHOS_GRANT_TIMEOUT_MS=300"};
+    std::vector<std::string> env = {"LD_PRELOAD=" LITHOS_PRELOAD, "LD_LIBRARY_PATH=" LITHOS_FAKE_DRIVER_DIR,
+                                    "LITHOS_SLOT_MAP=" LITHOS_FAKE_MAP, "LITHOS_LOG=error",
+                                    "LITHOS_DAEMON=" + (socket.empty() ? sock_ : socket), "LITHOS_GRANT_TIMEOUT_MS=300",
+                                    // Most tests read each launch's set in the launching thread: a
+                                    // deferred launch is made in the worker's (deferred.hpp).
+                                    std::string("LITHOS_DEFER_LAUNCHES=") + (defer_ ? "1" : "0")};
     if (!tenant.empty()) env.push_back("LITHOS_TENANT=" + tenant);
     if (markers_hang) env.emplace_back("FAKE_MARKERS_HANG=1");
     Proc p = Proc::spawn({LITHOS_CLIENT_APP, std::to_string(launches), std::to_string(pause_ms),
@@ -226,6 +226,7 @@ class DaemonE2E : public ::testing::Test {
   }
 
   fs::path dir_;
+  bool defer_ = false;  // clients queue best-effort launches (LITHOS_DEFER_LAUNCHES)
   std::string sock_, config_;
   Proc daemon_;
   int daemons_ = 0, clients_ = 0;
@@ -672,4 +673,57 @@ TEST_F(DaemonE2E, AStreamThatStopsRunningFreeKeepsItsAtomsInFlight) {
   svc.signal(SIGKILL);
   be.wait();
   svc.wait();
+}
+
+// Deferred launches: a best-effort client's launches return at once and a
+// worker thread makes them as granted; every synchronisation returns only
+// after every launch queued before it was made (the fake GPU had built its
+// descriptor), and nothing is lost or doubled.
+TEST_F(DaemonE2E, DeferredLaunchesAreAllMadeBeforeASynchronisationReturns) {
+  defer_ = true;
+  start_daemon({"--best-effort-runs-free", "false"});
+  Proc c = client("train", 60, 0, 0, false, "", /*sync_every=*/15);
+  ASSERT_EQ(c.wait(), 0) << c.err();
+  int syncs = 0;
+  for (const json& j : c.lines()) {
+    if (!j.contains("synced")) continue;
+    EXPECT_EQ(j["descriptors"], j["synced"]) << j.dump();
+    ++syncs;
+  }
+  EXPECT_EQ(syncs, 4);
+  for (const json& j : launches_of(c)) EXPECT_EQ(j["rc"], 0);
+  const json s = stats_of(c);
+  ASSERT_TRUE(s.is_object());
+  const json& d = s["daemon"]["deferred"];
+  EXPECT_EQ(d["enabled"], true) << s.dump();
+  EXPECT_EQ(d["deferred"], 60) << s.dump();
+  EXPECT_EQ(d["in_place"], 0) << s.dump();
+  EXPECT_EQ(d["errors"], 0) << s.dump();
+  EXPECT_GE(d["max_depth"], 1) << s.dump();
+  EXPECT_EQ(s["daemon"]["grants"], 60) << s.dump();
+  EXPECT_EQ(s["daemon"]["fallbacks"], 0) << s.dump();
+  EXPECT_TRUE(wait_for([](const json& st) { return st["counters"]["completions"] == 60; })) << status().dump();
+}
+
+// Deferred launches when the daemon dies: queued launches wait at most the
+// grant timeout, run on the fallback set, and the program ends normally.
+TEST_F(DaemonE2E, DeferredLaunchesSurviveTheDaemonDying) {
+  defer_ = true;
+  start_daemon({"--best-effort-runs-free", "false"});
+  Proc c = client("train", 200, 1, 0, false, "", /*sync_every=*/50);
+  std::this_thread::sleep_for(std::chrono::milliseconds(60));
+  daemon_.signal(SIGKILL);
+  daemon_.wait(5);
+  ASSERT_EQ(c.wait(30), 0) << c.err();
+  int syncs = 0;
+  for (const json& j : c.lines()) {
+    if (!j.contains("synced")) continue;
+    EXPECT_EQ(j["descriptors"], j["synced"]) << j.dump();
+    ++syncs;
+  }
+  EXPECT_EQ(syncs, 4);
+  const json s = stats_of(c);
+  ASSERT_TRUE(s.is_object());
+  EXPECT_EQ(s["daemon"]["deferred"]["deferred"], 200) << s.dump();
+  EXPECT_GT(s["daemon"]["fallbacks"], 0) << s.dump();
 }

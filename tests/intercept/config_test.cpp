@@ -170,3 +170,23 @@ TEST(Config, StatsPathExpandsPid) {
 
 }  // namespace
 }  // namespace lithos::intercept
+
+namespace lithos::intercept {
+namespace {
+
+TEST(Config, DeferredLaunchSettings) {
+  const Config d = parse({});
+  EXPECT_TRUE(d.defer_launches);  // on by default (it only acts under lithosd, for best effort)
+  EXPECT_EQ(d.defer_depth, 1024u);
+  const Config off = parse({{"LITHOS_DEFER_LAUNCHES", "0"}, {"LITHOS_DEFER_DEPTH", "16"}});
+  EXPECT_FALSE(off.defer_launches);
+  EXPECT_EQ(off.defer_depth, 16u);
+  EXPECT_TRUE(off.problems.empty());
+  const Config bad = parse({{"LITHOS_DEFER_LAUNCHES", "maybe"}, {"LITHOS_DEFER_DEPTH", "0"}});
+  EXPECT_TRUE(bad.defer_launches);
+  EXPECT_EQ(bad.defer_depth, 1024u);
+  EXPECT_EQ(bad.problems.size(), 2u);
+}
+
+}  // namespace
+}  // namespace lithos::intercept
