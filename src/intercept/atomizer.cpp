@@ -13,6 +13,7 @@
 #include <cstring>
 #include <thread>
 
+#include "intercept/launch_copy.hpp"
 #include "intercept/log.hpp"
 #include "intercept/real_driver.hpp"
 
@@ -169,26 +170,11 @@ bool BoundsParams::build(const cubin::KernelPatch& p, void** kernel_params, void
   // `extra`: CU_LAUNCH_PARAM_BUFFER_POINTER / _SIZE pairs ended by _END.
   const void* buffer = nullptr;
   const std::size_t* size = nullptr;
-  for (int i = 0; i < 64; i += 2) {
-    const void* key = extra[i];
-    if (key == CU_LAUNCH_PARAM_END) break;
-    if (key == CU_LAUNCH_PARAM_BUFFER_POINTER) {
-      buffer = extra[i + 1];
-    } else if (key == CU_LAUNCH_PARAM_BUFFER_SIZE) {
-      size = static_cast<const std::size_t*>(extra[i + 1]);
-    } else {
-      return false;  // a key this code does not know: leave the launch alone
-    }
-  }
-  if (buffer == nullptr || size == nullptr) return false;
+  if (!extra_param_buffer(extra, &buffer, &size)) return false;  // leave the launch alone
   buf_size_ = p.bounds_offset + 8;
   buf_.assign(buf_size_, 0);
   std::memcpy(buf_.data(), buffer, std::min<std::size_t>(*size, p.bounds_offset));
-  extra_list_[0] = CU_LAUNCH_PARAM_BUFFER_POINTER;
-  extra_list_[1] = buf_.data();
-  extra_list_[2] = CU_LAUNCH_PARAM_BUFFER_SIZE;
-  extra_list_[3] = &buf_size_;
-  extra_list_[4] = CU_LAUNCH_PARAM_END;
+  make_extra_list(extra_list_, buf_.data(), &buf_size_);
   extra_ = extra_list_;
   set(bounds_[0], bounds_[1]);
   return true;

@@ -78,6 +78,31 @@ bool layout_of(const void* function, Layout* out) {
 
 }  // namespace
 
+bool extra_param_buffer(void** extra, const void** buffer, const std::size_t** size) {
+  *buffer = nullptr;
+  *size = nullptr;
+  for (int i = 0; i < 64; i += 2) {
+    const void* key = extra[i];
+    if (key == CU_LAUNCH_PARAM_END) return *buffer != nullptr && *size != nullptr;
+    if (key == CU_LAUNCH_PARAM_BUFFER_POINTER) {
+      *buffer = extra[i + 1];
+    } else if (key == CU_LAUNCH_PARAM_BUFFER_SIZE) {
+      *size = static_cast<const std::size_t*>(extra[i + 1]);
+    } else {
+      return false;  // a key this code does not know
+    }
+  }
+  return false;  // no end within 32 pairs
+}
+
+void make_extra_list(void* list[5], void* buffer, std::size_t* size) {
+  list[0] = CU_LAUNCH_PARAM_BUFFER_POINTER;
+  list[1] = buffer;
+  list[2] = CU_LAUNCH_PARAM_BUFFER_SIZE;
+  list[3] = size;
+  list[4] = CU_LAUNCH_PARAM_END;
+}
+
 void LaunchCopy::forget_layouts() noexcept {
   const std::lock_guard<std::mutex> lock(g_layout_mu);
   layouts().clear();
@@ -103,30 +128,13 @@ bool LaunchCopy::copy_params(const void* function, std::uint32_t count_limit, vo
     return true;
   }
   if (extra == nullptr) return true;  // no parameters at all
-  // CU_LAUNCH_PARAM_BUFFER_POINTER / _SIZE pairs ended by _END.
   const void* buffer = nullptr;
   const std::size_t* size = nullptr;
-  for (int i = 0;; i += 2) {
-    if (i >= 64) return false;
-    const void* key = extra[i];
-    if (key == CU_LAUNCH_PARAM_END) break;
-    if (key == CU_LAUNCH_PARAM_BUFFER_POINTER) {
-      buffer = extra[i + 1];
-    } else if (key == CU_LAUNCH_PARAM_BUFFER_SIZE) {
-      size = static_cast<const std::size_t*>(extra[i + 1]);
-    } else {
-      return false;
-    }
-  }
-  if (buffer == nullptr || size == nullptr) return false;
+  if (!extra_param_buffer(extra, &buffer, &size)) return false;
   buf_size_ = *size;
   buf_.assign(static_cast<const std::uint8_t*>(buffer), static_cast<const std::uint8_t*>(buffer) + buf_size_);
   if (buf_.empty()) buf_.push_back(0);
-  extra_list_[0] = CU_LAUNCH_PARAM_BUFFER_POINTER;
-  extra_list_[1] = buf_.data();
-  extra_list_[2] = CU_LAUNCH_PARAM_BUFFER_SIZE;
-  extra_list_[3] = &buf_size_;
-  extra_list_[4] = CU_LAUNCH_PARAM_END;
+  make_extra_list(extra_list_, buf_.data(), &buf_size_);
   has_extra_ = true;
   return true;
 }

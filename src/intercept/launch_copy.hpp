@@ -10,6 +10,13 @@
 
 namespace lithos::intercept {
 
+// The parameter buffer of a launch's `extra` list
+// (CU_LAUNCH_PARAM_BUFFER_POINTER / _SIZE pairs ended by _END). False when
+// the list holds a key this code does not know, or lacks either entry.
+bool extra_param_buffer(void** extra, const void** buffer, const std::size_t** size);
+// Writes the `extra` list naming `buffer` of `*size` bytes into list[0..4].
+void make_extra_list(void* list[5], void* buffer, std::size_t* size);
+
 class LaunchCopy {
  public:
   // Copies the parameters of a launch of `function`. `count_limit`: the
