@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <mutex>
 #include <unordered_map>
 #include <utility>
@@ -55,25 +56,23 @@ Layout query_layout(const void* function) {
   return {};
 }
 
+// Layouts are shared, not copied, by each launch that reads one (a launch
+// holds its layout while it copies; an unload may clear the map meanwhile).
 std::mutex g_layout_mu;
-std::unordered_map<const void*, Layout>& layouts() {
-  static auto* m = new std::unordered_map<const void*, Layout>();
+std::unordered_map<const void*, std::shared_ptr<const Layout>>& layouts() {
+  static auto* m = new std::unordered_map<const void*, std::shared_ptr<const Layout>>();
   return *m;
 }
 
-bool layout_of(const void* function, Layout* out) {
+std::shared_ptr<const Layout> layout_of(const void* function) {
   {
     const std::lock_guard<std::mutex> lock(g_layout_mu);
     const auto it = layouts().find(function);
-    if (it != layouts().end()) {
-      *out = it->second;
-      return out->known;
-    }
+    if (it != layouts().end()) return it->second;
   }
-  Layout l = query_layout(function);
+  auto l = std::make_shared<const Layout>(query_layout(function));
   const std::lock_guard<std::mutex> lock(g_layout_mu);
-  *out = layouts().emplace(function, std::move(l)).first->second;
-  return out->known;
+  return layouts().emplace(function, std::move(l)).first->second;
 }
 
 }  // namespace
@@ -112,8 +111,10 @@ bool LaunchCopy::copy_params(const void* function, std::uint32_t count_limit, vo
   has_params_ = false;
   has_extra_ = false;
   if (kernel_params != nullptr) {
-    Layout l;
-    if (function == nullptr || !layout_of(function, &l)) return false;
+    if (function == nullptr) return false;
+    const std::shared_ptr<const Layout> layout = layout_of(function);
+    if (!layout->known) return false;
+    const Layout& l = *layout;
     const std::size_t n = std::min<std::size_t>(l.params.size(), count_limit);
     std::size_t total = 0;
     for (std::size_t i = 0; i < n; ++i) total = std::max(total, l.params[i].offset + l.params[i].size);

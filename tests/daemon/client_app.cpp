@@ -14,6 +14,9 @@
 // descriptor in this thread, as for a deferred launch), and after each
 // synchronisation (SYNC_EVERY launches)
 //   {"synced":N,"descriptors":<descriptors the fake GPU built so far>}
+// With CLIENT_PARAMS=1 every launch passes one parameter {i, i + 1000}
+// (overwritten once the launch returns) and, before the statistics, it prints
+//   {"params":[[lo,hi],...]}   the values the fake GPU saw, launch by launch.
 // Then it sleeps
 // HOLD_MS (to be killed, or to keep its registration) and prints
 //   {"stats":<lithos_stats_json>}
@@ -89,10 +92,22 @@ int main(int argc, char** argv) {
     return fail("the fake driver or liblithos.so is missing");
   if (init(0) != CUDA_SUCCESS) return fail("cuInit failed");
   const auto stream = reinterpret_cast<CUstream>(0x5100);
+  // CLIENT_PARAMS=1: each launch passes one 8-byte parameter {i, i + 1000},
+  // overwritten as soon as the launch returns; the fake GPU records what it
+  // saw (a deferred launch must have copied it).
+  const bool with_params = std::getenv("CLIENT_PARAMS") != nullptr;
+  auto record_bounds = reinterpret_cast<void (*)(int)>(::dlsym(drv, "fake_record_bounds"));
+  auto bounds = reinterpret_cast<int (*)(std::uint32_t*, int)>(::dlsym(drv, "fake_bounds"));
+  if (with_params && (record_bounds == nullptr || bounds == nullptr)) return fail("the fake driver lacks fake_bounds");
+  if (with_params) record_bounds(0);
   for (int i = 0; i < launches; ++i) {
     if (i == hang_after) ::setenv("FAKE_MARKERS_HANG", "1", 1);
     const std::uint64_t t = now_ns();
-    const CUresult rc = launch(reinterpret_cast<CUfunction>(0x10), grid, 1, 1, 256, 1, 1, 0, stream, nullptr, nullptr);
+    std::uint32_t value[2] = {static_cast<std::uint32_t>(i), static_cast<std::uint32_t>(i) + 1000};
+    void* params[1] = {value};
+    const CUresult rc = launch(reinterpret_cast<CUfunction>(0x10), grid, 1, 1, 256, 1, 1, 0, stream,
+                               with_params ? params : nullptr, nullptr);
+    value[0] = value[1] = 0xdeadU;
     std::printf("{\"i\":%d,\"t_ns\":%llu,\"rc\":%d,\"tpcs\":\"%s\"}\n", i, static_cast<unsigned long long>(t),
                 static_cast<int>(rc), last_tpcs(last_qmd()).c_str());
     std::fflush(stdout);
@@ -106,6 +121,15 @@ int main(int argc, char** argv) {
     if (pause_ms > 0) sleep_ms(pause_ms);
   }
   if (hold_ms > 0) sleep_ms(hold_ms);
+  if (with_params) {
+    std::vector<std::uint32_t> b(2 * static_cast<std::size_t>(launches) + 2);
+    const int n = bounds(b.data(), launches + 1);
+    std::string out = "{\"params\":[";
+    for (std::size_t k = 0; static_cast<int>(k) < n && static_cast<int>(k) <= launches; ++k)
+      out +=
+          (k != 0 ? "," : "") + std::string("[") + std::to_string(b[2 * k]) + "," + std::to_string(b[2 * k + 1]) + "]";
+    std::printf("%s]}\n", out.c_str());
+  }
   std::vector<char> buf(1 << 16);
   stats(buf.data(), buf.size());
   std::string js(buf.data());

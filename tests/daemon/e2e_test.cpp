@@ -201,6 +201,7 @@ class DaemonE2E : public ::testing::Test {
                                     std::string("LITHOS_DEFER_LAUNCHES=") + (defer_ ? "1" : "0")};
     if (!tenant.empty()) env.push_back("LITHOS_TENANT=" + tenant);
     if (markers_hang) env.emplace_back("FAKE_MARKERS_HANG=1");
+    if (params_) env.emplace_back("CLIENT_PARAMS=1");
     Proc p = Proc::spawn({LITHOS_CLIENT_APP, std::to_string(launches), std::to_string(pause_ms),
                           std::to_string(hold_ms), "4096", std::to_string(sync_every), std::to_string(hang_after)},
                          env, (dir_ / (tenant + "-" + std::to_string(++clients_) + ".out")).string());
@@ -244,7 +245,8 @@ class DaemonE2E : public ::testing::Test {
   }
 
   fs::path dir_;
-  bool defer_ = false;  // clients queue best-effort launches (LITHOS_DEFER_LAUNCHES)
+  bool defer_ = false;   // clients queue best-effort launches (LITHOS_DEFER_LAUNCHES)
+  bool params_ = false;  // clients pass a parameter per launch (CLIENT_PARAMS)
   std::string sock_, config_;
   Proc daemon_;
   int daemons_ = 0, clients_ = 0;
@@ -699,11 +701,23 @@ TEST_F(DaemonE2E, AStreamThatStopsRunningFreeKeepsItsAtomsInFlight) {
 // descriptor), and nothing is lost or doubled.
 TEST_F(DaemonE2E, DeferredLaunchesAreAllMadeBeforeASynchronisationReturns) {
   defer_ = true;
+  params_ = true;
   start_daemon({"--best-effort-runs-free", "false"});
   Proc c = client("train", 60, 0, kMarkerHoldMs, false, "", /*sync_every=*/15);
   ASSERT_EQ(c.wait(), 0) << c.err();
   EXPECT_EQ(syncs_all_made(c), 4);
   for (const json& j : launches_of(c)) EXPECT_EQ(j["rc"], 0);
+  // Each launch's parameter was copied when it was queued: the GPU saw
+  // {i, i + 1000}, in order, although the caller overwrote it at once.
+  json params;
+  for (const json& j : c.lines())
+    if (j.contains("params")) params = j["params"];
+  ASSERT_TRUE(params.is_array()) << c.err();
+  ASSERT_EQ(params.size(), 60U) << params.dump();
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    EXPECT_EQ(params[i][0], i) << params.dump();
+    EXPECT_EQ(params[i][1], i + 1000) << params.dump();
+  }
   const json s = stats_of(c);
   ASSERT_TRUE(s.is_object());
   const json& d = s["daemon"]["deferred"];

@@ -259,6 +259,14 @@ FAKE_API int fake_bounds(std::uint32_t* out, int max) {
   }
   return static_cast<int>(g_bounds.size());
 }
+// Every function takes one 8-byte parameter at offset 0 (deferred launches
+// copy kernelParams by this layout).
+FAKE_API CUresult cuFuncGetParamInfo(CUfunction, size_t index, size_t* offset, size_t* size) {
+  if (index > 0) return CUDA_ERROR_INVALID_VALUE;
+  if (offset != nullptr) *offset = 0;
+  if (size != nullptr) *size = 8;
+  return CUDA_SUCCESS;
+}
 // The next `n` module loads fail with CUDA_ERROR_INVALID_IMAGE.
 FAKE_API void fake_refuse_loads(int n) { g_refuse_loads.store(n); }
 
