@@ -50,8 +50,6 @@ void DeferredLaunches::configure(bool on, std::uint32_t depth) noexcept {
   enabled_.store(on, std::memory_order_relaxed);
 }
 
-bool DeferredLaunches::on_worker() noexcept { return t_worker; }
-
 bool DeferredLaunches::start_locked() noexcept {
   if (started_) return true;
   try {
@@ -128,7 +126,7 @@ int DeferredLaunches::drain() noexcept {
     }
     drain_wait_ns_.fetch_add(now_ns() - t0, std::memory_order_relaxed);
   }
-  return first_error_.exchange(0, std::memory_order_acq_rel);
+  return take_error();
 }
 
 void DeferredLaunches::worker() noexcept {

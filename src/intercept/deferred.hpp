@@ -63,8 +63,6 @@ class DeferredLaunches {
   int drain() noexcept;
   // The first error of a queued launch not reported yet (0: none), cleared.
   int take_error() noexcept { return first_error_.exchange(0, std::memory_order_acq_rel); }
-  // Whether the calling thread is the worker.
-  static bool on_worker() noexcept;
 
   struct Stats {
     std::uint64_t deferred = 0;       // launches queued
