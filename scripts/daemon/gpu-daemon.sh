@@ -34,6 +34,9 @@
 #   defer    deferred launches (docs/daemon.md): defer_check.py plain and as a
 #            best-effort tenant waiting for grants (results must be equal bit
 #            for bit), the host cost per launch with deferral on and off
+#   prio     scripts/daemon/prio_probe.cu: which streams take a priority, and
+#            whether a priority reaches across MPS clients (a short request's
+#            latency beside a flooding process, with each way of raising it)
 # TUNE entries may also be env:NAME=VALUE (mode lithos with that variable set,
 # e.g. env:LITHOS_DEFER_LAUNCHES=0).
 set -uo pipefail
@@ -114,6 +117,32 @@ if has hotpath; then
   done
 fi
 
+if has prio; then
+  stamp "prio"
+  nvcc -O2 -arch=sm_90 -o "$WORK/prio_probe" scripts/daemon/prio_probe.cu -lcuda || echo "prio_probe: build failed"
+  P=$WORK/prio_probe
+  timeout -s KILL 30 "$P" info
+  probes() {  # $1: label
+    for m in default stream launch graph; do timeout -s KILL 30 "$P" probe 300 $m | sed "s/^/$1 /"; done
+  }
+  probes "alone"
+  timeout -s KILL 60 "$P" flood 12 >"$WORK/flood.out" & fp=$!
+  sleep 1; probes "beside-flood-no-mps"; wait $fp
+  export CUDA_MPS_PIPE_DIRECTORY=$WORK/mps/pipe CUDA_MPS_LOG_DIRECTORY=$WORK/mps/log
+  mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+  nvidia-cuda-mps-control -d && sleep 1
+  probes "mps-alone"
+  timeout -s KILL 60 "$P" flood 12 >"$WORK/flood.out" & fp=$!
+  sleep 1; probes "mps-beside-flood"; wait $fp
+  CUDA_MPS_CLIENT_PRIORITY=1 timeout -s KILL 60 "$P" flood 12 >"$WORK/flood.out" & fp=$!
+  sleep 1; probes "mps-beside-flood-at-client-priority-1"; wait $fp
+  timeout -s KILL 60 "$P" flood 12 4 >"$WORK/flood.out" & fp=$!
+  sleep 1; probes "mps-beside-4-stream-flood"; wait $fp
+  CUDA_MPS_CLIENT_PRIORITY=1 timeout -s KILL 60 "$P" flood 12 4 >"$WORK/flood.out" & fp=$!
+  sleep 1; probes "mps-beside-4-stream-flood-at-client-priority-1"; wait $fp
+  echo quit | nvidia-cuda-mps-control; sleep 1
+  unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+fi
 if has defer; then
   stamp "defer"
   timeout -s KILL 120 python3 scripts/daemon/defer_check.py 40 >"$WORK/defer-plain.json" 2>"$WORK/defer-plain.err"
@@ -188,6 +217,9 @@ if has tune; then
       env "LITHOSD_${name^^}=${kv#*=}" timeout -s KILL 150 "$LITHOS" bench "$sc" --modes lithos --out "$dir" --no-plots -q
     fi | grep -vE "^(alone|mode|-+|report:|$|hybrid|solo)" | sed "s/^/$kv  /"
     grep -h "predictor cache" "$dir"/logs/lithos/lithosd.log 2>/dev/null | sed "s/^/$kv  /"
+    # Stream priorities the clients set (client statistics, docs/daemon.md).
+    grep -rhoE '"class":"[a-z-]+"|"stream_priority":\{[^}]*\}' "$dir"/logs 2>/dev/null | paste -d' ' - - | sort | uniq -c |
+      sed "s/^/$kv  /"
     pack_logs "$dir"
   done
   pack_logs "$base"

@@ -19,6 +19,16 @@ namespace lithos::daemon {
 
 namespace {
 
+// The engine's hardware priority as the client applies it to a stream.
+ipc::StreamPriority stream_priority(sched::HwPriority p) {
+  switch (p) {
+    case sched::HwPriority::kHigh: return ipc::StreamPriority::kHighest;
+    case sched::HwPriority::kLow: return ipc::StreamPriority::kLowest;
+    case sched::HwPriority::kNormal: break;
+  }
+  return ipc::StreamPriority::kKeep;
+}
+
 std::string text_of(const char* field, std::size_t cap) {
   std::size_t n = 0;
   while (n < cap && field[n] != '\0') ++n;
@@ -333,6 +343,7 @@ void Daemon::welcome(int sock, const ipc::Hello& hello_in, std::uint64_t now) {
   w.tenant_id = tenant;
   w.tenant_class = c->high ? ipc::TenantClass::kHigh : ipc::TenantClass::kBestEffort;
   w.quota = static_cast<std::uint32_t>(tc.quota);
+  w.immediate_priority = stream_priority(engine_->immediate_priority(tenant));
   w.channel_bytes = static_cast<std::uint32_t>(c->channel.bytes());
   copy_text(w.tenant, tc.name);
   copy_text(w.message, res->by_rule ? "matched by program name" : res->by_default ? "default tenant" : "as asked");
@@ -508,7 +519,11 @@ bool Daemon::dispatch(std::uint64_t now) {
     g.index = d.index;
     if (d.last) g.flags |= ipc::kGrantLast;
     if (d.tpcs == engine_->state().device_tpcs) g.flags |= ipc::kGrantWholeGpu;
-    if (d.priority == sched::HwPriority::kLow) g.flags |= ipc::kGrantLowPriority;
+    switch (stream_priority(d.priority)) {
+      case ipc::StreamPriority::kHighest: g.flags |= ipc::kGrantHighPriority; break;
+      case ipc::StreamPriority::kLowest: g.flags |= ipc::kGrantLowPriority; break;
+      case ipc::StreamPriority::kKeep: break;
+    }
     s.inflight.push_back({g.marker, d.atom, now});
     deliver(*c, g);
     ++c->grants;

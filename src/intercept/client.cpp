@@ -37,6 +37,8 @@ struct Drv {
   CUresult (*host_device_pointer)(CUdeviceptr*, void*, unsigned) = nullptr;
   CUresult (*write_value64)(CUstream, CUdeviceptr, cuuint64_t, unsigned) = nullptr;
   CUresult (*is_capturing)(CUstream, CUstreamCaptureStatus*) = nullptr;
+  CUresult (*set_stream_attribute)(CUstream, CUstreamAttrID, const CUstreamAttrValue*) = nullptr;
+  CUresult (*priority_range)(int*, int*) = nullptr;
   static const Drv& get() {
     static const Drv d = [] {
       Drv x;
@@ -50,6 +52,8 @@ struct Drv {
       if (x.write_value64 == nullptr)
         x.write_value64 = reinterpret_cast<decltype(x.write_value64)>(r.symbol("cuStreamWriteValue64"));
       x.is_capturing = reinterpret_cast<decltype(x.is_capturing)>(r.symbol("cuStreamIsCapturing"));
+      x.set_stream_attribute = reinterpret_cast<decltype(x.set_stream_attribute)>(r.symbol("cuStreamSetAttribute"));
+      x.priority_range = reinterpret_cast<decltype(x.priority_range)>(r.symbol("cuCtxGetStreamPriorityRange"));
       return x;
     }();
     return d;
@@ -73,6 +77,15 @@ std::uintptr_t key_of(CUstream_st* stream, bool ptsz) {
 thread_local std::uintptr_t t_key = ~std::uintptr_t{0};
 thread_local std::uint32_t t_slot = 0;
 thread_local std::uint32_t t_generation = ~0U;
+
+const char* priority_name(ipc::StreamPriority p) {
+  switch (p) {
+    case ipc::StreamPriority::kHighest: return "highest";
+    case ipc::StreamPriority::kLowest: return "lowest";
+    case ipc::StreamPriority::kKeep: break;
+  }
+  return "application's own";
+}
 
 void cpu_relax() { __builtin_ia32_pause(); }
 
@@ -118,6 +131,7 @@ void DaemonClient::configure(const Config& c) noexcept {
     socket_ = c.daemon_socket;
     tenant_ = c.tenant;
     grant_timeout_ms_ = c.grant_timeout_ms;
+    hw_priority_ = c.hw_priority;
     if (wanted_) {
       // A forked child shares the parent's channel mapping but must never use
       // it (one producer per ring): it runs as if no daemon were configured.
@@ -228,6 +242,7 @@ bool DaemonClient::connect_locked() noexcept {
       s.seq.store(0);
       s.last_marker.store(0);
       s.dirty.store(false);
+      s.priority.store(ipc::StreamPriority::kKeep);
     }
   }
   {
@@ -239,6 +254,7 @@ bool DaemonClient::connect_locked() noexcept {
   fallback_[0] = layout->header.fallback[0].load();
   fallback_[1] = layout->header.fallback[1].load();
   high_.store(w.tenant_class == ipc::TenantClass::kHigh, std::memory_order_release);
+  immediate_priority_.store(w.immediate_priority, std::memory_order_release);
   channels_.push_back(std::move(holder));
   generation_.fetch_add(1, std::memory_order_acq_rel);
   registered_once_.store(true, std::memory_order_release);
@@ -304,6 +320,7 @@ int DaemonClient::slot_of(CUstream_st* stream, bool ptsz) noexcept {
       Slot& s = slots_[free];
       s.stream = stream;
       s.ptsz = ptsz;
+      s.priority.store(ipc::StreamPriority::kKeep);
       s.seq.store(0);
       s.dirty.store(false);
       // The slot's completion value survives from an earlier stream: markers
@@ -378,6 +395,47 @@ bool DaemonClient::runs_free(sched::TpcSet* out) const noexcept {
   const ipc::ChannelLayout* l = layout_;
   if (l == nullptr || (l->header.flags.load(std::memory_order_acquire) & ipc::kChannelRunsFree) == 0) return false;
   return allocation(out);
+}
+
+void DaemonClient::before_immediate(CUstream_st* stream, bool ptsz) noexcept {
+  const ipc::StreamPriority p = immediate_priority_.load(std::memory_order_acquire);
+  if (!hw_priority_ || p == ipc::StreamPriority::kKeep || !connected()) return;
+  const int slot = slot_of(stream, ptsz);
+  if (slot >= 0) apply_priority(static_cast<std::uint32_t>(slot), p);
+}
+
+void DaemonClient::apply_priority(std::uint32_t slot, ipc::StreamPriority p) noexcept {
+  if (!hw_priority_ || p == ipc::StreamPriority::kKeep || slot >= ipc::kMaxStreams) return;
+  Slot& s = slots_[slot];
+  if (s.priority.load(std::memory_order_acquire) == p) return;
+  const Drv& d = Drv::get();
+  const CUstream h = handle_of(s.stream, s.ptsz);
+  Internal internal;
+  if (d.is_capturing != nullptr) {
+    // Never touch a stream that is being captured (the call could end the
+    // capture); its launches do not run now. The next launch tries again.
+    CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
+    if (d.is_capturing(h, &cs) != CUDA_SUCCESS || cs != CU_STREAM_CAPTURE_STATUS_NONE) return;
+  }
+  int least = 0, greatest = 0;
+  CUresult r = CUDA_ERROR_NOT_SUPPORTED;
+  if (d.set_stream_attribute != nullptr && d.priority_range != nullptr) {
+    r = d.priority_range(&least, &greatest);
+    if (r == CUDA_SUCCESS) {
+      CUstreamAttrValue v{};
+      v.priority = p == ipc::StreamPriority::kHighest ? greatest : least;
+      r = d.set_stream_attribute(h, CU_STREAM_ATTRIBUTE_PRIORITY, &v);
+    }
+  }
+  // Once per stream either way: a stream that refuses is not asked again.
+  s.priority.store(p, std::memory_order_release);
+  if (r == CUDA_SUCCESS) {
+    priorities_set_.fetch_add(1, std::memory_order_relaxed);
+  } else {
+    priority_failures_.fetch_add(1, std::memory_order_relaxed);
+    LITHOS_LOG_ONCE(LogLevel::kWarn, "a stream priority could not be set (CUresult %d); launches keep the stream's own",
+                    static_cast<int>(r));
+  }
 }
 
 void DaemonClient::report_running(CUstream_st* stream, bool ptsz, const LaunchInfo& li, std::uint64_t kernel,
@@ -487,7 +545,11 @@ bool DaemonClient::next_grant(const Ticket& t, ipc::GrantMsg* out) noexcept {
         while (b + 1 < kWaitBuckets && us > kWaitEdgesUs[b]) ++b;
         wait_hist_[b].fetch_add(1, std::memory_order_relaxed);
         raise_to(grant_wait_max_ns_, waited);
-        return out->type == ipc::GrantType::kGrant;
+        if (out->type != ipc::GrantType::kGrant) return false;
+        apply_priority(t.slot, (out->flags & ipc::kGrantHighPriority) != 0  ? ipc::StreamPriority::kHighest
+                               : (out->flags & ipc::kGrantLowPriority) != 0 ? ipc::StreamPriority::kLowest
+                                                                            : ipc::StreamPriority::kKeep);
+        return true;
       }
     }
     if (!alive()) {
@@ -620,6 +682,8 @@ DaemonClient::Stats DaemonClient::stats() const noexcept {
   s.reconnects = reconnects_.load();
   s.dropped_reports = dropped_reports_.load();
   s.syncs = syncs_.load();
+  s.priorities_set = priorities_set_.load();
+  s.priority_failures = priority_failures_.load();
   return s;
 }
 
@@ -662,7 +726,10 @@ std::string DaemonClient::stats_json() const {
       ",\"grant_wait_p99_us_at_most\":" + std::to_string(wait_quantile_us(0.99)) +
       ",\"fallbacks\":" + num(s.fallbacks) + ",\"reconnects\":" + num(s.reconnects) +
       ",\"dropped_reports\":" + num(s.dropped_reports) + ",\"syncs\":" + num(s.syncs) +
-      ",\"deferred\":" + DeferredLaunches::instance().stats_json() + "}";
+      ",\"stream_priority\":{\"immediate\":\"" + priority_name(immediate_priority_.load()) +
+      "\",\"enabled\":" + (hw_priority_ ? "true" : "false") + ",\"set\":" + num(s.priorities_set) +
+      ",\"failed\":" + num(s.priority_failures) + "}" + ",\"deferred\":" + DeferredLaunches::instance().stats_json() +
+      "}";
   return out;
 }
 

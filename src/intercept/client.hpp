@@ -72,6 +72,12 @@ class DaemonClient {
   // (ipc::kChannelRunsFree): its launches go out at once on *out, the
   // allocation, and are reported as a high-priority tenant's are.
   bool runs_free(sched::TpcSet* out) const noexcept;
+  // Before a launch that goes out at once (high priority, or best effort
+  // running free) on `stream`: sets the stream priority the engine decided
+  // for such launches (ipc::Welcome::immediate_priority), once per stream
+  // (LITHOS_HW_PRIORITY=0: never). Grants carry their own (next_grant sets
+  // it). Streams being captured are left alone.
+  void before_immediate(CUstream_st* stream, bool ptsz) noexcept;
   // Reports a launch already made on `stream` (graph: a CUDA-graph launch),
   // and writes or schedules its completion marker.
   void report_running(CUstream_st* stream, bool ptsz, const LaunchInfo& li, std::uint64_t kernel, bool graph) noexcept;
@@ -111,7 +117,8 @@ class DaemonClient {
   struct Stats {
     std::uint64_t reported = 0, markers = 0, tracker_markers = 0, submits = 0, grants = 0;
     std::uint64_t grant_wait_ns = 0, grant_wait_max_ns = 0, fallbacks = 0, reconnects = 0, dropped_reports = 0;
-    std::uint64_t syncs = 0;  // kSync messages sent
+    std::uint64_t syncs = 0;                                  // kSync messages sent
+    std::uint64_t priorities_set = 0, priority_failures = 0;  // stream priorities set (apply_priority)
   };
   Stats stats() const noexcept;
   // State and counters as one JSON object, "" when no daemon is configured
@@ -128,7 +135,8 @@ class DaemonClient {
     std::atomic<std::uint64_t> last_marker{0};  // value of the last marker written
     std::atomic<bool> dirty{false};             // launches after the last marker
     std::atomic<std::uint64_t> last_launch_ns{0};
-    std::atomic<std::uint64_t> last_marker_ns{0};  // when the last marker was enqueued
+    std::atomic<std::uint64_t> last_marker_ns{0};                           // when the last marker was enqueued
+    std::atomic<ipc::StreamPriority> priority{ipc::StreamPriority::kKeep};  // last set on it by us
   };
   // Eager high-priority launches write a marker at most this often per
   // stream (a marker costs ~2 us of host time; the tracker closes a burst).
@@ -140,6 +148,9 @@ class DaemonClient {
   // The slot of a stream, opening it (kStreamOpen) on first use; -1 when none is free.
   int slot_of(CUstream_st* stream, bool ptsz) noexcept;
   bool push(const ipc::SubmitMsg& m) noexcept;
+  // Sets stream priority `p` on slot `slot`'s stream unless it has it
+  // already (kKeep: nothing). Called in the launching thread, before the launch.
+  void apply_priority(std::uint32_t slot, ipc::StreamPriority p) noexcept;
   void write_marker(CUstream_st* stream, bool ptsz, std::uint32_t slot, std::uint64_t value) noexcept;
   void tracker() noexcept;
   static std::uint64_t now_ns() noexcept;
@@ -147,6 +158,8 @@ class DaemonClient {
   bool wanted_ = false;
   std::string socket_, tenant_;
   double grant_timeout_ms_ = 500;
+  bool hw_priority_ = true;
+  std::atomic<ipc::StreamPriority> immediate_priority_{ipc::StreamPriority::kKeep};
   std::atomic<State> state_{State::kIdle};
   std::atomic<bool> high_{false};
   std::atomic<bool> registered_once_{false};
@@ -184,7 +197,8 @@ class DaemonClient {
   double wait_quantile_us(double q) const noexcept;
 
   mutable std::atomic<std::uint64_t> reported_{0}, markers_{0}, tracker_markers_{0}, submits_{0}, grants_n_{0},
-      grant_wait_ns_{0}, grant_wait_max_ns_{0}, fallbacks_{0}, reconnects_{0}, dropped_reports_{0}, syncs_{0};
+      grant_wait_ns_{0}, grant_wait_max_ns_{0}, fallbacks_{0}, reconnects_{0}, dropped_reports_{0}, syncs_{0},
+      priorities_set_{0}, priority_failures_{0};
 };
 
 }  // namespace lithos::intercept

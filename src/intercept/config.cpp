@@ -125,6 +125,19 @@ Config config_from_env(const EnvLookup& lookup) {
         problem(name, v, "expected 1 or 0");
     }
   };
+  // A switch that is on by default: 1 or 0 (empty: the default).
+  auto on_off = [&](const char* name, bool* out) {
+    if (const char* v = get(name)) {
+      if (*v == '\0')
+        ;  // unset: the default
+      else if (truthy(v))
+        *out = true;
+      else if (falsy_or_empty(v))
+        *out = false;
+      else
+        problem(name, v, "expected 1 or 0");
+    }
+  };
   // A number of the whole string; false when it is not one.
   auto number = [](const char* v, double* out) {
     char* end = nullptr;
@@ -192,16 +205,8 @@ Config config_from_env(const EnvLookup& lookup) {
     else
       c.grant_timeout_ms = d;
   }
-  if (const char* v = get("LITHOS_DEFER_LAUNCHES")) {
-    if (*v == '\0')
-      ;  // unset: the default
-    else if (truthy(v))
-      c.defer_launches = true;
-    else if (falsy_or_empty(v))
-      c.defer_launches = false;
-    else
-      problem("LITHOS_DEFER_LAUNCHES", v, "expected 1 or 0");
-  }
+  on_off("LITHOS_DEFER_LAUNCHES", &c.defer_launches);
+  on_off("LITHOS_HW_PRIORITY", &c.hw_priority);
   whole("LITHOS_DEFER_DEPTH", 1, 65536, "expected a whole number of launches between 1 and 65536", &c.defer_depth);
   if (c.role != Role::kNone && c.board_path.empty()) {
     problem("LITHOS_ROLE", c.role == Role::kHighPriority ? "hp" : "be", "has no effect without LITHOS_BOARD");

@@ -40,6 +40,9 @@
 //                          granted (deferred.hpp; default 1)
 //   LITHOS_DEFER_DEPTH=N   launches queued at most before the application
 //                          waits (default 1024)
+//   LITHOS_HW_PRIORITY=0|1 under lithosd: set the stream priority the engine
+//                          decided on each launch's stream before launching
+//                          (client.hpp; default 1)
 // A malformed value is reported (problems) and ignored: the library then runs
 // as if that variable were unset, it never stops the host program.
 #pragma once
@@ -89,6 +92,7 @@ struct Config {
   double grant_timeout_ms = 500;     // LITHOS_GRANT_TIMEOUT_MS
   bool defer_launches = true;        // LITHOS_DEFER_LAUNCHES
   std::uint32_t defer_depth = 1024;  // LITHOS_DEFER_DEPTH
+  bool hw_priority = true;           // LITHOS_HW_PRIORITY
   // One line per ignored, malformed variable ("LITHOS_TPCS='x': ...").
   std::vector<std::string> problems;
 

@@ -741,6 +741,7 @@ CUresult dispatch_call(Fn fn, CUstream stream, A... a) {
           return granted_whole(li, stream, info.ptsz, Runtime::kernel_id(exec), true, run);
         }
       }
+      rt.before_immediate_launch(stream, info.ptsz);
       const CUresult r = run();
       if (r == CUDA_SUCCESS) rt.after_launch(stream, info.ptsz, li, true);
       return r;

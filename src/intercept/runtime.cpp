@@ -492,6 +492,7 @@ void Runtime::begin_launch(HookId id, CUstream_st* stream, bool ptsz, const Laun
                                    .c_str()
                              : "");
   }
+  before_immediate_launch(stream, ptsz);
 }
 
 sched::LaunchNeeds Runtime::launch_needs(const LaunchInfo& launch, const sched::TpcSet& tpcs) noexcept {
@@ -618,6 +619,12 @@ std::uint64_t Runtime::kernel_id(const void* function) noexcept {
   h *= 0xff51afd7ed558ccdULL;
   h ^= h >> 33;
   return h;
+}
+
+void Runtime::before_immediate_launch(CUstream_st* stream, bool ptsz) noexcept {
+  DaemonClient& dc = DaemonClient::instance();
+  if (!dc.wanted() || !(dc.high() || t_frame.runs_free) || !dc.connected()) return;
+  dc.before_immediate(stream, ptsz);
 }
 
 void Runtime::after_launch(CUstream_st* stream, bool ptsz, const LaunchInfo& launch, bool graph) noexcept {

@@ -242,6 +242,10 @@ class Runtime {
   // made on `stream` is reported to lithosd when this process is a
   // high-priority tenant. `graph`: a CUDA-graph launch (function = exec).
   void after_launch(CUstream_st* stream, bool ptsz, const LaunchInfo& launch, bool graph) noexcept;
+  // Before such a launch (high priority, or best effort running free): the
+  // stream priority the engine decided for it (DaemonClient::before_immediate).
+  // begin_launch calls it; the graph-launch hook calls it itself.
+  void before_immediate_launch(CUstream_st* stream, bool ptsz) noexcept;
   // A stable identity of a launched function (the kernel's name where the
   // atomizer knows it, so that processes of a tenant share predictions).
   static std::uint64_t kernel_id(const void* function) noexcept;

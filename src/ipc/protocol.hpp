@@ -30,7 +30,7 @@
 namespace lithos::ipc {
 
 inline constexpr std::uint32_t kMagic = 0x4c495448;  // "LITH"
-inline constexpr std::uint32_t kVersion = 1;
+inline constexpr std::uint32_t kVersion = 2;
 inline constexpr std::uint32_t kMaxStreams = 256;  // completion slots per client
 inline constexpr std::uint32_t kRingSlots = 1024;  // messages per ring (power of two)
 inline constexpr std::size_t kNameBytes = 64;
@@ -63,6 +63,14 @@ enum class WelcomeStatus : std::uint32_t {
 
 enum class TenantClass : std::uint32_t { kHigh = 0, kBestEffort = 1 };
 
+// The stream priority a launch goes with (sched::HwPriority, as the engine
+// decided it): the client sets it on the launch's stream before launching.
+enum class StreamPriority : std::uint32_t {
+  kKeep = 0,     // the application's own (sched::HwPriority::kNormal)
+  kHighest = 1,  // the context's greatest stream priority
+  kLowest = 2,   // its least (the default of every stream)
+};
+
 struct Welcome {
   std::uint32_t magic = kMagic;
   std::uint32_t version = kVersion;
@@ -70,11 +78,13 @@ struct Welcome {
   std::uint32_t client_id = 0;
   std::uint32_t tenant_id = 0;
   TenantClass tenant_class = TenantClass::kBestEffort;
-  std::uint32_t quota = 0;          // TPCs guaranteed (high class)
-  std::uint32_t channel_bytes = 0;  // size of the channel the passed fd maps
-  std::uint64_t daemon_epoch = 0;   // changes when the daemon restarts
-  char tenant[kNameBytes] = {};     // the tenant granted
-  char message[128] = {};           // why, when refused
+  std::uint32_t quota = 0;                                    // TPCs guaranteed (high class)
+  std::uint32_t channel_bytes = 0;                            // size of the channel the passed fd maps
+  std::uint64_t daemon_epoch = 0;                             // changes when the daemon restarts
+  StreamPriority immediate_priority = StreamPriority::kKeep;  // of launches made at once (hp, running free)
+  std::uint32_t reserved = 0;
+  char tenant[kNameBytes] = {};  // the tenant granted
+  char message[128] = {};        // why, when refused
 };
 
 // ---- the channel (shared memory) --------------------------------------------
@@ -118,9 +128,10 @@ enum class GrantType : std::uint16_t {
 };
 
 enum GrantFlags : std::uint16_t {
-  kGrantLast = 1U << 0,         // the launch's final atom
-  kGrantWholeGpu = 1U << 1,     // no mask: every TPC (tpcs is the device's)
-  kGrantLowPriority = 1U << 2,  // borrowed TPCs: run at low stream priority
+  kGrantLast = 1U << 0,          // the launch's final atom
+  kGrantWholeGpu = 1U << 1,      // no mask: every TPC (tpcs is the device's)
+  kGrantLowPriority = 1U << 2,   // run at the lowest stream priority (StreamPriority::kLowest)
+  kGrantHighPriority = 1U << 3,  // run at the highest (kHighest); neither: the application's own
 };
 
 struct GrantMsg {  // 64 bytes

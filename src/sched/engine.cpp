@@ -233,7 +233,7 @@ Result<AtomDispatch> Engine::submit_running(QueueId queue, const LaunchDesc& lau
   ++counters_.launches;
   Placement placement;
   placement.tpcs = tpcs;
-  placement.priority = t.is_high() ? HwPriority::kHigh : HwPriority::kLow;
+  placement.priority = policy_->immediate_priority(state_, q.tenant);
   return carve(q, p, placement, now, /*queued=*/false);
 }
 
@@ -270,6 +270,11 @@ void Engine::sync(QueueId queue) {
 TpcSet Engine::immediate_set(TenantId t, Time now) const {
   if (static_cast<std::size_t>(t) >= state_.tenants.size()) return TpcSet{};
   return policy_->immediate_set(state_, t, now) & state_.device_tpcs;
+}
+
+HwPriority Engine::immediate_priority(TenantId t) const {
+  if (static_cast<std::size_t>(t) >= state_.tenants.size()) return HwPriority::kNormal;
+  return policy_->immediate_priority(state_, t);
 }
 
 bool Engine::runs_free(TenantId t) const {

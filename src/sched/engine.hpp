@@ -207,6 +207,9 @@ class Engine {
   // Where tenant `t`'s launches that never wait for a decision go now
   // (Policy::immediate_set); the empty set for an unknown tenant.
   TpcSet immediate_set(TenantId t, Time now) const;
+  // The hardware priority of those launches (Policy::immediate_priority);
+  // kNormal for an unknown tenant.
+  HwPriority immediate_priority(TenantId t) const;
   // Whether best-effort tenant `t`'s launches need no decision now
   // (Policy::runs_free): lithosd then lets them go out at once on
   // immediate_set, and the throttle does not hold its queues. False for an

@@ -16,6 +16,12 @@ TpcSet Policy::immediate_set(const EngineState& state, TenantId tenant, Time now
   return owned.empty() ? state.device_tpcs : owned;
 }
 
+HwPriority Policy::immediate_priority(const EngineState& state, TenantId tenant) const {
+  (void)state;
+  (void)tenant;
+  return HwPriority::kNormal;
+}
+
 bool Policy::runs_free(const EngineState& state, TenantId tenant) const {
   (void)state;
   (void)tenant;

@@ -103,6 +103,11 @@ class Policy {
   // ahead, whenever it changes. Reads state only. Default: the TPCs the
   // tenant owns, else every TPC of the device.
   virtual TpcSet immediate_set(const EngineState& state, TenantId tenant, Time now) const;
+  // The hardware priority those launches go with (the runtime sets it on
+  // the launch's stream before it launches: stream priorities reach across
+  // MPS clients). Reads state only. Default: kNormal, the application's own
+  // stream priorities, as the baselines run.
+  virtual HwPriority immediate_priority(const EngineState& state, TenantId tenant) const;
 
   // Whether a best-effort tenant's launches need no decision now, because
   // nothing they could delay exists: the Engine's throttle does not hold its

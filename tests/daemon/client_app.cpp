@@ -8,10 +8,11 @@
 // Makes LAUNCHES kernel launches (GRID blocks of 256 threads, default 4096)
 // on one stream, PAUSE_MS apart, and prints
 // one JSON line per launch as it goes:
-//   {"i":N,"t_ns":<CLOCK_MONOTONIC>,"rc":<CUresult>,"tpcs":"0-1"|"all"}
+//   {"i":N,"t_ns":<CLOCK_MONOTONIC>,"rc":<CUresult>,"tpcs":"0-1"|"all","prio":P}
 // where tpcs is the set the launch's descriptor enabled (the fake GPU's slot
 // map: slots 0,2,3,5 = TPCs 0-3; "all" = no mask written; "none": no
-// descriptor in this thread, as for a deferred launch), and after each
+// descriptor in this thread, as for a deferred launch) and prio the stream
+// priority it went with (null: the stream's own, never set), and after each
 // synchronisation (SYNC_EVERY launches)
 //   {"synced":N,"descriptors":<descriptors the fake GPU built so far>}
 // With CLIENT_PARAMS=1 every launch passes one parameter {i, i + 1000}
@@ -87,8 +88,9 @@ int main(int argc, char** argv) {
   auto sync = reinterpret_cast<CUresult (*)(CUstream)>(::dlsym(drv, "cuStreamSynchronize"));
   auto last_qmd = reinterpret_cast<const std::uint8_t* (*)()>(::dlsym(drv, "fake_last_qmd"));
   auto descriptors = reinterpret_cast<unsigned long (*)()>(::dlsym(drv, "fake_descriptors"));
+  auto last_priority = reinterpret_cast<int (*)(int*)>(::dlsym(drv, "fake_last_priority"));
   auto stats = reinterpret_cast<int (*)(char*, size_t)>(::dlsym(RTLD_DEFAULT, "lithos_stats_json"));
-  if (init == nullptr || launch == nullptr || last_qmd == nullptr || stats == nullptr)
+  if (init == nullptr || launch == nullptr || last_qmd == nullptr || last_priority == nullptr || stats == nullptr)
     return fail("the fake driver or liblithos.so is missing");
   if (init(0) != CUDA_SUCCESS) return fail("cuInit failed");
   const auto stream = reinterpret_cast<CUstream>(0x5100);
@@ -108,8 +110,11 @@ int main(int argc, char** argv) {
     const CUresult rc = launch(reinterpret_cast<CUfunction>(0x10), grid, 1, 1, 256, 1, 1, 0, stream,
                                with_params ? params : nullptr, nullptr);
     value[0] = value[1] = 0xdeadU;
-    std::printf("{\"i\":%d,\"t_ns\":%llu,\"rc\":%d,\"tpcs\":\"%s\"}\n", i, static_cast<unsigned long long>(t),
-                static_cast<int>(rc), last_tpcs(last_qmd()).c_str());
+    int prio = 0;
+    const std::string prio_text = last_priority(&prio) != 0 ? std::to_string(prio) : "null";
+    std::printf("{\"i\":%d,\"t_ns\":%llu,\"rc\":%d,\"tpcs\":\"%s\",\"prio\":%s}\n", i,
+                static_cast<unsigned long long>(t), static_cast<int>(rc), last_tpcs(last_qmd()).c_str(),
+                prio_text.c_str());
     std::fflush(stdout);
     if (sync_every > 0 && (i + 1) % sync_every == 0) {
       if (sync == nullptr || sync(stream) != CUDA_SUCCESS) return fail("cuStreamSynchronize failed");

@@ -202,6 +202,7 @@ class DaemonE2E : public ::testing::Test {
     if (!tenant.empty()) env.push_back("LITHOS_TENANT=" + tenant);
     if (markers_hang) env.emplace_back("FAKE_MARKERS_HANG=1");
     if (params_) env.emplace_back("CLIENT_PARAMS=1");
+    env.insert(env.end(), extra_env_.begin(), extra_env_.end());
     Proc p = Proc::spawn({LITHOS_CLIENT_APP, std::to_string(launches), std::to_string(pause_ms),
                           std::to_string(hold_ms), "4096", std::to_string(sync_every), std::to_string(hang_after)},
                          env, (dir_ / (tenant + "-" + std::to_string(++clients_) + ".out")).string());
@@ -245,8 +246,9 @@ class DaemonE2E : public ::testing::Test {
   }
 
   fs::path dir_;
-  bool defer_ = false;   // clients queue best-effort launches (LITHOS_DEFER_LAUNCHES)
-  bool params_ = false;  // clients pass a parameter per launch (CLIENT_PARAMS)
+  bool defer_ = false;                  // clients queue best-effort launches (LITHOS_DEFER_LAUNCHES)
+  bool params_ = false;                 // clients pass a parameter per launch (CLIENT_PARAMS)
+  std::vector<std::string> extra_env_;  // more NAME=VALUE for the next clients
   std::string sock_, config_;
   Proc daemon_;
   int daemons_ = 0, clients_ = 0;
@@ -747,4 +749,49 @@ TEST_F(DaemonE2E, DeferredLaunchesSurviveTheDaemonDying) {
   ASSERT_TRUE(s.is_object());
   EXPECT_EQ(s["daemon"]["deferred"]["deferred"], 200) << s.dump();
   EXPECT_EQ(s["daemon"]["state"], "gone") << s.dump();
+}
+
+// Stream priorities follow the engine (docs/daemon.md, "Hardware priority"):
+// under the lithos policy a high-priority tenant's launches go out at the
+// context's greatest stream priority (the fake's -5) and a best-effort
+// tenant's granted atoms at the least (0), each stream set once;
+// LITHOS_HW_PRIORITY=0 leaves every stream as the application made it.
+TEST_F(DaemonE2E, StreamPrioritiesFollowTheEngine) {
+  start_daemon({"--best-effort-runs-free", "false"});
+  Proc svc = client("svc", 10, 0, kMarkerHoldMs);
+  Proc be = client("train", 10, 0, 0);
+  ASSERT_EQ(svc.wait(), 0) << svc.err();
+  ASSERT_EQ(be.wait(), 0) << be.err();
+  ASSERT_EQ(launches_of(svc).size(), 10U);
+  for (const json& j : launches_of(svc)) EXPECT_EQ(j["prio"], -5) << j.dump();
+  ASSERT_EQ(launches_of(be).size(), 10U);
+  for (const json& j : launches_of(be)) EXPECT_EQ(j["prio"], 0) << j.dump();
+  const json hp = stats_of(svc)["daemon"]["stream_priority"];
+  EXPECT_EQ(hp["immediate"], "highest") << hp.dump();
+  EXPECT_EQ(hp["set"], 1) << hp.dump();  // once per stream, not per launch
+  EXPECT_EQ(hp["failed"], 0) << hp.dump();
+  EXPECT_EQ(stats_of(be)["daemon"]["stream_priority"]["set"], 1);
+
+  extra_env_ = {"LITHOS_HW_PRIORITY=0"};
+  Proc off = client("svc", 5, 0, kMarkerHoldMs);
+  ASSERT_EQ(off.wait(), 0) << off.err();
+  ASSERT_EQ(launches_of(off).size(), 5U);
+  for (const json& j : launches_of(off)) EXPECT_TRUE(j["prio"].is_null()) << j.dump();
+  EXPECT_EQ(stats_of(off)["daemon"]["stream_priority"]["set"], 0);
+}
+
+// A baseline policy runs the applications' own priorities: under
+// mps-priority the service's stream is left alone (kNormal) and only the
+// best-effort tenant's atoms go at the least priority.
+TEST_F(DaemonE2E, BaselinePolicyKeepsTheServicesStreamPriority) {
+  start_daemon({"--policy", "mps-priority"});
+  Proc svc = client("svc", 10, 0, kMarkerHoldMs);
+  Proc be = client("train", 10, 0, 0);
+  ASSERT_EQ(svc.wait(), 0) << svc.err();
+  ASSERT_EQ(be.wait(), 0) << be.err();
+  ASSERT_EQ(launches_of(svc).size(), 10U);
+  for (const json& j : launches_of(svc)) EXPECT_TRUE(j["prio"].is_null()) << j.dump();
+  EXPECT_EQ(stats_of(svc)["daemon"]["stream_priority"]["immediate"], "application's own");
+  ASSERT_EQ(launches_of(be).size(), 10U);
+  for (const json& j : launches_of(be)) EXPECT_EQ(j["prio"], 0) << j.dump();
 }

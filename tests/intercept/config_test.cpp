@@ -188,5 +188,17 @@ TEST(Config, DeferredLaunchSettings) {
   EXPECT_EQ(bad.problems.size(), 2u);
 }
 
+TEST(Config, HardwarePrioritySwitch) {
+  EXPECT_TRUE(parse({}).hw_priority);  // on by default (it only acts under lithosd)
+  EXPECT_TRUE(parse({{"LITHOS_HW_PRIORITY", ""}}).hw_priority);
+  const Config off = parse({{"LITHOS_HW_PRIORITY", "0"}});
+  EXPECT_FALSE(off.hw_priority);
+  EXPECT_TRUE(off.problems.empty());
+  const Config bad = parse({{"LITHOS_HW_PRIORITY", "high"}});
+  EXPECT_TRUE(bad.hw_priority);
+  ASSERT_EQ(bad.problems.size(), 1u);
+  EXPECT_NE(bad.problems[0].find("LITHOS_HW_PRIORITY"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace lithos::intercept

@@ -155,6 +155,19 @@ struct FakeEvent {
   unsigned flags = 0;
 };
 
+// Stream priorities set through cuStreamSetAttribute, by handle; the
+// priority the last launch of this thread went with (kNoPriority: its
+// stream's own, never set).
+constexpr int kNoPriority = 1000;
+std::mutex g_prio_mu;
+std::map<std::uintptr_t, int> g_priorities;
+thread_local int t_last_priority = kNoPriority;
+void note_priority(CUstream s) {
+  const std::lock_guard<std::mutex> lock(g_prio_mu);
+  const auto it = g_priorities.find(reinterpret_cast<std::uintptr_t>(s));
+  t_last_priority = it != g_priorities.end() ? it->second : kNoPriority;
+}
+
 CUresult launch() {
   g_launched.fetch_add(1);
   std::uint8_t q[384];
@@ -321,6 +334,7 @@ FAKE_API CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy,
                                  void** extra) {
   record("cuLaunchKernel", f, gx, gy, gz, bx, by, bz, shmem, s, params, extra);
   note_bounds(params);
+  note_priority(s);
   return launch();
 }
 FAKE_API CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,
@@ -550,6 +564,28 @@ FAKE_API CUresult cuEventElapsedTime_v2(float* ms, CUevent start, CUevent end) {
   if ((reinterpret_cast<FakeEvent*>(start)->flags & CU_EVENT_DISABLE_TIMING) != 0) return CUDA_ERROR_INVALID_HANDLE;
   *ms = 1.0f;  // every timed launch "takes" 1 ms
   return CUDA_SUCCESS;
+}
+// Priorities: least 0, greatest -5 (as on the H100).
+FAKE_API CUresult cuCtxGetStreamPriorityRange(int* least, int* greatest) {
+  if (least != nullptr) *least = 0;
+  if (greatest != nullptr) *greatest = -5;
+  return CUDA_SUCCESS;
+}
+FAKE_API CUresult cuStreamSetAttribute(CUstream s, CUstreamAttrID id, const CUstreamAttrValue* v) {
+  record("cuStreamSetAttribute", s, id, v);
+  if (v == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (id != CU_STREAM_ATTRIBUTE_PRIORITY) return CUDA_ERROR_NOT_SUPPORTED;
+  if (v->priority > 0 || v->priority < -5) return CUDA_ERROR_INVALID_VALUE;
+  const std::lock_guard<std::mutex> lock(g_prio_mu);
+  g_priorities[reinterpret_cast<std::uintptr_t>(s)] = v->priority;
+  return CUDA_SUCCESS;
+}
+// The priority this thread's last cuLaunchKernel went with: 1 and *out, or
+// 0 when its stream's priority was never set.
+FAKE_API int fake_last_priority(int* out) {
+  if (t_last_priority == kNoPriority) return 0;
+  if (out != nullptr) *out = t_last_priority;
+  return 1;
 }
 FAKE_API CUresult cuStreamIsCapturing(CUstream, CUstreamCaptureStatus* status) {
   if (status == nullptr) return CUDA_ERROR_INVALID_VALUE;

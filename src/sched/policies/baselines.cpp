@@ -31,8 +31,12 @@ Placement MpsPolicy::place(const EngineState& state, const QueueState& queue, co
   (void)now;
   Placement p;
   p.tpcs = state.device_tpcs;
-  p.priority = client_priority_ && !tenant_of(state, queue.tenant).is_high() ? HwPriority::kLow : HwPriority::kNormal;
+  p.priority = immediate_priority(state, queue.tenant);
   return p;
+}
+
+HwPriority MpsPolicy::immediate_priority(const EngineState& state, TenantId tenant) const {
+  return client_priority_ && !tenant_of(state, tenant).is_high() ? HwPriority::kLow : HwPriority::kNormal;
 }
 
 // ---------------------------------------------------------------------------

@@ -20,6 +20,7 @@ class MpsPolicy final : public Policy {
   Status on_tenants_changed(EngineState& state) override;
   int rank(const EngineState& state, TenantId tenant) const override;
   Placement place(const EngineState& state, const QueueState& queue, const PendingLaunch& head, Time now) override;
+  HwPriority immediate_priority(const EngineState& state, TenantId tenant) const override;
 
  private:
   bool client_priority_;

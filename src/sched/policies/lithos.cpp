@@ -79,6 +79,10 @@ Placement LithosPolicy::place(const EngineState& state, const QueueState& queue,
   return p;
 }
 
+HwPriority LithosPolicy::immediate_priority(const EngineState& state, TenantId tenant) const {
+  return state.tenants[static_cast<std::size_t>(tenant)].is_high() ? HwPriority::kHigh : HwPriority::kLow;
+}
+
 TpcSet LithosPolicy::immediate_set(const EngineState& state, TenantId tenant, Time now) const {
   const TenantState& me = state.tenants[static_cast<std::size_t>(tenant)];
   TpcSet out = state.device_tpcs;

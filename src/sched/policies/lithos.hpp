@@ -41,6 +41,10 @@ class LithosPolicy final : public Policy {
   // (Best-effort work still borrows idle quotas, atom by atom, in place().)
   // A best-effort tenant running free: the whole device.
   TpcSet immediate_set(const EngineState& state, TenantId tenant, Time now) const override;
+  // High for high-priority tenants (their launches never wait, so hardware
+  // priority is what puts their blocks ahead of best-effort blocks queued
+  // at the same time), low for best effort running free.
+  HwPriority immediate_priority(const EngineState& state, TenantId tenant) const override;
   bool runs_free(const EngineState& state, TenantId tenant) const override;
 
  private:

@@ -1,0 +1,180 @@
+// prio_probe: what CUDA priorities do on this GPU, for lithos's hardware
+// priority of high-priority tenants (docs/daemon.md, "Hardware priority").
+//
+//   prio_probe info              priority range; which streams take a
+//                                priority attribute (null, legacy, per-thread,
+//                                a created stream)
+//   prio_probe flood SECONDS [STREAMS]
+//                                best-effort stand-in: keeps up to 4 grids of
+//                                one wave of 200 us blocks queued on each of
+//                                STREAMS streams (default 1: the null stream)
+//                                at the default priority
+//   prio_probe probe N MODE      N short requests (132 blocks of 20 us each),
+//                                2 ms apart, each timed launch to completion;
+//                                MODE: default (null stream), stream (a stream
+//                                of the greatest priority), launch (launch
+//                                attribute on the null stream), graph (a graph
+//                                with node priorities, launched on the null
+//                                stream); prints p50 / p99 in us
+//
+// Build: nvcc -O2 -arch=sm_90 -o prio_probe prio_probe.cu -lcuda
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+namespace {
+
+__device__ unsigned long long global_ns() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+__global__ void spin(unsigned long long ns) {
+  const unsigned long long t0 = global_ns();
+  while (global_ns() - t0 < ns) {
+  }
+}
+
+#define CHECK(x)                                                                   \
+  do {                                                                             \
+    cudaError_t e_ = (x);                                                          \
+    if (e_ != cudaSuccess) {                                                       \
+      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
+      std::exit(1);                                                                \
+    }                                                                              \
+  } while (0)
+
+double now_us() {
+  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+void try_stream(const char* name, cudaStream_t s, int prio) {
+  cudaStreamAttrValue v{};
+  v.priority = prio;
+  cudaError_t set = cudaStreamSetAttribute(s, cudaStreamAttributePriority, &v);
+  cudaGetLastError();
+  cudaStreamAttrValue got{};
+  cudaError_t get = cudaStreamGetAttribute(s, cudaStreamAttributePriority, &got);
+  cudaGetLastError();
+  int sp = 0;
+  cudaError_t gp = cudaStreamGetPriority(s, &sp);
+  cudaGetLastError();
+  std::printf("%-10s set=%s get=%s (%d) cudaStreamGetPriority=%s (%d)\n", name, cudaGetErrorName(set),
+              cudaGetErrorName(get), got.priority, cudaGetErrorName(gp), sp);
+}
+
+int info() {
+  int least = 0, greatest = 0;
+  CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+  std::printf("priority range: least %d greatest %d\n", least, greatest);
+  try_stream("null", nullptr, greatest);
+  try_stream("legacy", cudaStreamLegacy, greatest);
+  try_stream("perthread", cudaStreamPerThread, greatest);
+  cudaStream_t s;
+  CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  try_stream("created", s, greatest);
+  spin<<<1, 32, 0, s>>>(1000);
+  CHECK(cudaStreamSynchronize(s));
+  std::printf("a launch on the re-prioritised stream: ok\n");
+  return 0;
+}
+
+int flood(double seconds, int streams) {
+  int sms = 0;
+  CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  const double end = now_us() + seconds * 1e6;
+  streams = std::max(1, std::min(streams, 16));
+  std::vector<cudaStream_t> st(streams, nullptr);  // stream 0: the null stream
+  for (int k = 1; k < streams; ++k) CHECK(cudaStreamCreateWithFlags(&st[k], cudaStreamNonBlocking));
+  std::vector<cudaEvent_t> ev(4 * streams);
+  for (auto& e : ev) CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  unsigned grids = 0;
+  for (unsigned i = 0; now_us() < end; ++i) {
+    for (int k = 0; k < streams; ++k) {
+      cudaEvent_t e = ev[4 * k + i % 4];
+      if (i >= 4) CHECK(cudaEventSynchronize(e));  // at most 4 grids queued per stream
+      spin<<<sms * 16, 128, 0, st[k]>>>(200'000);
+      CHECK(cudaEventRecord(e, st[k]));
+      ++grids;
+    }
+  }
+  CHECK(cudaDeviceSynchronize());
+  std::printf("flood: %u grids on %d streams\n", grids, streams);
+  return 0;
+}
+
+int probe(int n, const char* mode) {
+  int least = 0, greatest = 0, sms = 0;
+  CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+  CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  cudaStream_t s = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  const unsigned long long ns = 20'000;
+  if (std::strcmp(mode, "stream") == 0) {
+    CHECK(cudaStreamCreateWithPriority(&s, cudaStreamNonBlocking, greatest));
+  } else if (std::strcmp(mode, "graph") == 0) {
+    cudaStream_t cap;
+    CHECK(cudaStreamCreateWithFlags(&cap, cudaStreamNonBlocking));
+    cudaGraph_t g;
+    CHECK(cudaStreamBeginCapture(cap, cudaStreamCaptureModeThreadLocal));
+    spin<<<sms, 128, 0, cap>>>(ns);
+    CHECK(cudaStreamEndCapture(cap, &g));
+    size_t count = 0;
+    CHECK(cudaGraphGetNodes(g, nullptr, &count));
+    std::vector<cudaGraphNode_t> nodes(count);
+    CHECK(cudaGraphGetNodes(g, nodes.data(), &count));
+    for (auto node : nodes) {
+      cudaKernelNodeAttrValue v{};
+      v.priority = greatest;
+      CHECK(cudaGraphKernelNodeSetAttribute(node, cudaKernelNodeAttributePriority, &v));
+    }
+    CHECK(cudaGraphInstantiateWithFlags(&exec, g, cudaGraphInstantiateFlagUseNodePriority));
+  } else if (std::strcmp(mode, "default") != 0 && std::strcmp(mode, "launch") != 0) {
+    std::fprintf(stderr, "unknown mode %s\n", mode);
+    return 2;
+  }
+  std::vector<double> lat;
+  for (int i = 0; i < n + 5; ++i) {
+    const double t0 = now_us();
+    if (exec != nullptr) {
+      CHECK(cudaGraphLaunch(exec, nullptr));
+    } else if (std::strcmp(mode, "launch") == 0) {
+      cudaLaunchConfig_t cfg{};
+      cfg.gridDim = dim3(sms);
+      cfg.blockDim = dim3(128);
+      cudaLaunchAttribute at{};
+      at.id = cudaLaunchAttributePriority;
+      at.val.priority = greatest;
+      cfg.attrs = &at;
+      cfg.numAttrs = 1;
+      CHECK(cudaLaunchKernelEx(&cfg, spin, ns));
+    } else {
+      spin<<<sms, 128, 0, s>>>(ns);
+    }
+    CHECK(s != nullptr ? cudaStreamSynchronize(s) : cudaDeviceSynchronize());
+    if (i >= 5) lat.push_back(now_us() - t0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  std::sort(lat.begin(), lat.end());
+  auto q = [&](double p) { return lat[std::min(lat.size() - 1, static_cast<size_t>(p * lat.size()))]; };
+  std::printf("probe %-8s n=%d p50 %.0f us p99 %.0f us max %.0f us\n", mode, n, q(0.5), q(0.99), lat.back());
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc >= 2 && std::strcmp(argv[1], "info") == 0) return info();
+  if (argc >= 3 && std::strcmp(argv[1], "flood") == 0) return flood(std::atof(argv[2]), argc >= 4 ? std::atoi(argv[3]) : 1);
+  if (argc >= 4 && std::strcmp(argv[1], "probe") == 0) return probe(std::atoi(argv[2]), argv[3]);
+  std::fprintf(stderr, "usage: prio_probe info | flood SECONDS | probe N default|stream|launch|graph\n");
+  return 2;
+}
