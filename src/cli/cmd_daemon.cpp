@@ -48,7 +48,8 @@ struct DaemonArgs {
   std::string mps;
   double atom_us = 0;
   double throttle_us = 0;
-  std::string runs_free;  // "" = not given
+  std::string runs_free;          // "" = not given
+  std::string stream_priorities;  // "" = not given
   std::string state_dir;
   std::string trace;
   int device = 0;
@@ -189,6 +190,7 @@ int run_daemon(const DaemonArgs& a) {
   if (a.atom_us > 0) cfg.atom_us = a.atom_us;
   if (a.throttle_us > 0) cfg.throttle_us = a.throttle_us;
   if (!a.runs_free.empty()) cfg.best_effort_runs_free = daemon::parse_switch(a.runs_free).value_or(true);
+  if (!a.stream_priorities.empty()) cfg.stream_priorities = daemon::parse_switch(a.stream_priorities).value_or(false);
   if (!a.state_dir.empty()) cfg.state_dir = a.state_dir;
   if (!a.trace.empty()) cfg.trace = a.trace;
 
@@ -384,6 +386,11 @@ CommandRunner add_daemon_command(CLI::App& app) {
   sub->add_option("--best-effort-runs-free", args->runs_free,
                   "true (default): best-effort launches go out without waiting for grants while no high-priority "
                   "tenant has a stream open; false: they always wait")
+      ->check(CLI::IsMember({"true", "false", "1", "0", "yes", "no", "on", "off"}));
+  sub->add_option("--stream-priorities", args->stream_priorities,
+                  "true: clients set the engine's hardware priority on their streams (high-priority tenants at "
+                  "the greatest stream priority, best-effort atoms at the least); false (default): streams keep "
+                  "the applications' own")
       ->check(CLI::IsMember({"true", "false", "1", "0", "yes", "no", "on", "off"}));
   sub->add_option("--state-dir", args->state_dir,
                   "Where the daemon keeps its state: predictor.cache, what the latency predictor learnt, loaded at "

@@ -278,7 +278,7 @@ struct Parser {
   Status daemon_table(const toml::table& d, DaemonConfig& c) const {
     LITHOS_RETURN_IF_ERROR(check_keys(d, "[daemon]",
                                       {"socket", "policy", "mps", "atom_us", "throttle_us", "best_effort_runs_free",
-                                       "state_dir", "trace", "default_tenant"}));
+                                       "stream_priorities", "state_dir", "trace", "default_tenant"}));
     auto socket = string(d, "socket");
     if (!socket) return socket.status();
     if (socket->has_value()) {
@@ -309,6 +309,10 @@ struct Parser {
     if (const toml::node* n = d.get("best_effort_runs_free")) {
       if (!n->is_boolean()) return error(*n, "'best_effort_runs_free' must be true or false");
       c.best_effort_runs_free = n->as_boolean()->get();
+    }
+    if (const toml::node* n = d.get("stream_priorities")) {
+      if (!n->is_boolean()) return error(*n, "'stream_priorities' must be true or false");
+      c.stream_priorities = n->as_boolean()->get();
     }
     auto state = string(d, "state_dir");
     if (!state) return state.status();
@@ -604,6 +608,11 @@ Status apply_env(DaemonConfig& c, const std::function<const char*(const char*)>&
     if (!b) return Status::invalid_argument("LITHOSD_BEST_EFFORT_RUNS_FREE: " + quoted(*v) + " is not true or false");
     c.best_effort_runs_free = *b;
   }
+  if (auto v = get("LITHOSD_STREAM_PRIORITIES")) {
+    auto b = parse_switch(*v);
+    if (!b) return Status::invalid_argument("LITHOSD_STREAM_PRIORITIES: " + quoted(*v) + " is not true or false");
+    c.stream_priorities = *b;
+  }
   if (auto v = get("LITHOSD_STATE_DIR")) c.state_dir = *v;
   if (auto v = get("LITHOSD_TRACE")) c.trace = *v;
   return Status::ok();
@@ -747,6 +756,7 @@ std::string config_json(const DaemonConfig& c) {
   j += ",\"atom_us\":" + json_number(c.atom_us);
   j += ",\"throttle_us\":" + json_number(c.throttle_us);
   j += std::string(",\"best_effort_runs_free\":") + (c.best_effort_runs_free ? "true" : "false");
+  j += std::string(",\"stream_priorities\":") + (c.stream_priorities ? "true" : "false");
   j += ",\"state_dir\":" + json_string(c.state_dir);
   j += ",\"trace\":" + json_string(c.trace);
   j += ",\"default_tenant\":" + json_string(c.default_tenant);

@@ -19,8 +19,10 @@ namespace lithos::daemon {
 
 namespace {
 
-// The engine's hardware priority as the client applies it to a stream.
-ipc::StreamPriority stream_priority(sched::HwPriority p) {
+// The engine's hardware priority as the client applies it to a stream
+// (`on`: DaemonConfig::stream_priorities).
+ipc::StreamPriority stream_priority(sched::HwPriority p, bool on) {
+  if (!on) return ipc::StreamPriority::kKeep;
   switch (p) {
     case sched::HwPriority::kHigh: return ipc::StreamPriority::kHighest;
     case sched::HwPriority::kLow: return ipc::StreamPriority::kLowest;
@@ -343,7 +345,7 @@ void Daemon::welcome(int sock, const ipc::Hello& hello_in, std::uint64_t now) {
   w.tenant_id = tenant;
   w.tenant_class = c->high ? ipc::TenantClass::kHigh : ipc::TenantClass::kBestEffort;
   w.quota = static_cast<std::uint32_t>(tc.quota);
-  w.immediate_priority = stream_priority(engine_->immediate_priority(tenant));
+  w.immediate_priority = stream_priority(engine_->immediate_priority(tenant), options_.config.stream_priorities);
   w.channel_bytes = static_cast<std::uint32_t>(c->channel.bytes());
   copy_text(w.tenant, tc.name);
   copy_text(w.message, res->by_rule ? "matched by program name" : res->by_default ? "default tenant" : "as asked");
@@ -519,7 +521,7 @@ bool Daemon::dispatch(std::uint64_t now) {
     g.index = d.index;
     if (d.last) g.flags |= ipc::kGrantLast;
     if (d.tpcs == engine_->state().device_tpcs) g.flags |= ipc::kGrantWholeGpu;
-    switch (stream_priority(d.priority)) {
+    switch (stream_priority(d.priority, options_.config.stream_priorities)) {
       case ipc::StreamPriority::kHighest: g.flags |= ipc::kGrantHighPriority; break;
       case ipc::StreamPriority::kLowest: g.flags |= ipc::kGrantLowPriority; break;
       case ipc::StreamPriority::kKeep: break;

@@ -270,6 +270,8 @@ TEST(DaemonConfig, ParseErrorsNameFileAndLine) {
        "f.toml:2:", "'throttle_us' = 5 is out of range [10, 100000]"},
       {"best_effort_runs_free not a boolean", "[daemon]\nbest_effort_runs_free = \"yes\"\n",
        "f.toml:2:", "'best_effort_runs_free' must be true or false"},
+      {"stream_priorities not a boolean", "[daemon]\nstream_priorities = 1\n",
+       "f.toml:2:", "'stream_priorities' must be true or false"},
       {"socket too long", "[daemon]\nsocket = \"/" + std::string(200, 's') + "\"\n", "f.toml:2:", "at most 107 bytes"},
       {"empty state_dir", "[daemon]\nstate_dir = \"\"\n", "f.toml:2:", "'state_dir' is empty"},
       {"default_tenant naming nothing", "[daemon]\ndefault_tenant = \"nobody\"\n[[tenant]]\nname = \"a\"\n",
@@ -371,6 +373,7 @@ mps = "off"
 atom_us = 800
 throttle_us = 300
 best_effort_runs_free = false
+stream_priorities = true
 state_dir = "/tmp/file-state"
 trace = "/tmp/file-trace.jsonl"
 )");
@@ -378,10 +381,18 @@ trace = "/tmp/file-trace.jsonl"
   EXPECT_DOUBLE_EQ(c->throttle_us, 300);
   EXPECT_FALSE(c->best_effort_runs_free);
   EXPECT_TRUE(default_config().best_effort_runs_free);
+  EXPECT_TRUE(c->stream_priorities);
+  EXPECT_FALSE(default_config().stream_priorities);
   std::map<std::string, std::string> env{
-      {"LITHOSD_SOCKET", "/tmp/env.sock"}, {"LITHOSD_POLICY", "static-partition"},  {"LITHOSD_MPS", "attach"},
-      {"LITHOSD_ATOM_US", "250.5"},        {"LITHOSD_STATE_DIR", "/tmp/env-state"}, {"LITHOSD_TRACE", "/tmp/env.jsonl"},
-      {"LITHOSD_THROTTLE_US", "1000"},     {"LITHOSD_BEST_EFFORT_RUNS_FREE", "on"},
+      {"LITHOSD_SOCKET", "/tmp/env.sock"},
+      {"LITHOSD_POLICY", "static-partition"},
+      {"LITHOSD_MPS", "attach"},
+      {"LITHOSD_ATOM_US", "250.5"},
+      {"LITHOSD_STATE_DIR", "/tmp/env-state"},
+      {"LITHOSD_TRACE", "/tmp/env.jsonl"},
+      {"LITHOSD_THROTTLE_US", "1000"},
+      {"LITHOSD_BEST_EFFORT_RUNS_FREE", "on"},
+      {"LITHOSD_STREAM_PRIORITIES", "off"},
   };
   const auto getenv_fn = [&](const char* name) -> const char* {
     auto it = env.find(name);
@@ -395,6 +406,7 @@ trace = "/tmp/file-trace.jsonl"
   EXPECT_DOUBLE_EQ(all.atom_us, 250.5);
   EXPECT_DOUBLE_EQ(all.throttle_us, 1000);
   EXPECT_TRUE(all.best_effort_runs_free);
+  EXPECT_FALSE(all.stream_priorities);
   EXPECT_EQ(all.state_dir, "/tmp/env-state");
   EXPECT_EQ(all.trace, "/tmp/env.jsonl");
   EXPECT_EQ(all.source, "f.toml");

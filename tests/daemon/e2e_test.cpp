@@ -752,12 +752,12 @@ TEST_F(DaemonE2E, DeferredLaunchesSurviveTheDaemonDying) {
 }
 
 // Stream priorities follow the engine (docs/daemon.md, "Hardware priority"):
-// under the lithos policy a high-priority tenant's launches go out at the
-// context's greatest stream priority (the fake's -5) and a best-effort
-// tenant's granted atoms at the least (0), each stream set once;
-// LITHOS_HW_PRIORITY=0 leaves every stream as the application made it.
+// with --stream-priorities, under the lithos policy a high-priority tenant's
+// launches go out at the context's greatest stream priority (the fake's -5)
+// and a best-effort tenant's granted atoms at the least (0), each stream set
+// once; LITHOS_HW_PRIORITY=0 leaves every stream as the application made it.
 TEST_F(DaemonE2E, StreamPrioritiesFollowTheEngine) {
-  start_daemon({"--best-effort-runs-free", "false"});
+  start_daemon({"--best-effort-runs-free", "false", "--stream-priorities", "true"});
   Proc svc = client("svc", 10, 0, kMarkerHoldMs);
   Proc be = client("train", 10, 0, 0);
   ASSERT_EQ(svc.wait(), 0) << svc.err();
@@ -784,7 +784,7 @@ TEST_F(DaemonE2E, StreamPrioritiesFollowTheEngine) {
 // mps-priority the service's stream is left alone (kNormal) and only the
 // best-effort tenant's atoms go at the least priority.
 TEST_F(DaemonE2E, BaselinePolicyKeepsTheServicesStreamPriority) {
-  start_daemon({"--policy", "mps-priority"});
+  start_daemon({"--policy", "mps-priority", "--stream-priorities", "true"});
   Proc svc = client("svc", 10, 0, kMarkerHoldMs);
   Proc be = client("train", 10, 0, 0);
   ASSERT_EQ(svc.wait(), 0) << svc.err();
@@ -794,4 +794,20 @@ TEST_F(DaemonE2E, BaselinePolicyKeepsTheServicesStreamPriority) {
   EXPECT_EQ(stats_of(svc)["daemon"]["stream_priority"]["immediate"], "application's own");
   ASSERT_EQ(launches_of(be).size(), 10U);
   for (const json& j : launches_of(be)) EXPECT_EQ(j["prio"], 0) << j.dump();
+}
+
+// By default (stream_priorities off) the daemon asks for no priority: every
+// stream keeps the application's own.
+TEST_F(DaemonE2E, StreamPrioritiesAreOffByDefault) {
+  start_daemon({"--best-effort-runs-free", "false"});
+  Proc svc = client("svc", 5, 0, kMarkerHoldMs);
+  Proc be = client("train", 5, 0, 0);
+  ASSERT_EQ(svc.wait(), 0) << svc.err();
+  ASSERT_EQ(be.wait(), 0) << be.err();
+  ASSERT_EQ(launches_of(svc).size(), 5U);
+  ASSERT_EQ(launches_of(be).size(), 5U);
+  for (const Proc* p : {&svc, &be}) {
+    for (const json& j : launches_of(*p)) EXPECT_TRUE(j["prio"].is_null()) << j.dump();
+    EXPECT_EQ(stats_of(*p)["daemon"]["stream_priority"]["set"], 0);
+  }
 }
