@@ -76,6 +76,7 @@ TEST(DaemonConfig, ShippedExampleParsesAndValidates) {
   EXPECT_EQ(c->state_dir, "/var/lib/lithos");
   EXPECT_EQ(c->trace, "");
   EXPECT_EQ(c->default_tenant, "default");
+  EXPECT_FALSE(c->stream_priorities);
   ASSERT_EQ(c->tenants.size(), 3u);  // svc, train, and the implicit default
 
   const TenantConfig& svc = c->tenants[0];
@@ -89,7 +90,7 @@ TEST(DaemonConfig, ShippedExampleParsesAndValidates) {
   EXPECT_EQ(svc.match, (std::vector<std::string>{"triton_server", "serve*"}));
   ASSERT_TRUE(svc.fallback.has_value());
   EXPECT_EQ(*svc.fallback, sched::TpcSet::range(0, 44));
-  EXPECT_EQ(svc.where, "lithosd.toml:15:1");
+  EXPECT_EQ(svc.where, "lithosd.toml:16:1");
 
   const sched::TenantSpec spec = svc.spec();
   EXPECT_EQ(spec.name, "svc");
