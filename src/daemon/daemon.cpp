@@ -1,6 +1,7 @@
 #include "daemon/daemon.hpp"
 
 #include <poll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -18,6 +19,14 @@
 namespace lithos::daemon {
 
 namespace {
+
+// CPU seconds this process has used (user + system).
+double cpu_seconds() {
+  rusage u{};
+  if (::getrusage(RUSAGE_SELF, &u) != 0) return 0;
+  auto s = [](const timeval& t) { return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) / 1e6; };
+  return s(u.ru_utime) + s(u.ru_stime);
+}
 
 // The engine's hardware priority as the client applies it to a stream
 // (`on`: DaemonConfig::stream_priorities).
@@ -178,6 +187,10 @@ Status Daemon::run(const std::atomic<bool>& stop) {
   shutdown_clients();
   trace_.close();
   save_cache(now_ns(), true);
+  const double up = static_cast<double>(now_ns() - started_ns_) / 1e9, cpu = cpu_seconds();
+  std::fprintf(stderr, "lithosd: CPU %.2f s over %.1f s (%.1f%% of one core), %llu grants, %llu completions\n", cpu, up,
+               up > 0 ? 100.0 * cpu / up : 0.0, static_cast<unsigned long long>(counters_.grants),
+               static_cast<unsigned long long>(counters_.completions));
   return Status::ok();
 }
 
@@ -600,6 +613,7 @@ std::string Daemon::status_json(std::uint64_t now) const {
   j["config"] = options_.config.source;
   j["policy"] = options_.config.policy;
   j["uptime_s"] = static_cast<double>(now - started_ns_) / 1e9;
+  j["cpu_s"] = cpu_seconds();  // the daemon's own CPU time since it started (it spins while work is in flight)
   j["trace"] =
       options_.config.trace.empty()
           ? nlohmann::json(nullptr)

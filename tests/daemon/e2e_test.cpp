@@ -617,8 +617,11 @@ TEST_F(DaemonE2E, SynchronisationRestartsLaunchOrdinals) {
   ASSERT_TRUE(wait_for([](const json& st) { return st["counters"]["completions"] == 20; })) << status().dump();
   // One kernel at ordinals 0-4 since each sync: five keys, not twenty.
   EXPECT_EQ(status()["predictor"]["entries"], 5) << status().dump();
+  EXPECT_GE(status()["cpu_s"].get<double>(), 0.0);
   daemon_.signal(SIGTERM);
   ASSERT_EQ(daemon_.wait(10), 0) << daemon_.err();
+  // Its CPU use, said when it stops.
+  EXPECT_NE(daemon_.err().find("lithosd: CPU "), std::string::npos) << daemon_.err();
   auto t = lithos::daemon::parse_trace_file(read_all(trace), trace);
   ASSERT_TRUE(t.is_ok()) << t.status().message();
   int syncs = 0;
