@@ -80,6 +80,11 @@ const void* launched_function(const A&... a) noexcept {
   }
 }
 
+// The two ordinary kernel-launch entry points, each with its _ptsz twin:
+// the ones an atom can be cut from and a launch deferred.
+constexpr bool is_plain_launch(HookId id) { return id == HookId::cuLaunchKernel || id == HookId::cuLaunchKernel_ptsz; }
+constexpr bool is_ex_launch(HookId id) { return id == HookId::cuLaunchKernelEx || id == HookId::cuLaunchKernelEx_ptsz; }
+
 // What a launch hook's arguments say of the launch (no driver call): the
 // function, grid, block, dynamic shared memory, the cluster attribute and
 // whether it is cooperative. Runtime::launch_needs turns it into what the
@@ -567,8 +572,7 @@ CUresult be_launch(Fn fn, CUstream stream, A... a) {
   }
   // Best effort under lithosd: rewritten kernels run as granted atoms
   // (inside launch_maybe_atomized); everything else as one granted piece.
-  constexpr bool splittable = Id == HookId::cuLaunchKernel || Id == HookId::cuLaunchKernel_ptsz ||
-                              Id == HookId::cuLaunchKernelEx || Id == HookId::cuLaunchKernelEx_ptsz;
+  constexpr bool splittable = is_plain_launch(Id) || is_ex_launch(Id);
   const LaunchInfo li = launch_info<Id>(a...);
   if (splittable && atomizing && az.lookup(li.function) != nullptr)
     return launch_maybe_atomized<Id, false>(fn, stream, a...);
@@ -584,8 +588,8 @@ CUresult be_launch(Fn fn, CUstream stream, A... a) {
 template <HookId Id, class Fn, class... A>
 bool defer_launch(Fn fn, CUstream stream, A... a) {
   constexpr HookInfo info = hook_info(Id);
-  constexpr bool plain = Id == HookId::cuLaunchKernel || Id == HookId::cuLaunchKernel_ptsz;
-  constexpr bool ex = Id == HookId::cuLaunchKernelEx || Id == HookId::cuLaunchKernelEx_ptsz;
+  constexpr bool plain = is_plain_launch(Id);
+  constexpr bool ex = is_ex_launch(Id);
   if constexpr (!plain && !ex) {
     return false;
   } else {
