@@ -467,6 +467,13 @@ Status Daemon::handle_submit(Client& c, const ipc::SubmitMsg& m, std::uint64_t n
   d.cluster = {m.cluster[0], m.cluster[1], m.cluster[2]};
   d.cooperative = (m.flags & ipc::kSubmitCooperative) != 0;
   d.indivisible = (m.flags & (ipc::kSubmitWhole | ipc::kSubmitGraph)) != 0;
+  if ((m.flags & ipc::kSubmitPinned) != 0) {  // a graph whose descriptors carry a set already (validated)
+    std::uint64_t w0 = 0, w1 = 0;
+    ipc::pinned_tpcs(m, &w0, &w1);
+    d.pinned = sched::TpcSet::from_words(w0, w1) & engine_->state().device_tpcs;
+    d.grid = d.block = {1, 1, 1};
+    if (d.pinned.empty()) d.pinned = engine_->state().device_tpcs;  // none of ours: it runs everywhere we know of
+  }
   ++c.launches;
   // One increasing sequence per stream (see DaemonClient::atom_launched):
   // grant markers are numbered past every launch's seq.

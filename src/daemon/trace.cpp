@@ -37,6 +37,7 @@ json launch_json(const sched::LaunchDesc& l) {
             {"regs", l.regs_per_thread}, {"smem", l.smem_per_block},     {"cluster", dim(l.cluster)},
             {"coop", l.cooperative},     {"indivisible", l.indivisible}, {"wave_blocks", l.wave_blocks}};
   j["hint_ns"] = l.duration_hint ? json(l.duration_hint->count()) : json(nullptr);
+  if (!l.pinned.empty()) j["pinned"] = l.pinned.to_string();
   return j;
 }
 
@@ -117,6 +118,7 @@ sched::LaunchDesc read_launch(const Reader& r) {
   l.indivisible = r.flag("indivisible");
   l.wave_blocks = r.num<std::uint64_t>("wave_blocks");
   l.duration_hint = r.opt_ns("hint_ns");
+  if (r.j.contains("pinned")) l.pinned = r.tpcs("pinned");  // absent: none (and in traces from before it existed)
   return l;
 }
 

@@ -492,7 +492,7 @@ void DaemonClient::report_running(CUstream_st* stream, bool ptsz, const LaunchIn
 
 std::optional<DaemonClient::Ticket> DaemonClient::submit(CUstream_st* stream, bool ptsz, const LaunchInfo& li,
                                                          std::uint64_t kernel, std::uint32_t unit, bool whole,
-                                                         bool graph) noexcept {
+                                                         bool graph, const sched::TpcSet* pinned) noexcept {
   if (!connected()) return std::nullopt;
   const int slot = slot_of(stream, ptsz);
   if (slot < 0) return std::nullopt;
@@ -514,6 +514,8 @@ std::optional<DaemonClient::Ticket> DaemonClient::submit(CUstream_st* stream, bo
       m.cluster[2] = static_cast<std::uint8_t>(li.cluster.z);
     }
     m.unit = std::max(1U, unit);
+  } else if (pinned != nullptr && !pinned->empty()) {
+    ipc::set_pinned_tpcs(m, pinned->word(0), pinned->word(1));
   }
   if (!push(m)) return std::nullopt;
   submits_.fetch_add(1, std::memory_order_relaxed);

@@ -90,8 +90,11 @@ class DaemonClient {
   };
   // Submits a launch; nullopt when the daemon cannot take it (the caller
   // runs it on the fallback set).
+  // `pinned` (graphs): the TPCs its kernels run on whatever the grant
+  // (Runtime::graph_pinned); the daemon grants it a set that holds them.
   std::optional<Ticket> submit(CUstream_st* stream, bool ptsz, const LaunchInfo& li, std::uint64_t kernel,
-                               std::uint32_t unit, bool whole, bool graph) noexcept;
+                               std::uint32_t unit, bool whole, bool graph,
+                               const sched::TpcSet* pinned = nullptr) noexcept;
   // Waits for the next grant of `t`'s launch. False when the daemon is gone
   // (or the wait outlasted every bound): run what is left on fallback().
   bool next_grant(const Ticket& t, ipc::GrantMsg* out) noexcept;

@@ -259,9 +259,9 @@ sched::TpcSet grant_set(const ipc::GrantMsg& g) {
 // a grant (the daemon is gone) it runs on the fallback set.
 template <class Launch>
 CUresult granted_whole(const LaunchInfo& li, CUstream stream, bool ptsz, std::uint64_t kernel, bool graph,
-                       Launch&& launch) {
+                       Launch&& launch, const std::optional<sched::TpcSet>& pinned = std::nullopt) {
   DaemonClient& dc = DaemonClient::instance();
-  const auto ticket = dc.submit(stream, ptsz, li, kernel, 1, true, graph);
+  const auto ticket = dc.submit(stream, ptsz, li, kernel, 1, true, graph, pinned ? &*pinned : nullptr);
   ipc::GrantMsg g;
   if (!ticket || !dc.next_grant(*ticket, &g)) {
     const GrantScope scope(dc.fallback());
@@ -742,7 +742,9 @@ CUresult dispatch_call(Fn fn, CUstream stream, A... a) {
         if (sched::TpcSet free; DaemonClient::instance().runs_free(&free)) {
           free_scope.emplace(free);
         } else {
-          return granted_whole(li, stream, info.ptsz, Runtime::kernel_id(exec), true, run);
+          // Descriptors built by an earlier launch keep their mask: the
+          // daemon is told the set it runs on (docs/daemon.md, "CUDA graphs").
+          return granted_whole(li, stream, info.ptsz, Runtime::kernel_id(exec), true, run, rt.graph_pinned(exec));
         }
       }
       rt.before_immediate_launch(stream, info.ptsz);

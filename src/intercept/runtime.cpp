@@ -862,7 +862,7 @@ void Runtime::end_graph_instantiate(bool ok, CUgraphExec_st* exec) noexcept {
   const ThreadFrame& f = t_frame;
   try {
     const std::lock_guard<std::mutex> lock(graphs_mu_);
-    graphs_[exec] = ExecRecord{f.descriptors > 0, f.has_mask, f.mask, f.needs};
+    graphs_[exec] = ExecRecord{f.descriptors > 0, f.has_mask, f.mask, f.needs, f.tpcs};
   } catch (...) {
     counters_.bump(counters_.internal_errors);
   }
@@ -874,7 +874,7 @@ void Runtime::end_graph_launch(bool ok, CUgraphExec_st* exec, const GraphCall& c
   if (f.descriptors > 0) {
     try {
       const std::lock_guard<std::mutex> lock(graphs_mu_);
-      graphs_[exec] = ExecRecord{true, f.has_mask, f.mask, f.needs};
+      graphs_[exec] = ExecRecord{true, f.has_mask, f.mask, f.needs, f.tpcs};
     } catch (...) {
       counters_.bump(counters_.internal_errors);
     }
@@ -886,6 +886,21 @@ void Runtime::end_graph_launch(bool ok, CUgraphExec_st* exec, const GraphCall& c
                     "a CUDA graph was launched with a mask other than the one its launch descriptors were built "
                     "with; it runs with the old one (counted as graph_stale; see docs/interposer.md, "
                     "\"CUDA graphs\")");
+  }
+}
+
+std::optional<sched::TpcSet> Runtime::graph_pinned(CUgraphExec_st* exec) noexcept {
+  if (exec == nullptr || backend_.load(std::memory_order_acquire) != Backend::kDescriptor || !map_) return std::nullopt;
+  try {
+    const std::lock_guard<std::mutex> lock(graphs_mu_);
+    const auto it = graphs_.find(exec);
+    if (it == graphs_.end() || !it->second.built) return std::nullopt;
+    const ExecRecord& r = it->second;
+    if (!r.has_mask) return live_;
+    return sched::fit_tpcs(topology_, r.needs, r.tpcs, live_).tpcs;
+  } catch (...) {
+    counters_.bump(counters_.internal_errors);
+    return std::nullopt;
   }
 }
 

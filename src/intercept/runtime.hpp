@@ -132,6 +132,13 @@ class Runtime {
   // descriptor callback) and kept with the exec for its launches.
   GraphCall begin_graph(CUgraphExec_st* exec, CUstream_st* stream, bool ptsz, void* graph = nullptr) noexcept;
   void end_graph_instantiate(bool ok, CUgraphExec_st* exec) noexcept;
+  // The TPCs a CUDA graph exec's kernels run on when its launch descriptors
+  // are built already (they keep that mask for every later launch, whatever
+  // a later grant says): the set chosen then, widened as the descriptors
+  // were (sched::fit_tpcs), or every live TPC for descriptors built without
+  // a mask. nullopt: not built yet (its next launch builds them with the set
+  // current then), unknown, or no descriptor masks in this process.
+  std::optional<sched::TpcSet> graph_pinned(CUgraphExec_st* exec) noexcept;
   void end_graph_launch(bool ok, CUgraphExec_st* exec, const GraphCall& call) noexcept;
   void forget_graph_exec(CUgraphExec_st* exec) noexcept;
 
@@ -306,6 +313,7 @@ class Runtime {
     bool has_mask = false;
     gpu::SlotMask mask{};
     sched::LaunchNeeds needs;  // of its kernel nodes (graph_needs at instantiate)
+    sched::TpcSet tpcs;        // the set chosen when its descriptors were built (has_mask)
   };
   std::mutex graphs_mu_;
   std::unordered_map<const void*, ExecRecord> graphs_;

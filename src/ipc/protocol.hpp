@@ -103,6 +103,7 @@ enum SubmitFlags : std::uint16_t {
   kSubmitGraph = 1U << 1,        // a CUDA graph launch (kernel = graph identity; grid/block unused)
   kSubmitWhole = 1U << 2,        // cannot be split into atoms (not rewritten by the atomizer)
   kSubmitRunning = 1U << 3,      // already on the GPU (hp): account, do not grant
+  kSubmitPinned = 1U << 4,       // with kSubmitGraph: grid/block carry the TPCs its kernels run on (pinned_tpcs)
 };
 
 struct SubmitMsg {  // 64 bytes
@@ -120,6 +121,21 @@ struct SubmitMsg {  // 64 bytes
   std::uint32_t marker = 0;  // kSubmitRunning: the completion-slot value written after it (0: none)
 };
 static_assert(sizeof(SubmitMsg) == 64);
+
+// A graph launch's pinned TPC set (kSubmitPinned): the graph's descriptors
+// were built with it, so it runs there whatever it is granted. The two
+// logical TPC words ride in grid[0..2] and block[0], unused by graphs.
+inline void set_pinned_tpcs(SubmitMsg& m, std::uint64_t w0, std::uint64_t w1) {
+  m.flags = static_cast<std::uint16_t>(m.flags | kSubmitPinned);
+  m.grid[0] = static_cast<std::uint32_t>(w0);
+  m.grid[1] = static_cast<std::uint32_t>(w0 >> 32);
+  m.grid[2] = static_cast<std::uint32_t>(w1);
+  m.block[0] = static_cast<std::uint32_t>(w1 >> 32);
+}
+inline void pinned_tpcs(const SubmitMsg& m, std::uint64_t* w0, std::uint64_t* w1) {
+  *w0 = std::uint64_t{m.grid[0]} | (std::uint64_t{m.grid[1]} << 32);
+  *w1 = std::uint64_t{m.grid[2]} | (std::uint64_t{m.block[0]} << 32);
+}
 
 // Daemon -> client.
 enum class GrantType : std::uint16_t {

@@ -129,7 +129,18 @@ Status SubmitValidator::check(const SubmitMsg& m) {
   if (m.seq <= last_seq_[s])
     return bad("submit.seq", m.seq,
                "must be greater than the stream's last launch seq " + std::to_string(last_seq_[s]));
-  LITHOS_RETURN_IF_ERROR(validate_launch_shape(m));
+  if ((m.flags & kSubmitPinned) != 0) {
+    // grid/block carry the pinned set (set_pinned_tpcs): the shape is 1x1x1.
+    if ((m.flags & kSubmitGraph) == 0) return bad("submit.flags", hex(m.flags), "pinned without graph");
+    std::uint64_t w0 = 0, w1 = 0;
+    pinned_tpcs(m, &w0, &w1);
+    if ((w0 | w1) == 0) return bad("submit.grid", "0", "a pinned graph with no TPCs");
+    SubmitMsg shape = m;
+    for (int i = 0; i < 3; ++i) shape.grid[i] = shape.block[i] = 1;
+    LITHOS_RETURN_IF_ERROR(validate_launch_shape(shape));
+  } else {
+    LITHOS_RETURN_IF_ERROR(validate_launch_shape(m));
+  }
   last_seq_[s] = m.seq;
   return Status::ok();
 }

@@ -19,7 +19,8 @@ inline constexpr std::uint64_t kMaxGridBlocks = std::uint64_t{1} << 40;
 inline constexpr std::uint64_t kMaxBlockThreads = 1024;
 inline constexpr std::uint64_t kMaxClusterBlocks = 16;
 inline constexpr std::uint32_t kMaxSharedBytes = 228 * 1024;
-inline constexpr std::uint16_t kKnownSubmitFlags = kSubmitCooperative | kSubmitGraph | kSubmitWhole | kSubmitRunning;
+inline constexpr std::uint16_t kKnownSubmitFlags =
+    kSubmitCooperative | kSubmitGraph | kSubmitWhole | kSubmitRunning | kSubmitPinned;
 
 // Magic, version and a known kind. Forces NUL termination of `tenant` and
 // `program` (their last byte) and rejects names holding control characters

@@ -341,12 +341,15 @@ bool Engine::make_safe(const QueueState& q, const PendingLaunch& head, Placement
   if (fit.action == FitAction::kAsIs || fit.tpcs == placement.tpcs) return true;
   const TenantState& t = state_.tenants[idx(q.tenant)];
   const TpcSet added = fit.tpcs - placement.tpcs;
-  if (fit.action == FitAction::kWhole && !t.is_high()) {
-    // Only the whole GPU is safe: a best-effort launch waits until no
-    // high-priority tenant is active, rather than run over it.
+  // A best-effort launch waits, rather than run over an active
+  // high-priority tenant, when only the whole GPU is safe, or when TPCs it
+  // runs on anyway (pinned: a graph built earlier) are owned by one.
+  const TpcSet pinned_added = head.safe.pinned & added;
+  if (!t.is_high() && (fit.action == FitAction::kWhole || !pinned_added.empty())) {
     bool wait = false;
     for (const TenantState& o : state_.tenants) {
       if (o.id == t.id || !o.is_high() || !state_.active(o.id, now)) continue;
+      if (fit.action != FitAction::kWhole && (o.owned & pinned_added).empty()) continue;
       wait = true;
       // Drained but within its grace: it turns inactive by itself.
       if (!o.has_work()) next_wakeup_ = std::min(next_wakeup_, o.idle_since + state_.config.policy.idle_grace);

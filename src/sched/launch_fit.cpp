@@ -37,6 +37,7 @@ const char* fit_reason_name(FitReason r) {
     case FitReason::kTopologyUnknown: return "topology-unknown";
     case FitReason::kCooperative: return "cooperative";
     case FitReason::kCooperativeWhole: return "cooperative-whole";
+    case FitReason::kPinned: return "pinned";
   }
   return "?";
 }
@@ -59,6 +60,7 @@ LaunchNeeds cooperative_needs(std::uint64_t grid_blocks, int blocks_per_sm) {
 LaunchNeeds needs_of(const LaunchDesc& launch, int blocks_per_sm) {
   LaunchNeeds n = cluster_needs(launch.cluster);
   if (launch.cooperative) n |= cooperative_needs(launch.grid.count(), blocks_per_sm);
+  n.pinned = launch.pinned;
   return n;
 }
 
@@ -73,6 +75,12 @@ Fit fit_tpcs(const Topology& topology, const LaunchNeeds& needs, const TpcSet& r
   if (set.empty() || set == live) return whole(live, requested, FitReason::kNone);
   Fit fit;
   fit.reason = FitReason::kNone;
+
+  // Pinned: the TPCs it runs on anyway.
+  if (const TpcSet missing = (needs.pinned & live) - set; !missing.empty()) {
+    set |= missing;
+    fit.reason = FitReason::kPinned;
+  }
 
   // Cooperative: enough SMs for the whole grid at once.
   if (needs.resident_sms > 0) {

@@ -37,13 +37,17 @@ struct LaunchNeeds {
   // kAllSms: the occupancy is unknown, only the whole GPU is safe.
   std::uint32_t resident_sms = 0;
   static constexpr std::uint32_t kAllSms = UINT32_MAX;
+  // TPCs the launch runs on whatever the set (LaunchDesc::pinned): the set
+  // must hold them. Empty: none.
+  TpcSet pinned;
 
-  bool any() const { return cluster_sms > 1 || resident_sms > 0; }
+  bool any() const { return cluster_sms > 1 || resident_sms > 0 || !pinned.empty(); }
   // The needs of launches that share one mask (the kernels of a graph): the
   // larger of each.
   LaunchNeeds& operator|=(const LaunchNeeds& o) {
     if (o.cluster_sms > cluster_sms) cluster_sms = o.cluster_sms;
     if (o.resident_sms > resident_sms) resident_sms = o.resident_sms;
+    pinned |= o.pinned;
     return *this;
   }
   friend bool operator==(const LaunchNeeds&, const LaunchNeeds&) = default;
@@ -54,7 +58,8 @@ LaunchNeeds cluster_needs(const Dim3& cluster);
 // A cooperative launch of `grid_blocks` blocks with `blocks_per_sm`
 // resident per SM (<= 0: unknown, so the whole GPU).
 LaunchNeeds cooperative_needs(std::uint64_t grid_blocks, int blocks_per_sm);
-// Both, from a scheduler launch (LaunchDesc::cluster, ::cooperative).
+// All three, from a scheduler launch (LaunchDesc::cluster, ::cooperative,
+// ::pinned).
 LaunchNeeds needs_of(const LaunchDesc& launch, int blocks_per_sm);
 
 enum class FitAction : std::uint8_t {
@@ -69,6 +74,7 @@ enum class FitReason : std::uint8_t {
   kTopologyUnknown,   // a cluster launch without a measured topology: whole GPU
   kCooperative,       // widened until the grid is resident
   kCooperativeWhole,  // the grid needs every SM (or its occupancy is unknown)
+  kPinned,            // widened to the TPCs the launch runs on anyway (LaunchNeeds::pinned)
 };
 const char* fit_action_name(FitAction a);
 const char* fit_reason_name(FitReason r);
@@ -82,6 +88,8 @@ struct Fit {
 
 // The smallest widening of `requested` (within `live`, the TPCs that exist)
 // that cannot hang a launch with `needs`:
+//  - pinned TPCs first: the set gets every live one it lacks (the launch
+//    runs there whatever it is given, so the set must say so);
 //  - resident SMs first: TPCs are added (lowest numbers first) until the set
 //    holds ceil(resident_sms / sms_per_tpc) TPCs;
 //  - then clusters: if no GPC holds ceil(cluster_sms / sms_per_tpc) TPCs of

@@ -7,6 +7,7 @@
 
 #include "common/time.hpp"
 #include "sched/topology.hpp"
+#include "sched/tpc_set.hpp"
 
 namespace lithos::sched {
 
@@ -79,6 +80,10 @@ struct LaunchDesc {
   bool cooperative = false;          // grid-synchronising: never split
   bool indivisible = false;          // the runtime cannot split it (a kernel it did not rewrite)
   std::uint64_t wave_blocks = 0;     // blocks the whole GPU holds at once (0: unknown)
+  // TPCs it runs on whatever it is granted (a CUDA graph whose launch
+  // descriptors, and so their mask, were built before); empty: none. A
+  // grant always covers them (launch_fit.hpp, FitReason::kPinned).
+  TpcSet pinned;
   // A duration the caller already knows (e.g. an oracle in the simulator);
   // the scheduler uses its own predictor when this is empty.
   std::optional<Duration> duration_hint;

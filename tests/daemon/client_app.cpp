@@ -15,6 +15,9 @@
 // priority it went with (null: the stream's own, never set), and after each
 // synchronisation (SYNC_EVERY launches)
 //   {"synced":N,"descriptors":<descriptors the fake GPU built so far>}
+// With CLIENT_GRAPH=1 it instantiates one CUDA graph before its first launch
+// (the fake driver builds its descriptors then) and every launch is a
+// cuGraphLaunch of it (tpcs: the mask those descriptors carry).
 // With CLIENT_PARAMS=1 every launch passes one parameter {i, i + 1000}
 // (overwritten once the launch returns) and, before the statistics, it prints
 //   {"params":[[lo,hi],...]}   the values the fake GPU saw, launch by launch.
@@ -102,13 +105,23 @@ int main(int argc, char** argv) {
   auto bounds = reinterpret_cast<int (*)(std::uint32_t*, int)>(::dlsym(drv, "fake_bounds"));
   if (with_params && (record_bounds == nullptr || bounds == nullptr)) return fail("the fake driver lacks fake_bounds");
   if (with_params) record_bounds(0);
+  CUgraphExec exec = nullptr;
+  using GraphLaunchFn = CUresult (*)(CUgraphExec, CUstream);
+  auto graph_launch = reinterpret_cast<GraphLaunchFn>(::dlsym(drv, "cuGraphLaunch"));
+  if (std::getenv("CLIENT_GRAPH") != nullptr) {
+    using InstantiateFn = CUresult (*)(CUgraphExec*, CUgraph, unsigned long long);
+    auto instantiate = reinterpret_cast<InstantiateFn>(::dlsym(drv, "cuGraphInstantiateWithFlags"));
+    if (instantiate == nullptr || graph_launch == nullptr) return fail("the fake driver lacks graphs");
+    if (instantiate(&exec, reinterpret_cast<CUgraph>(0x6000), 0) != CUDA_SUCCESS) return fail("instantiate failed");
+  }
   for (int i = 0; i < launches; ++i) {
     if (i == hang_after) ::setenv("FAKE_MARKERS_HANG", "1", 1);
     const std::uint64_t t = now_ns();
     std::uint32_t value[2] = {static_cast<std::uint32_t>(i), static_cast<std::uint32_t>(i) + 1000};
     void* params[1] = {value};
-    const CUresult rc = launch(reinterpret_cast<CUfunction>(0x10), grid, 1, 1, 256, 1, 1, 0, stream,
-                               with_params ? params : nullptr, nullptr);
+    const CUresult rc = exec != nullptr ? graph_launch(exec, stream)
+                                        : launch(reinterpret_cast<CUfunction>(0x10), grid, 1, 1, 256, 1, 1, 0, stream,
+                                                 with_params ? params : nullptr, nullptr);
     value[0] = value[1] = 0xdeadU;
     int prio = 0;
     const std::string prio_text = last_priority(&prio) != 0 ? std::to_string(prio) : "null";

@@ -814,3 +814,65 @@ TEST_F(DaemonE2E, StreamPrioritiesAreOffByDefault) {
     EXPECT_EQ(stats_of(*p)["daemon"]["stream_priority"]["set"], 0);
   }
 }
+
+// A best-effort CUDA graph whose descriptors were built before (here at
+// instantiation, with no mask: every TPC) runs there whatever it is granted.
+// The client says so (kSubmitPinned) and the engine grants it a set holding
+// those TPCs only when no active high-priority tenant owns any of them: with
+// a service whose launches stay in flight, the first graph waits until the
+// service is gone, then runs on the whole GPU (and the rest run free).
+TEST_F(DaemonE2E, BestEffortGraphsWaitForTheOwnersOfTheTpcsTheyRunOn) {
+  const std::string trace = (dir_ / "trace.jsonl").string();
+  start_daemon({"--trace", trace});
+  Proc svc = client("svc", 3, 0, 700, /*markers_hang=*/true);
+  ASSERT_TRUE(wait_for([](const json& st) { return st["counters"]["running_launches"] == 3; }));
+  extra_env_ = {"CLIENT_GRAPH=1"};
+  Proc be = client("train", 4, 0, 0);
+  ASSERT_EQ(be.wait(), 0) << be.err();
+  ASSERT_EQ(svc.wait(), 0) << svc.err();
+  const auto l = launches_of(be);
+  ASSERT_EQ(l.size(), 4U);
+  for (const json& j : l) {
+    EXPECT_EQ(j["rc"], 0);
+    EXPECT_EQ(j["tpcs"], "all");  // built unmasked
+  }
+  const json s = stats_of(be);
+  const int grants = s["daemon"]["grants"].get<int>();
+  EXPECT_GE(grants, 1) << s.dump();
+  EXPECT_EQ(grants + s["daemon"]["reported"].get<int>(), 4) << s.dump();  // then it ran free
+  EXPECT_EQ(s["daemon"]["fallbacks"], 0) << s.dump();
+  EXPECT_GE(status()["engine"]["deferred"], 1) << status().dump();
+  daemon_.signal(SIGTERM);
+  ASSERT_EQ(daemon_.wait(10), 0) << daemon_.err();
+  // In the trace: the graphs' submits carry the pinned set, and each was
+  // dispatched on the whole GPU after the service's queue closed.
+  std::ifstream f(trace);
+  std::string line;
+  std::int64_t svc_closed = -1;
+  int pinned = 0, dispatched = 0;
+  while (std::getline(f, line)) {
+    const json e = json::parse(line, nullptr, false);
+    if (e.is_discarded() || !e.contains("e")) continue;
+    if (e["e"] == "submit" && e.contains("l") && e["l"].contains("pinned")) {
+      EXPECT_EQ(e["l"]["pinned"], "0-3");
+      ++pinned;
+    }
+    if (e["e"] == "close_queue" && svc_closed < 0) svc_closed = e["t"].get<std::int64_t>();
+    if (e["e"] == "dispatch") {
+      for (const json& a : e["atoms"]) {
+        EXPECT_EQ(a["tpcs"], "0-3") << a.dump();
+        EXPECT_GE(e["t"].get<std::int64_t>(), svc_closed) << "dispatched while the service was active";
+        ++dispatched;
+      }
+    }
+  }
+  EXPECT_EQ(pinned, grants);
+  EXPECT_EQ(dispatched, grants);
+  EXPECT_GE(svc_closed, 0);
+  // The pinned sets are in the trace: it replays to the same decisions.
+  auto t = lithos::daemon::parse_trace_file(read_all(trace), trace);
+  ASSERT_TRUE(t.is_ok()) << t.status().message();
+  auto r = lithos::daemon::replay_trace(*t);
+  ASSERT_TRUE(r.is_ok()) << r.status().message();
+  EXPECT_TRUE(r->same) << r->difference;
+}

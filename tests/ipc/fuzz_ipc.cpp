@@ -55,7 +55,7 @@ class Model {
  public:
   bool accepts(const SubmitMsg& m) {
     const unsigned type = static_cast<unsigned>(m.type);
-    if (type < 1 || type > 5 || bye_ || m.stream >= kMaxStreams || (m.flags & ~0xfU) != 0) return false;
+    if (type < 1 || type > 5 || bye_ || m.stream >= kMaxStreams || (m.flags & ~0x1fU) != 0) return false;
     const std::uint32_t s = m.stream;
     switch (type) {
       case 1:
@@ -71,7 +71,17 @@ class Model {
       case 5: bye_ = true; return true;
       default: break;
     }
-    if (!open_[s] || m.seq <= last_[s] || !shape_ok(m)) return false;
+    if (!open_[s] || m.seq <= last_[s]) return false;
+    if ((m.flags & 0x10U) != 0) {
+      // Pinned (graphs only): grid[0..2] and block[0] hold the TPC set,
+      // which must not be empty; the shape is checked as 1x1x1.
+      if ((m.flags & 0x2U) == 0 || (m.grid[0] | m.grid[1] | m.grid[2] | m.block[0]) == 0) return false;
+      SubmitMsg one = m;
+      for (int i = 0; i < 3; ++i) one.grid[i] = one.block[i] = 1;
+      if (!shape_ok(one)) return false;
+    } else if (!shape_ok(m)) {
+      return false;
+    }
     last_[s] = m.seq;
     return true;
   }
@@ -159,7 +169,7 @@ void fuzz_generated(const std::uint8_t* data, std::size_t size) {
   static constexpr std::uint32_t kBlock[] = {0, 1, 2, 3, 32, 64, 128, 256, 512, 1024, 1025, 0xffffffff};
   static constexpr std::uint8_t kCluster[] = {0, 1, 1, 1, 2, 3, 4, 8, 16, 17, 255};
   static constexpr std::uint32_t kSmem[] = {0, 1024, 48 * 1024, 228 * 1024, 228 * 1024 + 1, 0xffffffff};
-  static constexpr std::uint16_t kFlags[] = {0, 0, 1, 2, 4, 8, 15, 16, 0x8000, 0xffff};
+  static constexpr std::uint16_t kFlags[] = {0, 0, 1, 2, 4, 8, 15, 16, 18, 31, 32, 0x8000, 0xffff};
   static constexpr std::uint32_t kStream[] = {0, 0, 1, 1, 2, 3, 255, 256, 0xffffffff};
   Checked c;
   const int n = 256 + static_cast<int>(rng() % 4096);

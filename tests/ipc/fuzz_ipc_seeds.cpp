@@ -60,6 +60,12 @@ int main(int argc, char** argv) {
     m.smem = 48 * 1024;
     basic.push_back(m);
   }
+  {
+    SubmitMsg m = launch(0, ++seq, 1, 1);  // a be graph pinned to TPCs 0-65
+    m.flags = kSubmitGraph | kSubmitWhole;
+    set_pinned_tpcs(m, ~0ULL, 0x3);
+    basic.push_back(m);
+  }
   basic.push_back(control(SubmitType::kSync, 0));
   basic.push_back(launch(0, ++seq, 1, 1024));
   basic.push_back(control(SubmitType::kStreamClose, 0));

@@ -124,10 +124,34 @@ TEST(IpcValidateSubmit, FlagBits) {
   m.flags = kSubmitCooperative | kSubmitGraph | kSubmitWhole | kSubmitRunning;
   EXPECT_TRUE(v.check(m).is_ok());
   m = launch(0, 2);
-  m.flags = 1U << 4;
-  expect_rejected(v.check(m), {"submit.flags", "0x10"});
+  m.flags = 1U << 5;
+  expect_rejected(v.check(m), {"submit.flags", "0x20"});
   m.flags = 0x8001;
   expect_rejected(v.check(m), {"submit.flags", "0x8001", "0x8000"});
+}
+
+// A pinned graph launch carries its TPC set in grid/block (set_pinned_tpcs):
+// accepted with any non-empty set, never without kSubmitGraph or with none.
+TEST(IpcValidateSubmit, PinnedGraphLaunches) {
+  SubmitValidator v = with_open_stream();
+  SubmitMsg m = launch(0, 1);
+  m.flags = kSubmitGraph | kSubmitWhole;
+  set_pinned_tpcs(m, 0xffffffffffULL << 24, 0x3);  // TPCs 24-65: grid/block far from a launch shape
+  EXPECT_TRUE(v.check(m).is_ok());
+  std::uint64_t w0 = 0, w1 = 0;
+  pinned_tpcs(m, &w0, &w1);
+  EXPECT_EQ(w0, 0xffffffffffULL << 24);
+  EXPECT_EQ(w1, 0x3U);
+  m.seq = 2;
+  m.flags = kSubmitPinned;
+  expect_rejected(v.check(m), {"submit.flags", "pinned without graph"});
+  m.flags = kSubmitGraph;
+  set_pinned_tpcs(m, 0, 0);
+  expect_rejected(v.check(m), {"submit.grid", "no TPCs"});
+  m.flags = kSubmitGraph;
+  set_pinned_tpcs(m, 1, 0);
+  m.smem = 1U << 30;  // the rest of the shape is still checked
+  expect_rejected(v.check(m), {"submit.smem"});
 }
 
 TEST(IpcValidateSubmit, OpenCloseSyncState) {

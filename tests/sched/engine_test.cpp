@@ -518,6 +518,58 @@ TEST(SafeMasks, BestEffortCooperativeLaunchesNeedingEverySmWaitForHighPriorityTo
   EXPECT_EQ(out[0].blocks.size(), 8U * 132U);
 }
 
+// A best-effort CUDA graph whose descriptors were built earlier runs on that
+// set whatever it is granted (LaunchDesc::pinned): it is granted a set that
+// holds it, and waits while an active high-priority tenant owns part of it;
+// pinned to TPCs nobody active owns, it goes at once.
+TEST(SafeMasks, BestEffortPinnedLaunchesWaitForTheOwnersOfTheirTpcs) {
+  auto e = make_engine("lithos");
+  const QueueId hp = *e->add_queue(*e->add_tenant(high("svc", 40)));
+  const QueueId be = *e->add_queue(*e->add_tenant(best_effort("be")));
+  LaunchDesc svc = kernel(1, 16);
+  svc.duration_hint = ms(1);
+  ASSERT_TRUE(e->submit(hp, svc, Time{}).is_ok());
+  std::vector<AtomDispatch> out;
+  e->dispatch(Time{}, out);
+  ASSERT_EQ(out.size(), 1U);
+  const AtomId hp_atom = out[0].atom;
+  const TpcSet owned = e->state().tenants[0].owned;
+  ASSERT_EQ(owned.count(), 40);
+
+  // Pinned to unowned TPCs only: granted at once, on a set holding them.
+  LaunchDesc free_graph = kernel(2, 1);
+  free_graph.indivisible = true;
+  free_graph.pinned = TpcSet::range(0, 66) - owned;
+  free_graph.duration_hint = us(100);
+  ASSERT_TRUE(e->submit(be, free_graph, Time{us(5)}).is_ok());
+  out.clear();
+  e->dispatch(Time{us(5)}, out);
+  ASSERT_EQ(out.size(), 1U);
+  EXPECT_TRUE(out[0].tpcs.contains(free_graph.pinned));
+  EXPECT_TRUE((out[0].tpcs & owned).empty());
+  e->atom_finished(out[0].atom, Time{us(5)}, Time{us(10)});
+
+  // Pinned to one TPC of the service's quota: waits while the service is active.
+  LaunchDesc graph = kernel(3, 1);
+  graph.indivisible = true;
+  graph.pinned = (TpcSet::range(0, 66) - owned) | owned.take_lowest(1);
+  graph.duration_hint = us(100);
+  ASSERT_TRUE(e->submit(be, graph, Time{us(10)}).is_ok());
+  out.clear();
+  e->dispatch(Time{us(10)}, out);
+  EXPECT_TRUE(out.empty()) << "deferred while the owner is active";
+  EXPECT_EQ(e->counters().deferred, 1U);
+  e->atom_finished(hp_atom, Time{}, Time{ms(1)});
+  out.clear();
+  e->dispatch(Time{ms(1)}, out);  // drained, but within its idle grace
+  EXPECT_TRUE(out.empty());
+  ASSERT_NE(e->next_wakeup(), kTimeNever);
+  out.clear();
+  e->dispatch(e->next_wakeup(), out);
+  ASSERT_EQ(out.size(), 1U);
+  EXPECT_TRUE(out[0].tpcs.contains(graph.pinned));
+}
+
 // The daemon's two entry points beside submit: launches already on the GPU
 // (high priority never waits) and queues whose process died.
 TEST(Daemon, RunningLaunchesHoldTheirTpcsUntilTheyFinish) {

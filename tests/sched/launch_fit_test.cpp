@@ -78,6 +78,29 @@ TEST(LaunchFit, PlainLaunchesKeepTheirSet) {
   EXPECT_EQ(fit_tpcs(h100(), cluster_needs({16, 1, 1}), {}, live).action, FitAction::kWhole);
 }
 
+// A launch pinned to TPCs it runs on anyway (a graph built earlier): the set
+// takes them in; all of them live means the whole GPU.
+TEST(LaunchFit, PinnedTpcsAreAlwaysInTheSet) {
+  const TpcSet live = TpcSet::range(0, 66);
+  LaunchNeeds n;
+  n.pinned = S("40-45");
+  EXPECT_TRUE(n.any());
+  EXPECT_EQ(fit_tpcs(h100(), n, S("30-49"), live).action, FitAction::kAsIs);
+  const Fit f = fit_tpcs(h100(), n, S("0-41"), live);
+  EXPECT_EQ(f.action, FitAction::kWidened);
+  EXPECT_EQ(f.reason, FitReason::kPinned);
+  EXPECT_EQ(f.tpcs, S("0-45"));
+  EXPECT_EQ(f.added, 4);
+  n.pinned = live;
+  EXPECT_EQ(fit_tpcs(h100(), n, S("0-7"), live).action, FitAction::kWhole);
+  n.pinned = S("70-71");  // none live: nothing to add
+  EXPECT_EQ(fit_tpcs(h100(), n, S("0-7"), live).action, FitAction::kAsIs);
+  LaunchDesc d;
+  d.pinned = S("3");
+  EXPECT_EQ(needs_of(d, 8).pinned, S("3"));
+  EXPECT_STREQ(fit_reason_name(FitReason::kPinned), "pinned");
+}
+
 // A 4-TPC, an 8-TPC and a 9-TPC GPC: the smallest set of each that a
 // cluster fits, and the widening from one TPC fewer.
 TEST(LaunchFit, ClusterNeedsHalfItsSizeInOneGpc) {
