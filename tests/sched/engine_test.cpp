@@ -486,36 +486,50 @@ TEST(SafeMasks, ClusterPlacementsAreWidenedInsideOneGpc) {
   EXPECT_EQ(e->counters().widened, 1U);
 }
 
+// The lithos policy with a service (quota 40) running one 1 ms atom of one
+// TPC's worth (the rest stays borrowable), and a best-effort tenant.
+struct ServiceRunning {
+  std::unique_ptr<Engine> e = make_engine("lithos");
+  QueueId hp = *e->add_queue(*e->add_tenant(high("svc", 40)));
+  QueueId be = *e->add_queue(*e->add_tenant(best_effort("be")));
+  AtomId hp_atom = 0;
+  ServiceRunning() {
+    LaunchDesc svc = kernel(1, 16);
+    svc.duration_hint = ms(1);
+    EXPECT_TRUE(e->submit(hp, svc, Time{}).is_ok());
+    std::vector<AtomDispatch> out;
+    e->dispatch(Time{}, out);
+    EXPECT_EQ(out.size(), 1U);
+    if (!out.empty()) hp_atom = out[0].atom;
+  }
+  // Submits best-effort `launch` at 10 us: it must wait (one deferral); the
+  // service's atom ends at 1 ms, nothing goes within its idle grace, and at
+  // the next wakeup the launch is dispatched, which is returned.
+  AtomDispatch dispatched_once_idle(const LaunchDesc& launch) {
+    EXPECT_TRUE(e->submit(be, launch, Time{us(10)}).is_ok());
+    std::vector<AtomDispatch> out;
+    e->dispatch(Time{us(10)}, out);
+    EXPECT_TRUE(out.empty()) << "deferred while the service is active";
+    EXPECT_EQ(e->counters().deferred, 1U);
+    e->atom_finished(hp_atom, Time{}, Time{ms(1)});
+    e->dispatch(Time{ms(1)}, out);  // drained, but within its idle grace
+    EXPECT_TRUE(out.empty());
+    EXPECT_NE(e->next_wakeup(), kTimeNever);
+    e->dispatch(e->next_wakeup(), out);
+    EXPECT_EQ(out.size(), 1U);
+    return out.empty() ? AtomDispatch{} : out[0];
+  }
+};
+
 TEST(SafeMasks, BestEffortCooperativeLaunchesNeedingEverySmWaitForHighPriorityToIdle) {
-  auto e = make_engine("lithos");
-  const QueueId hp = *e->add_queue(*e->add_tenant(high("svc", 40)));
-  const QueueId be = *e->add_queue(*e->add_tenant(best_effort("be")));
-  LaunchDesc svc = kernel(1, 16);  // one TPC's worth: the rest stays borrowable
-  svc.duration_hint = ms(1);
-  ASSERT_TRUE(e->submit(hp, svc, Time{}).is_ok());
-  std::vector<AtomDispatch> out;
-  e->dispatch(Time{}, out);
-  ASSERT_EQ(out.size(), 1U);
-  const AtomId hp_atom = out[0].atom;
+  ServiceRunning s;
   // 8 blocks per SM x 132 SMs: the grid needs every SM at once.
   LaunchDesc coop = kernel(2, 8 * 132);
   coop.cooperative = true;
   coop.duration_hint = us(200);
-  ASSERT_TRUE(e->submit(be, coop, Time{us(10)}).is_ok());
-  out.clear();
-  e->dispatch(Time{us(10)}, out);
-  EXPECT_TRUE(out.empty()) << "deferred while the service is active";
-  EXPECT_EQ(e->counters().deferred, 1U);
-  e->atom_finished(hp_atom, Time{}, Time{ms(1)});
-  out.clear();
-  e->dispatch(Time{ms(1)}, out);  // drained, but within its idle grace
-  EXPECT_TRUE(out.empty());
-  EXPECT_NE(e->next_wakeup(), kTimeNever);
-  out.clear();
-  e->dispatch(e->next_wakeup(), out);
-  ASSERT_EQ(out.size(), 1U);
-  EXPECT_EQ(out[0].tpcs, TpcSet::range(0, 66));
-  EXPECT_EQ(out[0].blocks.size(), 8U * 132U);
+  const AtomDispatch d = s.dispatched_once_idle(coop);
+  EXPECT_EQ(d.tpcs, TpcSet::range(0, 66));
+  EXPECT_EQ(d.blocks.size(), 8U * 132U);
 }
 
 // A best-effort CUDA graph whose descriptors were built earlier runs on that
@@ -523,16 +537,10 @@ TEST(SafeMasks, BestEffortCooperativeLaunchesNeedingEverySmWaitForHighPriorityTo
 // holds it, and waits while an active high-priority tenant owns part of it;
 // pinned to TPCs nobody active owns, it goes at once.
 TEST(SafeMasks, BestEffortPinnedLaunchesWaitForTheOwnersOfTheirTpcs) {
-  auto e = make_engine("lithos");
-  const QueueId hp = *e->add_queue(*e->add_tenant(high("svc", 40)));
-  const QueueId be = *e->add_queue(*e->add_tenant(best_effort("be")));
-  LaunchDesc svc = kernel(1, 16);
-  svc.duration_hint = ms(1);
-  ASSERT_TRUE(e->submit(hp, svc, Time{}).is_ok());
+  ServiceRunning s;
+  Engine* e = s.e.get();
+  const QueueId be = s.be;
   std::vector<AtomDispatch> out;
-  e->dispatch(Time{}, out);
-  ASSERT_EQ(out.size(), 1U);
-  const AtomId hp_atom = out[0].atom;
   const TpcSet owned = e->state().tenants[0].owned;
   ASSERT_EQ(owned.count(), 40);
 
@@ -554,20 +562,7 @@ TEST(SafeMasks, BestEffortPinnedLaunchesWaitForTheOwnersOfTheirTpcs) {
   graph.indivisible = true;
   graph.pinned = (TpcSet::range(0, 66) - owned) | owned.take_lowest(1);
   graph.duration_hint = us(100);
-  ASSERT_TRUE(e->submit(be, graph, Time{us(10)}).is_ok());
-  out.clear();
-  e->dispatch(Time{us(10)}, out);
-  EXPECT_TRUE(out.empty()) << "deferred while the owner is active";
-  EXPECT_EQ(e->counters().deferred, 1U);
-  e->atom_finished(hp_atom, Time{}, Time{ms(1)});
-  out.clear();
-  e->dispatch(Time{ms(1)}, out);  // drained, but within its idle grace
-  EXPECT_TRUE(out.empty());
-  ASSERT_NE(e->next_wakeup(), kTimeNever);
-  out.clear();
-  e->dispatch(e->next_wakeup(), out);
-  ASSERT_EQ(out.size(), 1U);
-  EXPECT_TRUE(out[0].tpcs.contains(graph.pinned));
+  EXPECT_TRUE(s.dispatched_once_idle(graph).tpcs.contains(graph.pinned));
 }
 
 // The daemon's two entry points beside submit: launches already on the GPU
