@@ -9,6 +9,10 @@
 //                                one wave of 200 us blocks queued on each of
 //                                STREAMS streams (default 1: the null stream)
 //                                at the default priority
+//   prio_probe replay N WHEN     a 64-kernel graph replayed N times on the null
+//                                stream, its priority raised never, before
+//                                capture, or after 5 replays (WHEN: none,
+//                                before, after): launch-call time and latency
 //   prio_probe probe N MODE      N short requests (132 blocks of 20 us each),
 //                                2 ms apart, each timed launch to completion;
 //                                MODE: default (null stream), stream (a stream
@@ -169,12 +173,64 @@ int probe(int n, const char* mode) {
   return 0;
 }
 
+// A graph of 64 short kernels (132 blocks of 5 us each) replayed N times on
+// the null stream, each timed (host time of the launch call; launch to
+// completion). WHEN: none (the null stream keeps priority 0), before (it
+// is raised to the greatest before capture and instantiation, as lithos does
+// for an hp process at its first launch), after (raised after 5 replays).
+int replay(int n, const char* when) {
+  int least = 0, greatest = 0, sms = 0;
+  CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+  CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  auto raise = [&] {
+    cudaStreamAttrValue v{};
+    v.priority = greatest;
+    CHECK(cudaStreamSetAttribute(cudaStreamLegacy, cudaStreamAttributePriority, &v));
+  };
+  if (std::strcmp(when, "before") == 0) raise();
+  spin<<<sms, 128>>>(1000);  // warm-up on the null stream
+  CHECK(cudaDeviceSynchronize());
+  cudaStream_t cap;
+  CHECK(cudaStreamCreateWithFlags(&cap, cudaStreamNonBlocking));
+  cudaGraph_t g;
+  CHECK(cudaStreamBeginCapture(cap, cudaStreamCaptureModeThreadLocal));
+  for (int k = 0; k < 64; ++k) spin<<<sms, 128, 0, cap>>>(5'000);
+  CHECK(cudaStreamEndCapture(cap, &g));
+  cudaGraphExec_t exec;
+  CHECK(cudaGraphInstantiateWithFlags(&exec, g, 0));
+  for (int i = 0; i < 5; ++i) CHECK(cudaGraphLaunch(exec, nullptr));
+  CHECK(cudaDeviceSynchronize());
+  if (std::strcmp(when, "after") == 0) raise();
+  std::vector<double> host, lat;
+  for (int i = 0; i < n; ++i) {
+    const double t0 = now_us();
+    CHECK(cudaGraphLaunch(exec, nullptr));
+    const double t1 = now_us();
+    CHECK(cudaDeviceSynchronize());
+    host.push_back(t1 - t0);
+    lat.push_back(now_us() - t0);
+  }
+  std::sort(host.begin(), host.end());
+  std::sort(lat.begin(), lat.end());
+  auto q = [](const std::vector<double>& v, double p) {
+    return v[std::min(v.size() - 1, static_cast<size_t>(p * v.size()))];
+  };
+  int prio = 0;
+  CHECK(cudaStreamGetPriority(cudaStreamLegacy, &prio));
+  std::printf("replay %-6s (null stream priority %d) n=%d launch call p50 %.1f us p99 %.1f us; latency p50 %.0f us p99 %.0f us\n",
+              when, prio, n, q(host, 0.5), q(host, 0.99), q(lat, 0.5), q(lat, 0.99));
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc >= 2 && std::strcmp(argv[1], "info") == 0) return info();
   if (argc >= 3 && std::strcmp(argv[1], "flood") == 0) return flood(std::atof(argv[2]), argc >= 4 ? std::atoi(argv[3]) : 1);
   if (argc >= 4 && std::strcmp(argv[1], "probe") == 0) return probe(std::atoi(argv[2]), argv[3]);
-  std::fprintf(stderr, "usage: prio_probe info | flood SECONDS | probe N default|stream|launch|graph\n");
+  if (argc >= 4 && std::strcmp(argv[1], "replay") == 0) return replay(std::atoi(argv[2]), argv[3]);
+  std::fprintf(stderr,
+               "usage: prio_probe info | flood SECONDS [STREAMS] | probe N default|stream|launch|graph | "
+               "replay N none|before|after\n");
   return 2;
 }
