@@ -527,6 +527,7 @@ bool DaemonClient::next_grant(const Ticket& t, ipc::GrantMsg* out) noexcept {
   std::uint64_t spins = 0;
   while (true) {
     if (generation_.load(std::memory_order_acquire) != t.generation || !connected()) break;
+    bool got = false;
     {
       const std::lock_guard<std::mutex> lock(grant_mu_);
       ipc::GrantMsg g;
@@ -547,12 +548,16 @@ bool DaemonClient::next_grant(const Ticket& t, ipc::GrantMsg* out) noexcept {
         while (b + 1 < kWaitBuckets && us > kWaitEdgesUs[b]) ++b;
         wait_hist_[b].fetch_add(1, std::memory_order_relaxed);
         raise_to(grant_wait_max_ns_, waited);
-        if (out->type != ipc::GrantType::kGrant) return false;
-        apply_priority(t.slot, (out->flags & ipc::kGrantHighPriority) != 0  ? ipc::StreamPriority::kHighest
-                               : (out->flags & ipc::kGrantLowPriority) != 0 ? ipc::StreamPriority::kLowest
-                                                                            : ipc::StreamPriority::kKeep);
-        return true;
+        got = true;
       }
+    }
+    if (got) {
+      if (out->type != ipc::GrantType::kGrant) return false;
+      // The grant's stream priority, outside the lock (a driver call).
+      apply_priority(t.slot, (out->flags & ipc::kGrantHighPriority) != 0  ? ipc::StreamPriority::kHighest
+                             : (out->flags & ipc::kGrantLowPriority) != 0 ? ipc::StreamPriority::kLowest
+                                                                          : ipc::StreamPriority::kKeep);
+      return true;
     }
     if (!alive()) {
       disconnect(State::kGone);
