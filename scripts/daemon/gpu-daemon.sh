@@ -34,6 +34,9 @@
 #   defer    deferred launches (docs/daemon.md): defer_check.py plain and as a
 #            best-effort tenant waiting for grants (results must be equal bit
 #            for bit), the host cost per launch with deferral on and off
+#   hpcost   the hp launch overhead, interleaved: plain, `lithos run` and an
+#            hp tenant of lithosd, HPCOST_ROUNDS rounds (default 4), each
+#            launch_cost.py pinned to one CPU core; medians per label last
 #   prio     scripts/daemon/prio_probe.cu: which streams take a priority, and
 #            whether a priority reaches across MPS clients (a short request's
 #            latency beside a flooding process, with each way of raising it)
@@ -117,6 +120,41 @@ if has hotpath; then
   done
 fi
 
+if has hpcost; then
+  stamp "hpcost"
+  start_daemon && {
+    for r in $(seq 1 "${HPCOST_ROUNDS:-4}"); do
+      for label in plain interposed hp; do
+        case $label in
+          plain) set -- ;;
+          interposed) set -- "$LITHOS" run -- ;;
+          hp) set -- "$LITHOS" run --tenant svc --daemon "$SOCK" -- ;;
+        esac
+        timeout -s KILL 120 taskset -c 3 "$@" python3 scripts/daemon/launch_cost.py 20000 5 \
+          >"$WORK/hpcost-$label-$r.json" 2>"$WORK/hpcost-$label-$r.err"
+        echo "hpcost round $r $label: $(cat "$WORK/hpcost-$label-$r.json")"
+      done
+    done
+    stop_daemon hpcost
+  }
+  python3 - "$WORK" <<'PY'
+import glob, json, statistics, sys
+rows = {}
+for f in sorted(glob.glob(sys.argv[1] + "/hpcost-*.json")):
+    label = f.rsplit("/", 1)[1].split("-")[1]
+    try:
+        rows.setdefault(label, []).append(json.load(open(f))["host_us"])
+    except Exception:
+        pass
+base = statistics.median(rows.get("plain", [float("nan")]))
+print("label       host us per launch (median of rounds)   rounds            vs plain")
+for label in ("plain", "interposed", "hp"):
+    v = rows.get(label, [])
+    if v:
+        m = statistics.median(v)
+        print(f"{label:11s} {m:8.2f}                                {' '.join(f'{x:.2f}' for x in v):17s} {m - base:+.2f} us")
+PY
+fi
 if has prio; then
   stamp "prio"
   nvcc -O2 -arch=sm_90 -o "$WORK/prio_probe" scripts/daemon/prio_probe.cu -lcuda || echo "prio_probe: build failed"
