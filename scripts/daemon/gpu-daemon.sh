@@ -36,7 +36,9 @@
 #            for bit), the host cost per launch with deferral on and off
 #   hpcost   the hp launch overhead, interleaved: plain, `lithos run` and an
 #            hp tenant of lithosd, HPCOST_ROUNDS rounds (default 4), each
-#            launch_cost.py pinned to one CPU core; medians per label last
+#            launch_cost.py pinned to HPCOST_CPUS (default "2,3": two cores,
+#            so that the client's tracker thread does not share the
+#            application's); medians per label last
 #   prio     scripts/daemon/prio_probe.cu: which streams take a priority, and
 #            whether a priority reaches across MPS clients (a short request's
 #            latency beside a flooding process, with each way of raising it)
@@ -130,7 +132,7 @@ if has hpcost; then
           interposed) set -- "$LITHOS" run -- ;;
           hp) set -- "$LITHOS" run --tenant svc --daemon "$SOCK" -- ;;
         esac
-        timeout -s KILL 120 taskset -c 3 "$@" python3 scripts/daemon/launch_cost.py 20000 5 \
+        timeout -s KILL 120 taskset -c "${HPCOST_CPUS:-2,3}" "$@" python3 scripts/daemon/launch_cost.py 20000 5 \
           >"$WORK/hpcost-$label-$r.json" 2>"$WORK/hpcost-$label-$r.err"
         echo "hpcost round $r $label: $(cat "$WORK/hpcost-$label-$r.json")"
       done

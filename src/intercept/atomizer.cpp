@@ -387,6 +387,12 @@ KernelCounters* Atomizer::counters_for(const std::string& name, cubin::PatchStat
   if (!slot) {
     slot = std::make_unique<KernelCounters>();
     slot->name = name;
+    std::uint64_t h = 1469598103934665603ULL;  // FNV-1a, once per kernel rather than per launch
+    for (const char ch : name) {
+      h ^= static_cast<unsigned char>(ch);
+      h *= 1099511628211ULL;
+    }
+    slot->name_hash = h;
     slot->status = s;
   }
   return slot.get();

@@ -605,16 +605,10 @@ gpu::SlotMask Runtime::slots_for(const sched::TpcSet& tpcs) noexcept {
 std::uint64_t Runtime::kernel_id(const void* function) noexcept {
   // The same kernel in every process of a tenant: the name the atomizer
   // recorded, else the handle (stable for the life of this process).
-  std::uint64_t h = 0;
   if (const FunctionEntry* e = Atomizer::instance().lookup(function); e != nullptr && e->counters != nullptr) {
-    h = 1469598103934665603ULL;
-    for (const char ch : e->counters->name) {
-      h ^= static_cast<unsigned char>(ch);
-      h *= 1099511628211ULL;
-    }
-    return h;
+    return e->counters->name_hash;  // hashed once, when the kernel was first seen
   }
-  h = reinterpret_cast<std::uintptr_t>(function);
+  std::uint64_t h = reinterpret_cast<std::uintptr_t>(function);
   h ^= h >> 33;
   h *= 0xff51afd7ed558ccdULL;
   h ^= h >> 33;
