@@ -615,16 +615,20 @@ std::uint64_t Runtime::kernel_id(const void* function) noexcept {
   return h;
 }
 
+// Whether this thread's launch goes out at once and is reported to lithosd
+// (a high-priority tenant, or best effort running free) while connected.
+static bool made_at_once(const DaemonClient& dc) noexcept {
+  return dc.wanted() && (dc.high() || t_frame.runs_free) && dc.connected();
+}
+
 void Runtime::before_immediate_launch(CUstream_st* stream, bool ptsz) noexcept {
   DaemonClient& dc = DaemonClient::instance();
-  if (!dc.wanted() || !(dc.high() || t_frame.runs_free) || !dc.connected()) return;
-  dc.before_immediate(stream, ptsz);
+  if (made_at_once(dc)) dc.before_immediate(stream, ptsz);
 }
 
 void Runtime::after_launch(CUstream_st* stream, bool ptsz, const LaunchInfo& launch, bool graph) noexcept {
   DaemonClient& dc = DaemonClient::instance();
-  if (!dc.wanted() || !(dc.high() || t_frame.runs_free) || !dc.connected()) return;
-  dc.report_running(stream, ptsz, launch, kernel_id(launch.function), graph);
+  if (made_at_once(dc)) dc.report_running(stream, ptsz, launch, kernel_id(launch.function), graph);
 }
 
 bool Runtime::safe_mask(const sched::TpcSet& tpcs, const sched::LaunchNeeds& needs, gpu::SlotMask* mask) noexcept {
