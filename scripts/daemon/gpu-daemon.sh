@@ -42,6 +42,10 @@
 #   prio     scripts/daemon/prio_probe.cu: which streams take a priority, and
 #            whether a priority reaches across MPS clients (a short request's
 #            latency beside a flooding process, with each way of raising it)
+#   graphs   best-effort CUDA graphs replayed node by node (graph_replay.hpp):
+#            graph_check.py plain and as a best-effort tenant that waits for
+#            grants, with and without the atomizer (results must be equal bit
+#            for bit), and the graph_replay statistics of each client
 # TUNE entries may also be env:NAME=VALUE (mode lithos with that variable set,
 # e.g. env:LITHOS_DEFER_LAUNCHES=0).
 set -uo pipefail
@@ -203,6 +207,28 @@ if has defer; then
     [[ -f $f ]] && echo "$(basename "$f"): $(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(json.dumps(d.get("daemon")))' "$f")"
   done
   head -c 300 "$WORK/defer-plain.json"; echo
+fi
+
+if has graphs; then
+  stamp "graphs"
+  timeout -s KILL 120 python3 scripts/daemon/graph_check.py 20 >"$WORK/graph-plain.json" 2>"$WORK/graph-plain.err"
+  echo "graph_check plain: exit $? $(tail -n 1 "$WORK/graph-plain.err")"
+  LITHOSD_BEST_EFFORT_RUNS_FREE=false start_daemon && {
+    for v in "replay:1" "replay:0" "atomize:1"; do
+      label=graph-${v/:/}
+      extra=(); [[ $v == atomize:* ]] && extra=(--atomize)
+      LITHOS_GRAPH_REPLAY=${v#*:} LITHOS_STATS_FILE="$WORK/stats-$label-%p.json" timeout -s KILL 180 "$LITHOS" run \
+        --tenant train --daemon "$SOCK" "${extra[@]}" -- python3 scripts/daemon/graph_check.py 20 \
+        >"$WORK/$label.json" 2>"$WORK/$label.err"
+      echo "graph_check be $v: exit $?; equal to plain: $(cmp -s "$WORK/graph-plain.json" "$WORK/$label.json" && echo yes || echo NO); $(grep graph_check: "$WORK/$label.err")"
+      [[ -s $WORK/$label.json ]] || tail -n 5 "$WORK/$label.err"
+      for f in "$WORK"/stats-"$label"-*.json; do
+        [[ -f $f ]] && python3 -c 'import json,sys; d=json.load(open(sys.argv[1])).get("daemon") or {}; print("  graph_replay", json.dumps(d.get("graph_replay")), "grants", d.get("grants"), "fallbacks", d.get("fallbacks"))' "$f"
+      done
+    done
+    stop_daemon graphs
+  }
+  head -c 200 "$WORK/graph-plain.json"; echo
 fi
 
 if has detect; then

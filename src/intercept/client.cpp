@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "intercept/deferred.hpp"
+#include "intercept/graph_replay.hpp"
 #include "intercept/log.hpp"
 #include "intercept/real_driver.hpp"
 #include "intercept/runtime.hpp"
@@ -736,7 +737,7 @@ std::string DaemonClient::stats_json() const {
       ",\"stream_priority\":{\"immediate\":\"" + priority_name(immediate_priority_.load()) +
       "\",\"enabled\":" + (hw_priority_ ? "true" : "false") + ",\"set\":" + num(s.priorities_set) +
       ",\"failed\":" + num(s.priority_failures) + "}" + ",\"deferred\":" + DeferredLaunches::instance().stats_json() +
-      "}";
+      ",\"graph_replay\":" + GraphReplay::instance().stats_json() + "}";
   return out;
 }
 

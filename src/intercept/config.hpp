@@ -40,6 +40,9 @@
 //                          granted (deferred.hpp; default 1)
 //   LITHOS_DEFER_DEPTH=N   launches queued at most before the application
 //                          waits (default 1024)
+//   LITHOS_GRAPH_REPLAY=0|1 best effort under lithosd: replay CUDA graphs
+//                          node by node, each kernel a granted launch
+//                          (graph_replay.hpp; default 1)
 //   LITHOS_HW_PRIORITY=0|1 under lithosd: set the stream priority the engine
 //                          decided on each launch's stream before launching
 //                          (client.hpp; default 1)
@@ -93,6 +96,7 @@ struct Config {
   bool defer_launches = true;        // LITHOS_DEFER_LAUNCHES
   std::uint32_t defer_depth = 1024;  // LITHOS_DEFER_DEPTH
   bool hw_priority = true;           // LITHOS_HW_PRIORITY
+  bool graph_replay = true;          // LITHOS_GRAPH_REPLAY
   // One line per ignored, malformed variable ("LITHOS_TPCS='x': ...").
   std::vector<std::string> problems;
 

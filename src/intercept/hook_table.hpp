@@ -17,6 +17,7 @@ enum class HookKind : std::uint8_t {
   kGraphUpload,        // cuGraphUpload: may build the exec's descriptors
   kGraphInstantiate,   // builds a graph exec (and possibly its descriptors)
   kGraphExecDestroy,   // forgets an exec
+  kGraphExecEdit,      // changes an exec in place (its node-by-node replay is dropped)
   kGetFunction,        // cuModuleGetFunction: names a CUfunction
   kGetKernel,          // cuLibraryGetKernel: names a CUkernel
   kKernelGetFunction,  // cuKernelGetFunction: CUkernel -> CUfunction

@@ -26,11 +26,13 @@
 #include <tuple>
 #include <type_traits>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "intercept/atomizer.hpp"
 #include "intercept/client.hpp"
 #include "intercept/deferred.hpp"
+#include "intercept/graph_replay.hpp"
 #include "intercept/hook_table.hpp"
 #include "intercept/launch_copy.hpp"
 #include "intercept/log.hpp"
@@ -558,6 +560,18 @@ CUcontext current_context() noexcept {
   return ctx;
 }
 
+// Whether `stream` is being captured (checked only while some capture is in
+// progress in the process).
+bool capturing(CUstream stream, bool ptsz) noexcept {
+  if (g_captures.load(std::memory_order_acquire) == 0) return false;
+  using IsCapturing = CUresult (*)(CUstream, CUstreamCaptureStatus*);
+  static const auto is_capturing = reinterpret_cast<IsCapturing>(RealDriver::instance().symbol("cuStreamIsCapturing"));
+  if (is_capturing == nullptr) return false;
+  CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
+  const CUstream h = ptsz && stream == nullptr ? CU_STREAM_PER_THREAD : stream;
+  return is_capturing(h, &cs) == CUDA_SUCCESS && cs != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
 // A best-effort launch under lithosd, made now (in the hook, or by the
 // deferred-launch worker with copied arguments).
 template <HookId Id, class Fn, class... A>
@@ -565,6 +579,12 @@ CUresult be_launch(Fn fn, CUstream stream, A... a) {
   constexpr HookInfo info = hook_info(Id);
   Atomizer& az = Atomizer::instance();
   const bool atomizing = az.active() || az.rewrote_any();
+  if (capturing(stream, info.ptsz)) {
+    // Recorded into a graph, not run: nothing to grant, no marker (it would
+    // be replayed with the graph). A rewritten kernel keeps the whole grid
+    // in its node: a replay cuts it into atoms (graph_replay.hpp).
+    return atomizing ? launch_maybe_atomized<Id, true>(fn, stream, a...) : launch_one<Id, true>(fn, stream, a...);
+  }
   if (sched::TpcSet free; DaemonClient::instance().runs_free(&free)) {
     // Nothing to protect: at once, on the allocation, reported after.
     const RunsFreeScope scope(free);
@@ -623,6 +643,125 @@ bool defer_launch(Fn fn, CUstream stream, A... a) {
       return false;  // no memory for the copy: made in place
     }
   }
+}
+
+// ---- best-effort graphs replayed node by node (graph_replay.hpp) -------------
+
+// One step of a plan, made now on `stream` (by the deferred-launch worker,
+// or in place): kernels through the best-effort launch path, everything
+// else through the real driver call of the same stream operation.
+int replay_step(const ReplayStep& step, CUstream stream) noexcept {
+  RealDriver& drv = RealDriver::instance();
+  auto real = [&drv](HookId id, auto* type) { return reinterpret_cast<decltype(type)>(drv.function(id)); };
+  try {
+    if (const auto* k = std::get_if<ReplayKernel>(&step)) {
+      using Ex = CUresult (*)(const CUlaunchConfig*, CUfunction, void**, void**);
+      const auto ex = real(HookId::cuLaunchKernelEx, static_cast<Ex>(nullptr));
+      if (ex == nullptr) return CUDA_ERROR_NOT_FOUND;
+      CUlaunchConfig cfg = k->config;
+      cfg.hStream = stream;
+      cfg.attrs = k->num_attrs > 0 ? const_cast<CUlaunchAttribute*>(k->attrs) : nullptr;
+      cfg.numAttrs = k->num_attrs;
+      if (!k->fixed_bounds)
+        return be_launch<HookId::cuLaunchKernelEx>(ex, stream, &cfg, k->function, k->params, k->extra);
+      // An atom cut at capture: its node's parameters (bounds included) as they are, one grant.
+      const LaunchInfo li = launch_info<HookId::cuLaunchKernelEx>(&cfg, k->function, k->params, k->extra);
+      if (sched::TpcSet free; DaemonClient::instance().runs_free(&free)) {
+        const RunsFreeScope scope(free);
+        return launch_one<HookId::cuLaunchKernelEx>(ex, stream, &cfg, k->function, k->params, k->extra);
+      }
+      return granted_whole(li, stream, false, Runtime::kernel_id(k->function), false, [&] {
+        return launch_one<HookId::cuLaunchKernelEx>(ex, stream, &cfg, k->function, k->params, k->extra);
+      });
+    }
+    if (const auto* m = std::get_if<ReplayMemset>(&step)) {
+      const CUDA_MEMSET_NODE_PARAMS& p = m->p;
+      const size_t height = p.height == 0 ? 1 : p.height;
+      if (p.elementSize == 1) {
+        using F = CUresult (*)(CUdeviceptr, size_t, unsigned char, size_t, size_t, CUstream);
+        const auto f = real(HookId::cuMemsetD2D8Async, static_cast<F>(nullptr));
+        return f == nullptr ? CUDA_ERROR_NOT_FOUND
+                            : f(p.dst, p.pitch, static_cast<unsigned char>(p.value), p.width, height, stream);
+      }
+      if (p.elementSize == 2) {
+        using F = CUresult (*)(CUdeviceptr, size_t, unsigned short, size_t, size_t, CUstream);
+        const auto f = real(HookId::cuMemsetD2D16Async, static_cast<F>(nullptr));
+        return f == nullptr ? CUDA_ERROR_NOT_FOUND
+                            : f(p.dst, p.pitch, static_cast<unsigned short>(p.value), p.width, height, stream);
+      }
+      using F = CUresult (*)(CUdeviceptr, size_t, unsigned int, size_t, size_t, CUstream);
+      const auto f = real(HookId::cuMemsetD2D32Async, static_cast<F>(nullptr));
+      return f == nullptr ? CUDA_ERROR_NOT_FOUND : f(p.dst, p.pitch, p.value, p.width, height, stream);
+    }
+    if (const auto* c = std::get_if<ReplayMemcpy>(&step)) {
+      using F = CUresult (*)(const CUDA_MEMCPY3D*, CUstream);
+      const auto f = real(HookId::cuMemcpy3DAsync_v2, static_cast<F>(nullptr));
+      return f == nullptr ? CUDA_ERROR_NOT_FOUND : f(&c->p, stream);
+    }
+    if (const auto* r = std::get_if<ReplayEventRecord>(&step)) {
+      using F = CUresult (*)(CUevent, CUstream);
+      const auto f = real(HookId::cuEventRecord, static_cast<F>(nullptr));
+      return f == nullptr ? CUDA_ERROR_NOT_FOUND : f(r->event, stream);
+    }
+    if (const auto* w = std::get_if<ReplayEventWait>(&step)) {
+      using F = CUresult (*)(CUstream, CUevent, unsigned int);
+      const auto f = real(HookId::cuStreamWaitEvent, static_cast<F>(nullptr));
+      return f == nullptr ? CUDA_ERROR_NOT_FOUND : f(stream, w->event, 0);
+    }
+    if (const auto* h = std::get_if<ReplayHost>(&step)) {
+      using F = CUresult (*)(CUstream, CUhostFn, void*);
+      const auto f = real(HookId::cuLaunchHostFunc, static_cast<F>(nullptr));
+      return f == nullptr ? CUDA_ERROR_NOT_FOUND : f(stream, h->p.fn, h->p.userData);
+    }
+  } catch (...) {
+    Runtime::instance().internal_error(HookId::cuGraphLaunch, "graph replay step");
+  }
+  return CUDA_ERROR_UNKNOWN;
+}
+
+// Whether a best-effort graph launch on `stream` can be replayed node by
+// node: not into a capture (the graph becomes a node of the captured one),
+// not on a per-thread default stream (the worker's would be another).
+bool replayable_on(CUstream stream, bool ptsz) noexcept {
+  if ((ptsz && stream == nullptr) || stream == CU_STREAM_PER_THREAD) return false;
+  return g_captures.load(std::memory_order_acquire) == 0;
+}
+
+// A best-effort graph launch replayed node by node: every step queued for
+// the deferred-launch worker (or, when launches are not deferred, made here
+// in order). The application's call returns at once, as for a launch.
+CUresult replay_graph(const std::shared_ptr<ReplayPlan>& plan, CUstream stream) {
+  DeferredLaunches& dq = DeferredLaunches::instance();
+  CUcontext ctx = current_context();
+  int err = 0;
+  auto issue = [&](DeferredLaunches::Launch op) {
+    if (dq.enabled() && dq.push(op, ctx)) return;
+    const int drained = dq.drain();
+    const int r = op();
+    if (err == 0) err = r != 0 ? r : drained;
+  };
+  RealDriver& drv = RealDriver::instance();
+  using Record = CUresult (*)(CUevent, CUstream);
+  using Wait = CUresult (*)(CUstream, CUevent, unsigned int);
+  const auto record = reinterpret_cast<Record>(drv.function(HookId::cuEventRecord));
+  const auto wait = reinterpret_cast<Wait>(drv.function(HookId::cuStreamWaitEvent));
+  bool order_after_last = false;
+  {
+    const std::lock_guard<std::mutex> lock(plan->mu);
+    order_after_last = plan->replayed && plan->last_stream != stream;
+    plan->replayed = true;
+    plan->last_stream = stream;
+  }
+  // Launches of one exec never overlap: a replay on another stream than the
+  // last one waits for it.
+  if (order_after_last && plan->done != nullptr && wait != nullptr)
+    issue([plan, stream, wait]() -> int { return static_cast<int>(wait(stream, plan->done, 0)); });
+  for (const ReplayStep& step : plan->steps)
+    issue([plan, s = &step, stream]() -> int { return replay_step(*s, stream); });
+  if (plan->done != nullptr && record != nullptr)
+    issue([plan, stream, record]() -> int { return static_cast<int>(record(plan->done, stream)); });
+  GraphReplay::instance().count_replay(plan->steps.size());
+  return with_deferred_error(CUDA_SUCCESS, err != 0 ? err : dq.take_error());
 }
 
 // Calls `fn` with argument 1 replaced by `image` (the rewritten image).
@@ -741,7 +880,16 @@ CUresult dispatch_call(Fn fn, CUstream stream, A... a) {
       if (be_daemon()) {
         if (sched::TpcSet free; DaemonClient::instance().runs_free(&free)) {
           free_scope.emplace(free);
+          GraphReplay::instance().count_whole();  // nothing to protect: the whole graph at once
+        } else if (capturing(stream, info.ptsz)) {
+          return run();  // recorded into the graph being captured: nothing runs now
         } else {
+          // Node by node where the graph allows it (graph_replay.hpp): each
+          // kernel a granted launch of its own.
+          GraphReplay& gr = GraphReplay::instance();
+          if (const auto plan = replayable_on(stream, info.ptsz) ? gr.plan(exec) : nullptr)
+            return replay_graph(plan, stream);
+          gr.count_whole();
           // Descriptors built by an earlier launch keep their mask: the
           // daemon is told the set it runs on (docs/daemon.md, "CUDA graphs").
           return granted_whole(li, stream, info.ptsz, Runtime::kernel_id(exec), true, run, rt.graph_pinned(exec));
@@ -759,10 +907,24 @@ CUresult dispatch_call(Fn fn, CUstream stream, A... a) {
     rt.begin_graph(nullptr, stream, info.ptsz, std::get<1>(std::tie(a...)));
     const CUresult r = fn(a...);
     rt.end_graph_instantiate(r == CUDA_SUCCESS, r == CUDA_SUCCESS && out != nullptr ? *out : nullptr);
+    // A best-effort process keeps what it needs to replay the exec node by node.
+    if (r == CUDA_SUCCESS && out != nullptr && GraphReplay::instance().enabled() && be_daemon())
+      GraphReplay::instance().instantiated(*out, std::get<1>(std::tie(a...)));
     return r;
   } else if constexpr (info.kind == HookKind::kGraphExecDestroy) {
     rt.forget_graph_exec(std::get<0>(std::tie(a...)));  // before: the handle may be reused at once
+    GraphReplay::instance().destroyed(std::get<0>(std::tie(a...)));
     return fn(a...);
+  } else if constexpr (info.kind == HookKind::kGraphExecEdit) {
+    const CUgraphExec exec = std::get<0>(std::tie(a...));
+    GraphReplay& gr = GraphReplay::instance();
+    gr.edited(exec);
+    const CUresult r = fn(a...);
+    if constexpr (Id == HookId::cuGraphExecUpdate_v2 || Id == HookId::cuGraphExecUpdate) {
+      // The exec now runs that graph's topology with its parameters.
+      if (r == CUDA_SUCCESS && gr.enabled() && be_daemon()) gr.instantiated(exec, std::get<1>(std::tie(a...)));
+    }
+    return r;
   } else if constexpr (info.kind == HookKind::kSync) {
     constexpr bool every_stream = Id == HookId::cuCtxSynchronize || Id == HookId::cuCtxSynchronize_v2;
     DaemonClient& dc = DaemonClient::instance();
@@ -835,6 +997,8 @@ CUresult dispatch_call(Fn fn, CUstream stream, A... a) {
       Atomizer::instance().note_module_of_library(*out, std::get<1>(std::tie(a...)));
     return r;
   } else if constexpr (info.kind == HookKind::kKernelNode || info.kind == HookKind::kGraphNode) {
+    if constexpr (Id == HookId::cuGraphExecKernelNodeSetParams_v2 || Id == HookId::cuGraphExecNodeSetParams)
+      GraphReplay::instance().edited(std::get<0>(std::tie(a...)));  // replayed whole from now on
     if (!Atomizer::instance().rewrote_any()) return fn(a...);
     return kernel_node_call<Id>(fn, a...);
   } else if constexpr (info.kind == HookKind::kPrimaryCtxRetain) {

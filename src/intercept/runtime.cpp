@@ -5,6 +5,7 @@
 #include "intercept/atomizer.hpp"
 #include "intercept/client.hpp"
 #include "intercept/deferred.hpp"
+#include "intercept/graph_replay.hpp"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -99,6 +100,7 @@ Runtime::Runtime() {
   Atomizer::instance().configure(config_);
   DaemonClient::instance().configure(config_);
   DeferredLaunches::instance().configure(config_.defer_launches && !config_.daemon_socket.empty(), config_.defer_depth);
+  GraphReplay::instance().configure(config_.graph_replay && !config_.daemon_socket.empty());
   hp_hold_ns_ = static_cast<std::uint64_t>(config_.hp_hold_us * 1e3);
   if (!config_.board_path.empty() && config_.role != Role::kNone) {
     try {

@@ -18,6 +18,13 @@
 // With CLIENT_GRAPH=1 it instantiates one CUDA graph before its first launch
 // (the fake driver builds its descriptors then) and every launch is a
 // cuGraphLaunch of it (tpcs: the mask those descriptors carry).
+// CLIENT_GRAPH=2 instantiates the fake driver's graph 0x60000 (two kernels,
+// a memset, an empty node and a child graph of one kernel), CLIENT_GRAPH=3
+// its graph 0x64000 (a memory allocation node); CLIENT_GRAPH_EDIT=1 changes
+// the exec after instantiating it (cuGraphExecMemsetNodeSetParams). With
+// CLIENT_GRAPH 2 or 3 it synchronises the stream at the end and prints, before the statistics,
+//   {"ops":"K16,M,K32,K8,G,..."}   the stream operations the fake GPU saw
+// (K<grid x>: cuLaunchKernelEx, M: memset, G: graph launch, W: event wait).
 // With CLIENT_PARAMS=1 every launch passes one parameter {i, i + 1000}
 // (overwritten once the launch returns) and, before the statistics, it prints
 //   {"params":[[lo,hi],...]}   the values the fake GPU saw, launch by launch.
@@ -112,7 +119,16 @@ int main(int argc, char** argv) {
     using InstantiateFn = CUresult (*)(CUgraphExec*, CUgraph, unsigned long long);
     auto instantiate = reinterpret_cast<InstantiateFn>(::dlsym(drv, "cuGraphInstantiateWithFlags"));
     if (instantiate == nullptr || graph_launch == nullptr) return fail("the fake driver lacks graphs");
-    if (instantiate(&exec, reinterpret_cast<CUgraph>(0x6000), 0) != CUDA_SUCCESS) return fail("instantiate failed");
+    const long which = std::atol(std::getenv("CLIENT_GRAPH"));
+    const std::uintptr_t graph = which == 2 ? 0x60000 : which == 3 ? 0x64000 : 0x6000;
+    if (instantiate(&exec, reinterpret_cast<CUgraph>(graph), 0) != CUDA_SUCCESS) return fail("instantiate failed");
+    if (std::getenv("CLIENT_GRAPH_EDIT") != nullptr) {
+      using EditFn = CUresult (*)(CUgraphExec, CUgraphNode, const CUDA_MEMSET_NODE_PARAMS*, CUcontext);
+      auto edit = reinterpret_cast<EditFn>(::dlsym(drv, "cuGraphExecMemsetNodeSetParams"));
+      CUDA_MEMSET_NODE_PARAMS p{};
+      if (edit == nullptr || edit(exec, reinterpret_cast<CUgraphNode>(graph + 2), &p, nullptr) != CUDA_SUCCESS)
+        return fail("cuGraphExecMemsetNodeSetParams failed");
+    }
   }
   for (int i = 0; i < launches; ++i) {
     if (i == hang_after) ::setenv("FAKE_MARKERS_HANG", "1", 1);
@@ -147,6 +163,15 @@ int main(int argc, char** argv) {
       out +=
           (k != 0 ? "," : "") + std::string("[") + std::to_string(b[2 * k]) + "," + std::to_string(b[2 * k + 1]) + "]";
     std::printf("%s]}\n", out.c_str());
+  }
+  if (exec != nullptr && std::atol(std::getenv("CLIENT_GRAPH")) >= 2) {
+    // The stream operations are made by lithos's worker: wait for them.
+    if (sync == nullptr || sync(stream) != CUDA_SUCCESS) return fail("cuStreamSynchronize failed");
+    auto ops = reinterpret_cast<int (*)(char*, size_t)>(::dlsym(drv, "fake_ops"));
+    std::vector<char> text(1 << 14);
+    if (ops == nullptr) return fail("the fake driver lacks fake_ops");
+    ops(text.data(), text.size());
+    std::printf("{\"ops\":\"%s\"}\n", text.data());
   }
   std::vector<char> buf(1 << 16);
   stats(buf.data(), buf.size());

@@ -876,3 +876,76 @@ TEST_F(DaemonE2E, BestEffortGraphsWaitForTheOwnersOfTheTpcsTheyRunOn) {
   ASSERT_TRUE(r.is_ok()) << r.status().message();
   EXPECT_TRUE(r->same) << r->difference;
 }
+
+// The stream operations the fake GPU saw (client_app CLIENT_GRAPH >= 2).
+std::string ops_of(const Proc& p) {
+  for (const json& j : p.lines())
+    if (j.contains("ops")) return j["ops"].get<std::string>();
+  return "(none)";
+}
+
+// A best-effort CUDA graph is replayed node by node beside a busy service
+// (graph_replay.hpp): each kernel node is a granted launch of its own, the
+// memset and the child graph's kernel go in the graph's order (a topological
+// order of the edges, not the driver's node list), the empty node is dropped,
+// and the exec itself is never launched. With and without deferred launches.
+TEST_F(DaemonE2E, BestEffortGraphsReplayNodeByNode) {
+  start_daemon({});
+  for (const bool defer : {false, true}) {
+    SCOPED_TRACE(defer ? "deferred" : "in place");
+    defer_ = defer;
+    extra_env_ = {};
+    Proc svc = client("svc", 3, 0, 400, /*markers_hang=*/true);
+    ASSERT_TRUE(wait_for([](const json& st) { return st["counters"]["running_launches"] == 3; }));
+    extra_env_ = {"CLIENT_GRAPH=2"};
+    Proc be = client("train", 2, 0, 0);
+    ASSERT_EQ(be.wait(), 0) << be.err();
+    ASSERT_EQ(svc.wait(), 0) << svc.err();
+    for (const json& j : launches_of(be)) EXPECT_EQ(j["rc"], 0);
+    EXPECT_EQ(ops_of(be), "K16,M,K32,K8,K16,M,K32,K8");
+    const json s = stats_of(be);
+    const json& r = s["daemon"]["graph_replay"];
+    EXPECT_EQ(r["plans"], 1) << r.dump();
+    EXPECT_EQ(r["replays"], 2) << r.dump();
+    EXPECT_EQ(r["steps"], 8) << r.dump();  // 3 kernels + 1 memset per replay
+    EXPECT_EQ(r["whole"], 0) << r.dump();
+    EXPECT_EQ(s["daemon"]["grants"], 6) << s.dump();  // one per kernel node
+    EXPECT_EQ(s["daemon"]["fallbacks"], 0) << s.dump();
+  }
+}
+
+// Graphs that cannot be replayed node by node run whole, one grant each: a
+// memory allocation node, an exec changed after instantiation, and any
+// graph of a high-priority tenant (its replay keeps its allocation).
+TEST_F(DaemonE2E, GraphsNotReplayableRunWhole) {
+  start_daemon({});
+  Proc svc = client("svc", 3, 0, 400, /*markers_hang=*/true);
+  ASSERT_TRUE(wait_for([](const json& st) { return st["counters"]["running_launches"] == 3; }));
+  extra_env_ = {"CLIENT_GRAPH=3"};
+  Proc alloc = client("train", 2, 0, 0);
+  ASSERT_EQ(alloc.wait(), 0) << alloc.err();
+  EXPECT_EQ(ops_of(alloc), "G,G");
+  json r = stats_of(alloc)["daemon"]["graph_replay"];
+  EXPECT_EQ(r["plans"], 0) << r.dump();
+  EXPECT_EQ(r["whole"], 2) << r.dump();
+  EXPECT_EQ(r["refused"]["a memory allocation node"], 1) << r.dump();
+
+  extra_env_ = {"CLIENT_GRAPH=2", "CLIENT_GRAPH_EDIT=1"};
+  Proc edited = client("train", 2, 0, 0);
+  ASSERT_EQ(edited.wait(), 0) << edited.err();
+  EXPECT_EQ(ops_of(edited), "G,G");
+  r = stats_of(edited)["daemon"]["graph_replay"];
+  EXPECT_EQ(r["plans"], 1) << r.dump();
+  EXPECT_EQ(r["edited"], 1) << r.dump();
+  EXPECT_EQ(r["replays"], 0) << r.dump();
+  EXPECT_EQ(r["whole"], 2) << r.dump();
+  ASSERT_EQ(svc.wait(), 0) << svc.err();
+
+  extra_env_ = {"CLIENT_GRAPH=2"};
+  Proc hp = client("svc", 2, 0, 0);
+  ASSERT_EQ(hp.wait(), 0) << hp.err();
+  EXPECT_EQ(ops_of(hp), "G,G");
+  r = stats_of(hp)["daemon"]["graph_replay"];
+  EXPECT_EQ(r["plans"], 0) << r.dump();
+  EXPECT_EQ(r["replays"], 0) << r.dump();
+}

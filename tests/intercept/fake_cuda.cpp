@@ -211,6 +211,25 @@ CUresult generic_stub() { return CUDA_ERROR_NOT_SUPPORTED; }
 
 }  // namespace
 
+// ---- graphs replayed node by node: the stream operations, in the order made ----
+namespace {
+std::mutex g_ops_mu;
+std::string g_ops;  // "K16,M,G,..." (K<gridX>: cuLaunchKernelEx, M: a memset, G: a graph launch, W: a stream wait)
+void note_op(const std::string& op) {
+  const std::lock_guard<std::mutex> lock(g_ops_mu);
+  g_ops += (g_ops.empty() ? "" : ",") + op;
+}
+}  // namespace
+// Copies the operations log (NUL-terminated, truncated to `n`); returns its length.
+FAKE_API int fake_ops(char* out, size_t n) {
+  const std::lock_guard<std::mutex> lock(g_ops_mu);
+  if (out != nullptr && n > 0) {
+    std::strncpy(out, g_ops.c_str(), n - 1);
+    out[n - 1] = 0;
+  }
+  return static_cast<int>(g_ops.size());
+}
+
 // ---- test access --------------------------------------------------------------
 FAKE_API const FakeCall* fake_last_call() { return &t_last_call; }
 FAKE_API const std::uint8_t* fake_last_qmd() { return t_have_qmd ? t_last_qmd : nullptr; }
@@ -345,6 +364,7 @@ FAKE_API CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gx, unsigned in
 }
 FAKE_API CUresult cuLaunchKernelEx(const CUlaunchConfig* c, CUfunction f, void** params, void** extra) {
   record("cuLaunchKernelEx", c, f, params, extra);
+  if (c != nullptr) note_op("K" + std::to_string(c->gridDimX));
   return launch();
 }
 FAKE_API CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig* c, CUfunction f, void** params, void** extra) {
@@ -369,6 +389,7 @@ FAKE_API CUresult cuGraphInstantiateWithFlags(CUgraphExec* e, CUgraph g, unsigne
 }
 FAKE_API CUresult cuGraphLaunch(CUgraphExec e, CUstream s) {
   record("cuGraphLaunch", e, s);
+  note_op("G");
   return graph_launch(e);
 }
 FAKE_API CUresult cuGraphLaunch_ptsz(CUgraphExec e, CUstream s) {
@@ -617,9 +638,89 @@ FAKE_API CUresult cuFuncGetAttribute(int* v, CUfunction_attribute attr, CUfuncti
 // kernel node of 16 blocks (node 0x6c01); graph 0x6c10 one node with a
 // 4-CTA cluster attribute (node 0x6c11); graph 0x6c20 a child graph node
 // (0x6c21) whose graph is 0x6c00. Other graphs have no nodes.
+//
+// Graphs replayed node by node (graph_replay.hpp): graph 0x60000 and its
+// clones (0x60100, 0x60200, ...; base g) list five nodes in the order g+4,
+// g+2, g+5, g+1, g+3 with edges 1->2, 1->3, 2->4, 3->4, 4->5: node 1 a
+// kernel of 16 blocks, 2 a memset of 64 words, 3 empty, 4 a kernel of 32
+// blocks, 5 a child graph node whose graph g+0x80 holds one kernel of 8
+// blocks (node g+0x81). Graph 0x64000 (and clones) holds one memory
+// allocation node. Other graphs cannot be cloned.
+namespace {
+bool replay_family(std::uintptr_t h) { return h >= 0x60000 && h < 0x70000; }
+std::atomic<std::uintptr_t> g_next_clone{0x60000};
+}  // namespace
+FAKE_API CUresult cuGraphClone(CUgraph* out, CUgraph g) {
+  record("cuGraphClone", out, g);
+  const auto h = reinterpret_cast<std::uintptr_t>(g);
+  if (out == nullptr || !replay_family(h) || (h & 0xff) != 0) return CUDA_ERROR_NOT_SUPPORTED;
+  const std::uintptr_t c = g_next_clone.fetch_add(0x100) + 0x100;
+  *out = reinterpret_cast<CUgraph>(h >= 0x64000 ? c + 0x4000 : c);
+  return CUDA_SUCCESS;
+}
+FAKE_API CUresult cuGraphDestroy(CUgraph g) {
+  record("cuGraphDestroy", g);
+  return CUDA_SUCCESS;
+}
+FAKE_API CUresult cuGraphGetEdges_v2(CUgraph g, CUgraphNode* from, CUgraphNode* to, CUgraphEdgeData* data, size_t* n) {
+  if (n == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  const auto h = reinterpret_cast<std::uintptr_t>(g);
+  const std::uintptr_t edges[5][2] = {{1, 2}, {1, 3}, {2, 4}, {3, 4}, {4, 5}};
+  const size_t count = replay_family(h) && h < 0x64000 && (h & 0xff) == 0 ? 5 : 0;
+  if (from == nullptr) {
+    *n = count;
+    return CUDA_SUCCESS;
+  }
+  for (size_t i = 0; i < count && i < *n; ++i) {
+    from[i] = reinterpret_cast<CUgraphNode>(h + edges[i][0]);
+    to[i] = reinterpret_cast<CUgraphNode>(h + edges[i][1]);
+    if (data != nullptr) data[i] = {};
+  }
+  *n = count;
+  return CUDA_SUCCESS;
+}
+FAKE_API CUresult cuGraphMemsetNodeGetParams(CUgraphNode, CUDA_MEMSET_NODE_PARAMS* p) {
+  if (p == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  *p = {};
+  p->dst = 0x1000;
+  p->elementSize = 4;
+  p->width = 64;
+  p->height = 1;
+  p->value = 7;
+  return CUDA_SUCCESS;
+}
+FAKE_API CUresult cuMemsetD2D32Async(CUdeviceptr dst, size_t pitch, unsigned int v, size_t w, size_t h, CUstream s) {
+  record("cuMemsetD2D32Async", dst, pitch, v, w, h, s);
+  note_op("M");
+  return CUDA_SUCCESS;
+}
+FAKE_API CUresult cuStreamWaitEvent(CUstream s, CUevent e, unsigned int flags) {
+  record("cuStreamWaitEvent", s, e, flags);
+  note_op("W");
+  return CUDA_SUCCESS;
+}
+FAKE_API CUresult cuGraphExecMemsetNodeSetParams(CUgraphExec e, CUgraphNode n, const CUDA_MEMSET_NODE_PARAMS* p,
+                                                 CUcontext ctx) {
+  record("cuGraphExecMemsetNodeSetParams", e, n, p, ctx);
+  return CUDA_SUCCESS;
+}
 FAKE_API CUresult cuGraphGetNodes(CUgraph g, CUgraphNode* nodes, size_t* n) {
   if (n == nullptr) return CUDA_ERROR_INVALID_VALUE;
   const auto h = reinterpret_cast<std::uintptr_t>(g);
+  if (replay_family(h)) {
+    std::vector<std::uintptr_t> listed;
+    if (h >= 0x64000)
+      listed = {1};
+    else if ((h & 0xff) == 0x80)
+      listed = {1};
+    else
+      listed = {4, 2, 5, 1, 3};
+    if (nodes != nullptr) {
+      for (size_t i = 0; i < listed.size() && i < *n; ++i) nodes[i] = reinterpret_cast<CUgraphNode>(h + listed[i]);
+    }
+    *n = listed.size();
+    return CUDA_SUCCESS;
+  }
   const bool known = h == 0x6c00 || h == 0x6c10 || h == 0x6c20;
   if (nodes == nullptr) {
     *n = known ? 1 : 0;
@@ -631,19 +732,38 @@ FAKE_API CUresult cuGraphGetNodes(CUgraph g, CUgraphNode* nodes, size_t* n) {
 }
 FAKE_API CUresult cuGraphNodeGetType(CUgraphNode node, CUgraphNodeType* type) {
   if (type == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (const auto h = reinterpret_cast<std::uintptr_t>(node); replay_family(h)) {
+    switch (h >= 0x64000 ? 0 : h & 0xff) {
+      case 0: *type = CU_GRAPH_NODE_TYPE_MEM_ALLOC; break;
+      case 2: *type = CU_GRAPH_NODE_TYPE_MEMSET; break;
+      case 3: *type = CU_GRAPH_NODE_TYPE_EMPTY; break;
+      case 5: *type = CU_GRAPH_NODE_TYPE_GRAPH; break;
+      default: *type = CU_GRAPH_NODE_TYPE_KERNEL; break;
+    }
+    return CUDA_SUCCESS;
+  }
   *type = reinterpret_cast<std::uintptr_t>(node) == 0x6c21 ? CU_GRAPH_NODE_TYPE_GRAPH : CU_GRAPH_NODE_TYPE_KERNEL;
   return CUDA_SUCCESS;
 }
 FAKE_API CUresult cuGraphChildGraphNodeGetGraph(CUgraphNode node, CUgraph* g) {
+  if (const auto h = reinterpret_cast<std::uintptr_t>(node); g != nullptr && replay_family(h) && (h & 0xff) == 5) {
+    *g = reinterpret_cast<CUgraph>(h - 5 + 0x80);
+    return CUDA_SUCCESS;
+  }
   if (g == nullptr || reinterpret_cast<std::uintptr_t>(node) != 0x6c21) return CUDA_ERROR_INVALID_VALUE;
   *g = reinterpret_cast<CUgraph>(0x6c00);
   return CUDA_SUCCESS;
 }
-FAKE_API CUresult cuGraphKernelNodeGetParams_v2(CUgraphNode, CUDA_KERNEL_NODE_PARAMS* p) {
+FAKE_API CUresult cuGraphKernelNodeGetParams_v2(CUgraphNode node, CUDA_KERNEL_NODE_PARAMS* p) {
   if (p == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  static std::uint64_t value = 42;
+  static void* params[1] = {&value};
   *p = {};
   p->func = reinterpret_cast<CUfunction>(0x10);
+  p->kernelParams = params;
   p->gridDimX = 16;
+  if (const auto h = reinterpret_cast<std::uintptr_t>(node); replay_family(h))
+    p->gridDimX = (h & 0xff) == 4 ? 32 : (h & 0xff) == 0x81 ? 8 : 16;
   p->gridDimY = p->gridDimZ = 1;
   p->blockDimX = 32;
   p->blockDimY = p->blockDimZ = 1;

@@ -1,0 +1,74 @@
+#!/usr/bin/env python3
+"""Best-effort CUDA graphs replayed node by node give the same results: a
+small deterministic convolutional network (convolutions, batch norm in eval
+mode, pooling, a cuBLAS matmul, a device-to-device copy into the output) is
+captured once as a CUDA graph and replayed on REPLAYS different inputs; the
+outputs' checksums are printed as one JSON line. Run once plainly (the graph
+replays whole) and as a best-effort tenant of lithosd that does not run free
+(every replay then goes node by node, graph_replay.hpp); the lines must be
+equal bit for bit (gpu-daemon.sh, phase "graphs"). The mean time per replay
+(launch to completion, synchronised) goes to stderr.
+
+  graph_check.py REPLAYS
+"""
+import json
+import os
+import sys
+import time
+
+os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+import torch  # noqa: E402
+
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body = torch.nn.Sequential(
+            torch.nn.Conv2d(3, 64, 7, stride=2, padding=3), torch.nn.BatchNorm2d(64), torch.nn.ReLU(),
+            torch.nn.MaxPool2d(3, 2, 1),
+            torch.nn.Conv2d(64, 128, 3, padding=1), torch.nn.BatchNorm2d(128), torch.nn.ReLU(),
+            torch.nn.Conv2d(128, 256, 3, stride=2, padding=1), torch.nn.BatchNorm2d(256), torch.nn.ReLU(),
+            torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten())
+        self.head = torch.nn.Linear(256, 1000)
+
+    def forward(self, x):
+        return self.head(self.body(x))
+
+
+def main():
+    replays = int(sys.argv[1]) if len(sys.argv) > 1 else 20
+    torch.manual_seed(0)
+    torch.use_deterministic_algorithms(True)
+    torch.backends.cudnn.benchmark = False
+    dev = torch.device("cuda")
+    net = Net().to(dev).eval()
+    inputs = [torch.randn(32, 3, 112, 112, generator=torch.Generator().manual_seed(10 + i)) for i in range(replays)]
+    static_in = torch.zeros(32, 3, 112, 112, device=dev)
+    static_out = torch.zeros(32, 1000, device=dev)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.no_grad(), torch.cuda.stream(side):
+        for _ in range(3):  # warm up (cuDNN / cuBLAS choose their kernels)
+            static_out.copy_(net(static_in))
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.no_grad(), torch.cuda.graph(graph):
+        y = net(static_in)
+        static_out.copy_(y)
+    sums = []
+    elapsed = 0.0
+    for x in inputs:
+        static_in.copy_(x.to(dev))
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        graph.replay()
+        torch.cuda.synchronize()
+        elapsed += time.perf_counter() - t0
+        sums.append(float(static_out.double().sum().item()))
+        sums.append(float(static_out.double().abs().sum().item()))
+    print(json.dumps({"checksums": sums}))
+    print(f"graph_check: {replays} replays, {1e3 * elapsed / replays:.3f} ms per replay", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
