@@ -213,7 +213,7 @@ if has graphs; then
   stamp "graphs"
   timeout -s KILL 120 python3 scripts/daemon/graph_check.py 20 >"$WORK/graph-plain.json" 2>"$WORK/graph-plain.err"
   echo "graph_check plain: exit $? $(tail -n 1 "$WORK/graph-plain.err")"
-  LITHOSD_BEST_EFFORT_RUNS_FREE=false start_daemon && {
+  LITHOSD_TRACE=$WORK/graphs.jsonl LITHOSD_BEST_EFFORT_RUNS_FREE=false start_daemon && {
     for v in "replay:1" "replay:0" "atomize:1"; do
       label=graph-${v/:/}
       extra=(); [[ $v == atomize:* ]] && extra=(--atomize)
@@ -227,6 +227,9 @@ if has graphs; then
       done
     done
     stop_daemon graphs
+    # Where the launches waited for their grants (whole graph replays among them).
+    python3 scripts/daemon/grant_waits.py "$WORK/graphs.jsonl" 8
+    rm -f "$WORK/graphs.jsonl"
   }
   head -c 200 "$WORK/graph-plain.json"; echo
 fi

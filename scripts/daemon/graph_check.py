@@ -2,12 +2,14 @@
 """Best-effort CUDA graphs replayed node by node give the same results: a
 small deterministic convolutional network (convolutions, batch norm in eval
 mode, pooling, a cuBLAS matmul, a device-to-device copy into the output) is
-captured once as a CUDA graph and replayed on REPLAYS different inputs; the
-outputs' checksums are printed as one JSON line. Run once plainly (the graph
-replays whole) and as a best-effort tenant of lithosd that does not run free
-(every replay then goes node by node, graph_replay.hpp); the lines must be
-equal bit for bit (gpu-daemon.sh, phase "graphs"). The mean time per replay
-(launch to completion, synchronised) goes to stderr.
+captured once as a CUDA graph and replayed on REPLAYS different inputs,
+then a transformer encoder layer likewise, replays alternating between
+three streams; the outputs' checksums are printed as one JSON line. Run
+once plainly (the graph replays whole) and as a best-effort tenant of
+lithosd that does not run free (every replay then goes node by node,
+graph_replay.hpp); the lines must be equal bit for bit (gpu-daemon.sh,
+phase "graphs"). The mean time per replay (launch to completion,
+synchronised) goes to stderr.
 
   graph_check.py REPLAYS
 """
@@ -35,16 +37,13 @@ class Net(torch.nn.Module):
         return self.head(self.body(x))
 
 
-def main():
-    replays = int(sys.argv[1]) if len(sys.argv) > 1 else 20
-    torch.manual_seed(0)
-    torch.use_deterministic_algorithms(True)
-    torch.backends.cudnn.benchmark = False
+def check(net, inputs, streams, sums):
+    """Captures `net` on inputs[0]'s shape, replays it on every input (on
+    the streams in turn) and appends the outputs' checksums to `sums`."""
     dev = torch.device("cuda")
-    net = Net().to(dev).eval()
-    inputs = [torch.randn(32, 3, 112, 112, generator=torch.Generator().manual_seed(10 + i)) for i in range(replays)]
-    static_in = torch.zeros(32, 3, 112, 112, device=dev)
-    static_out = torch.zeros(32, 1000, device=dev)
+    static_in = torch.zeros_like(inputs[0], device=dev)
+    with torch.no_grad():
+        static_out = torch.zeros_like(net(static_in))
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.no_grad(), torch.cuda.stream(side):
@@ -55,19 +54,44 @@ def main():
     with torch.no_grad(), torch.cuda.graph(graph):
         y = net(static_in)
         static_out.copy_(y)
-    sums = []
     elapsed = 0.0
-    for x in inputs:
+    for i, x in enumerate(inputs):
         static_in.copy_(x.to(dev))
         torch.cuda.synchronize()
         t0 = time.perf_counter()
-        graph.replay()
+        # Replays alternate between streams (lithos orders replays of one
+        # exec on different streams as the driver does).
+        s = streams[i % len(streams)]
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            graph.replay()
+        torch.cuda.current_stream().wait_stream(s)
         torch.cuda.synchronize()
         elapsed += time.perf_counter() - t0
         sums.append(float(static_out.double().sum().item()))
         sums.append(float(static_out.double().abs().sum().item()))
+    return elapsed / len(inputs)
+
+
+def main():
+    replays = int(sys.argv[1]) if len(sys.argv) > 1 else 20
+    torch.manual_seed(0)
+    torch.use_deterministic_algorithms(True)
+    torch.backends.cudnn.benchmark = False
+    dev = torch.device("cuda")
+    streams = [torch.cuda.current_stream(), torch.cuda.Stream(), torch.cuda.Stream()]
+    sums = []
+    conv = Net().to(dev).eval()
+    images = [torch.randn(32, 3, 112, 112, generator=torch.Generator().manual_seed(10 + i)) for i in range(replays)]
+    t_conv = check(conv, images, streams, sums)
+    # A transformer encoder layer (attention, layer norm, GELU) on another
+    # graph: other kernel families (flash attention, fused layer norm).
+    layer = torch.nn.TransformerEncoderLayer(512, 8, 2048, activation="gelu", batch_first=True).to(dev).eval()
+    tokens = [torch.randn(16, 128, 512, generator=torch.Generator().manual_seed(100 + i)) for i in range(replays)]
+    t_attn = check(layer, tokens, streams, sums)
     print(json.dumps({"checksums": sums}))
-    print(f"graph_check: {replays} replays, {1e3 * elapsed / replays:.3f} ms per replay", file=sys.stderr)
+    print(f"graph_check: {replays} replays each, {1e3 * t_conv:.3f} ms per conv replay, "
+          f"{1e3 * t_attn:.3f} ms per transformer replay", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -949,3 +949,33 @@ TEST_F(DaemonE2E, GraphsNotReplayableRunWhole) {
   EXPECT_EQ(r["plans"], 0) << r.dump();
   EXPECT_EQ(r["replays"], 0) << r.dump();
 }
+
+// A best-effort graph launched whole before its descriptors exist (they are
+// built at its first launch and keep that launch's set for every replay) is
+// granted every TPC its tenant may use, not the one TPC a one-block launch
+// would get: its kernels are not described to the daemon.
+TEST_F(DaemonE2E, UnbuiltBestEffortGraphsAreGrantedAWholeSet) {
+  const std::string trace = (dir_ / "trace.jsonl").string();
+  start_daemon({"--trace", trace});
+  Proc svc = client("svc", 3, 0, 400, /*markers_hang=*/true);
+  ASSERT_TRUE(wait_for([](const json& st) { return st["counters"]["running_launches"] == 3; }));
+  extra_env_ = {"CLIENT_GRAPH=1", "FAKE_GRAPH_BUILD_AT_LAUNCH=1"};
+  Proc be = client("train", 2, 0, 0);
+  ASSERT_EQ(be.wait(), 0) << be.err();
+  ASSERT_EQ(svc.wait(), 0) << svc.err();
+  const auto l = launches_of(be);
+  ASSERT_EQ(l.size(), 2U);
+  EXPECT_EQ(l[0]["tpcs"], "2,3");  // built at the first launch, on the TPCs svc does not own
+  EXPECT_EQ(l[1]["tpcs"], "2,3");  // and replayed with them
+  daemon_.signal(SIGTERM);
+  ASSERT_EQ(daemon_.wait(10), 0) << daemon_.err();
+  std::ifstream f(trace);
+  std::string line;
+  int unpinned = 0;
+  while (std::getline(f, line)) {
+    const json e = json::parse(line, nullptr, false);
+    if (e.is_discarded() || e.value("e", "") != "submit" || !e.contains("l") || e["l"].contains("pinned")) continue;
+    if (e["l"]["indivisible"] == true) ++unpinned;
+  }
+  EXPECT_EQ(unpinned, 1);  // the first launch; the second is pinned to what the first was built with
+}

@@ -180,9 +180,14 @@ std::mutex g_graph_mutex;
 std::map<std::uintptr_t, std::vector<std::uint8_t>> g_execs;
 std::uintptr_t g_next_exec = 0x5000;
 
+// FAKE_GRAPH_BUILD_AT_LAUNCH=1: an exec's descriptors are built at its
+// first launch instead (as the H100 does for an exec not uploaded).
 CUresult instantiate(CUgraphExec* out) {
-  std::vector<std::uint8_t> q(384);
-  build_descriptor(q.data());
+  std::vector<std::uint8_t> q;
+  if (!env_on("FAKE_GRAPH_BUILD_AT_LAUNCH")) {
+    q.resize(384);
+    build_descriptor(q.data());
+  }
   const std::lock_guard<std::mutex> lock(g_graph_mutex);
   const std::uintptr_t id = g_next_exec += 0x10;
   g_execs[id] = q;
@@ -194,6 +199,10 @@ CUresult graph_launch(CUgraphExec exec) {
   const std::lock_guard<std::mutex> lock(g_graph_mutex);
   const auto it = g_execs.find(reinterpret_cast<std::uintptr_t>(exec));
   if (it == g_execs.end()) return CUDA_ERROR_INVALID_HANDLE;
+  if (it->second.empty()) {
+    it->second.resize(384);
+    build_descriptor(it->second.data());
+  }
   std::memcpy(t_last_qmd, it->second.data(), 384);
   t_have_qmd = true;
   return result();
