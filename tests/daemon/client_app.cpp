@@ -25,6 +25,10 @@
 // CLIENT_GRAPH 2 or 3 it synchronises the stream at the end and prints, before the statistics,
 //   {"ops":"K16,M,K32,K8,G,..."}   the stream operations the fake GPU saw
 // (K<grid x>: cuLaunchKernelEx, M: memset, G: graph launch, W: event wait).
+// With CLIENT_CAPTURE=1 the launches are made inside one stream capture
+// (cuStreamBeginCapture_v2 before the first, cuStreamEndCapture after the
+// last), and it prints {"value_writes":N}, the stream memory writes the
+// fake driver saw (completion markers), before the statistics.
 // With CLIENT_PARAMS=1 every launch passes one parameter {i, i + 1000}
 // (overwritten once the launch returns) and, before the statistics, it prints
 //   {"params":[[lo,hi],...]}   the values the fake GPU saw, launch by launch.
@@ -130,6 +134,13 @@ int main(int argc, char** argv) {
         return fail("cuGraphExecMemsetNodeSetParams failed");
     }
   }
+  const bool capture = std::getenv("CLIENT_CAPTURE") != nullptr;
+  auto value_writes = reinterpret_cast<unsigned long (*)()>(::dlsym(drv, "fake_value_writes"));
+  const unsigned long writes_before = value_writes != nullptr ? value_writes() : 0;
+  if (capture) {
+    auto begin = reinterpret_cast<CUresult (*)(CUstream, CUstreamCaptureMode)>(::dlsym(drv, "cuStreamBeginCapture_v2"));
+    if (begin == nullptr || begin(stream, CU_STREAM_CAPTURE_MODE_GLOBAL) != CUDA_SUCCESS) return fail("capture failed");
+  }
   for (int i = 0; i < launches; ++i) {
     if (i == hang_after) ::setenv("FAKE_MARKERS_HANG", "1", 1);
     const std::uint64_t t = now_ns();
@@ -153,6 +164,12 @@ int main(int argc, char** argv) {
       std::fflush(stdout);
     }
     if (pause_ms > 0) sleep_ms(pause_ms);
+  }
+  if (capture) {
+    auto end = reinterpret_cast<CUresult (*)(CUstream, CUgraph*)>(::dlsym(drv, "cuStreamEndCapture"));
+    CUgraph g = nullptr;
+    if (end == nullptr || end(stream, &g) != CUDA_SUCCESS) return fail("capture failed");
+    std::printf("{\"value_writes\":%lu}\n", value_writes != nullptr ? value_writes() - writes_before : 0UL);
   }
   if (hold_ms > 0) sleep_ms(hold_ms);
   if (with_params) {

@@ -979,3 +979,31 @@ TEST_F(DaemonE2E, UnbuiltBestEffortGraphsAreGrantedAWholeSet) {
   }
   EXPECT_EQ(unpinned, 1);  // the first launch; the second is pinned to what the first was built with
 }
+
+// Best-effort launches into a stream being captured are recorded, not run:
+// they wait for no grant and write no completion marker (a marker would be
+// captured into the graph and replayed with it), with and without deferred
+// launches.
+TEST_F(DaemonE2E, BestEffortLaunchesUnderCaptureTakeNoGrant) {
+  start_daemon({});
+  Proc svc = client("svc", 3, 0, 300, /*markers_hang=*/true);
+  ASSERT_TRUE(wait_for([](const json& st) { return st["counters"]["running_launches"] == 3; }));
+  for (const bool defer : {false, true}) {
+    SCOPED_TRACE(defer ? "deferred" : "in place");
+    defer_ = defer;
+    extra_env_ = {"CLIENT_CAPTURE=1"};
+    Proc be = client("train", 5, 0, 0);
+    ASSERT_EQ(be.wait(), 0) << be.err();
+    const auto l = launches_of(be);
+    ASSERT_EQ(l.size(), 5U);
+    for (const json& j : l) EXPECT_EQ(j["rc"], 0);
+    int writes = -1;
+    for (const json& j : be.lines())
+      if (j.contains("value_writes")) writes = j["value_writes"].get<int>();
+    EXPECT_EQ(writes, 0);
+    const json s = stats_of(be);
+    EXPECT_EQ(s["daemon"]["grants"], 0) << s.dump();
+    EXPECT_EQ(s["daemon"]["submits"], 0) << s.dump();
+  }
+  ASSERT_EQ(svc.wait(), 0) << svc.err();
+}

@@ -617,6 +617,18 @@ FAKE_API int fake_last_priority(int* out) {
   if (out != nullptr) *out = t_last_priority;
   return 1;
 }
+// A capture: every stream reads as capturing until it ends (as fake_capturing).
+FAKE_API CUresult cuStreamBeginCapture_v2(CUstream s, CUstreamCaptureMode mode) {
+  record("cuStreamBeginCapture_v2", s, mode);
+  g_capturing.store(true);
+  return CUDA_SUCCESS;
+}
+FAKE_API CUresult cuStreamEndCapture(CUstream s, CUgraph* g) {
+  record("cuStreamEndCapture", s, g);
+  g_capturing.store(false);
+  if (g != nullptr) *g = reinterpret_cast<CUgraph>(0x6000);
+  return CUDA_SUCCESS;
+}
 FAKE_API CUresult cuStreamIsCapturing(CUstream, CUstreamCaptureStatus* status) {
   if (status == nullptr) return CUDA_ERROR_INVALID_VALUE;
   *status = g_capturing.load() ? CU_STREAM_CAPTURE_STATUS_ACTIVE : CU_STREAM_CAPTURE_STATUS_NONE;
