@@ -32,6 +32,7 @@ struct GraphApi {
   CUresult (*child)(CUgraphNode, CUgraph*) = nullptr;
   CUresult (*event_create)(CUevent*, unsigned) = nullptr;
   CUresult (*event_destroy)(CUevent) = nullptr;
+  CUresult (*current_ctx)(CUcontext*) = nullptr;
 
   static const GraphApi& get() noexcept {
     static const GraphApi api = [] {
@@ -54,6 +55,7 @@ struct GraphApi {
       sym(x.child, "cuGraphChildGraphNodeGetGraph");
       sym(x.event_create, "cuEventCreate");
       sym(x.event_destroy, "cuEventDestroy_v2");
+      sym(x.current_ctx, "cuCtxGetCurrent");
       return x;
     }();
     return api;
@@ -71,7 +73,7 @@ constexpr int kMaxDepth = 16;
 // cannot be replayed otherwise.
 class PlanBuilder {
  public:
-  explicit PlanBuilder(ReplayPlan* plan) : api_(GraphApi::get()), plan_(plan) {}
+  PlanBuilder(ReplayPlan* plan, CUcontext ctx) : api_(GraphApi::get()), plan_(plan), ctx_(ctx) {}
 
   const char* add_graph(CUgraph g, int depth) {
     if (depth > kMaxDepth) return "child graphs nested too deep";
@@ -193,6 +195,8 @@ class PlanBuilder {
   const char* add_kernel(CUgraphNode node) {
     CUDA_KERNEL_NODE_PARAMS p{};
     if (api_.kernel(node, &p) != CUDA_SUCCESS) return "a kernel node's parameters";
+    // Replayed in the launching context: a node of another one stays whole.
+    if (p.ctx != nullptr && ctx_ != nullptr && p.ctx != ctx_) return "a kernel node of another context";
     ReplayKernel k;
     k.function = p.func != nullptr ? p.func : reinterpret_cast<CUfunction>(p.kern);
     if (k.function == nullptr) return "a kernel node without a function";
@@ -208,6 +212,11 @@ class PlanBuilder {
     if (api_.kernel_attr != nullptr) {
       // The attributes that change what a launch does (not only how fast).
       CUkernelNodeAttrValue v{};
+      if (api_.kernel_attr(node, CU_LAUNCH_ATTRIBUTE_DEVICE_UPDATABLE_KERNEL_NODE, &v) == CUDA_SUCCESS &&
+          v.deviceUpdatableKernelNode.deviceUpdatable != 0) {
+        return "a kernel node updatable from the device";
+      }
+      v = {};
       if (api_.kernel_attr(node, CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION, &v) == CUDA_SUCCESS &&
           v.clusterDim.x * v.clusterDim.y * v.clusterDim.z > 1) {
         add_attr(&k, CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION, v);
@@ -252,6 +261,7 @@ class PlanBuilder {
 
   const GraphApi& api_;
   ReplayPlan* plan_;
+  CUcontext ctx_;
 };
 
 }  // namespace
@@ -276,11 +286,16 @@ void GraphReplay::refuse(const char* reason) noexcept {
   }
 }
 
-void GraphReplay::instantiated(CUgraphExec exec, CUgraph graph) noexcept {
+void GraphReplay::instantiated(CUgraphExec exec, CUgraph graph, unsigned long long flags) noexcept {
   if (!enabled_ || exec == nullptr || graph == nullptr) return;
   const GraphApi& api = GraphApi::get();
   if (!api.complete()) {
     refuse("the driver lacks the graph inspection calls");
+    return;
+  }
+  if ((flags & CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH) != 0) {
+    edited(exec);
+    refuse("instantiated for device launch");
     return;
   }
   try {
@@ -291,7 +306,9 @@ void GraphReplay::instantiated(CUgraphExec exec, CUgraph graph) noexcept {
       refuse("cuGraphClone failed");
       return;
     }
-    PlanBuilder b(plan.get());
+    CUcontext ctx = nullptr;
+    if (api.current_ctx == nullptr || api.current_ctx(&ctx) != CUDA_SUCCESS) ctx = nullptr;
+    PlanBuilder b(plan.get(), ctx);
     if (const char* why = b.add_graph(plan->clone, 0)) {
       edited(exec);
       refuse(why);

@@ -16,7 +16,9 @@
 //
 // Not replayed (the exec is launched whole, as one granted atom): graphs
 // with memory allocation or free, conditional, external-semaphore or batch
-// memory-operation nodes, anything not understood, and execs changed after
+// memory-operation nodes, kernels of another context or updatable from the
+// device, graphs instantiated for device launch, anything not understood,
+// and execs changed after
 // instantiation (cuGraphExec*SetParams, cuGraphNodeSetEnabled; an exec
 // updated from a graph by cuGraphExecUpdate gets a plan of that graph).
 #pragma once
@@ -90,9 +92,11 @@ class GraphReplay {
   void configure(bool on) noexcept { enabled_ = on; }
   bool enabled() const noexcept { return enabled_; }
 
-  // `exec` was instantiated from (or updated to) `graph`: builds its plan,
-  // or notes why it has none.
-  void instantiated(CUgraphExec exec, CUgraph graph) noexcept;
+  // `exec` was instantiated from (or updated to) `graph` with `flags`
+  // (CUDA_GRAPH_INSTANTIATE_FLAG_*): builds its plan, or notes why it has
+  // none. A graph instantiated for device launch is never replayed (its
+  // kernels may launch graphs from the device, only valid inside a graph).
+  void instantiated(CUgraphExec exec, CUgraph graph, unsigned long long flags = 0) noexcept;
   // `exec` was changed in place: from now on it is launched whole.
   void edited(CUgraphExec exec) noexcept;
   void destroyed(CUgraphExec exec) noexcept;

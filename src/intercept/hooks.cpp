@@ -908,8 +908,17 @@ CUresult dispatch_call(Fn fn, CUstream stream, A... a) {
     const CUresult r = fn(a...);
     rt.end_graph_instantiate(r == CUDA_SUCCESS, r == CUDA_SUCCESS && out != nullptr ? *out : nullptr);
     // A best-effort process keeps what it needs to replay the exec node by node.
-    if (r == CUDA_SUCCESS && out != nullptr && GraphReplay::instance().enabled() && be_daemon())
-      GraphReplay::instance().instantiated(*out, std::get<1>(std::tie(a...)));
+    if (r == CUDA_SUCCESS && out != nullptr && GraphReplay::instance().enabled() && be_daemon()) {
+      unsigned long long flags = 0;
+      if constexpr (Id == HookId::cuGraphInstantiateWithFlags) {
+        flags = std::get<2>(std::tie(a...));
+      } else if constexpr (Id == HookId::cuGraphInstantiateWithParams ||
+                           Id == HookId::cuGraphInstantiateWithParams_ptsz) {
+        const CUDA_GRAPH_INSTANTIATE_PARAMS* p = std::get<2>(std::tie(a...));
+        flags = p != nullptr ? p->flags : 0;
+      }
+      GraphReplay::instance().instantiated(*out, std::get<1>(std::tie(a...)), flags);
+    }
     return r;
   } else if constexpr (info.kind == HookKind::kGraphExecDestroy) {
     rt.forget_graph_exec(std::get<0>(std::tie(a...)));  // before: the handle may be reused at once

@@ -21,7 +21,8 @@
 // CLIENT_GRAPH=2 instantiates the fake driver's graph 0x60000 (two kernels,
 // a memset, an empty node and a child graph of one kernel), CLIENT_GRAPH=3
 // its graph 0x64000 (a memory allocation node); CLIENT_GRAPH_EDIT=1 changes
-// the exec after instantiating it (cuGraphExecMemsetNodeSetParams). With
+// the exec after instantiating it (cuGraphExecMemsetNodeSetParams);
+// CLIENT_GRAPH_FLAGS=N instantiates with those flags. With
 // CLIENT_GRAPH 2 or 3 it synchronises the stream at the end and prints, before the statistics,
 //   {"ops":"K16,M,K32,K8,G,..."}   the stream operations the fake GPU saw
 // (K<grid x>: cuLaunchKernelEx, M: memset, G: graph launch, W: event wait).
@@ -125,7 +126,10 @@ int main(int argc, char** argv) {
     if (instantiate == nullptr || graph_launch == nullptr) return fail("the fake driver lacks graphs");
     const long which = std::atol(std::getenv("CLIENT_GRAPH"));
     const std::uintptr_t graph = which == 2 ? 0x60000 : which == 3 ? 0x64000 : 0x6000;
-    if (instantiate(&exec, reinterpret_cast<CUgraph>(graph), 0) != CUDA_SUCCESS) return fail("instantiate failed");
+    const char* flags = std::getenv("CLIENT_GRAPH_FLAGS");  // CUDA_GRAPH_INSTANTIATE_FLAG_*
+    if (instantiate(&exec, reinterpret_cast<CUgraph>(graph), flags != nullptr ? std::strtoull(flags, nullptr, 0) : 0) !=
+        CUDA_SUCCESS)
+      return fail("instantiate failed");
     if (std::getenv("CLIENT_GRAPH_EDIT") != nullptr) {
       using EditFn = CUresult (*)(CUgraphExec, CUgraphNode, const CUDA_MEMSET_NODE_PARAMS*, CUcontext);
       auto edit = reinterpret_cast<EditFn>(::dlsym(drv, "cuGraphExecMemsetNodeSetParams"));

@@ -915,8 +915,9 @@ TEST_F(DaemonE2E, BestEffortGraphsReplayNodeByNode) {
 }
 
 // Graphs that cannot be replayed node by node run whole, one grant each: a
-// memory allocation node, an exec changed after instantiation, and any
-// graph of a high-priority tenant (its replay keeps its allocation).
+// memory allocation node, an exec changed after instantiation, a graph
+// instantiated for device launch, and any graph of a high-priority tenant
+// (its replay keeps its allocation).
 TEST_F(DaemonE2E, GraphsNotReplayableRunWhole) {
   start_daemon({});
   Proc svc = client("svc", 3, 0, 400, /*markers_hang=*/true);
@@ -939,6 +940,13 @@ TEST_F(DaemonE2E, GraphsNotReplayableRunWhole) {
   EXPECT_EQ(r["edited"], 1) << r.dump();
   EXPECT_EQ(r["replays"], 0) << r.dump();
   EXPECT_EQ(r["whole"], 2) << r.dump();
+  extra_env_ = {"CLIENT_GRAPH=2", "CLIENT_GRAPH_FLAGS=4"};  // CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH
+  Proc device = client("train", 2, 0, 0);
+  ASSERT_EQ(device.wait(), 0) << device.err();
+  EXPECT_EQ(ops_of(device), "G,G");
+  r = stats_of(device)["daemon"]["graph_replay"];
+  EXPECT_EQ(r["plans"], 0) << r.dump();
+  EXPECT_EQ(r["refused"]["instantiated for device launch"], 1) << r.dump();
   ASSERT_EQ(svc.wait(), 0) << svc.err();
 
   extra_env_ = {"CLIENT_GRAPH=2"};
