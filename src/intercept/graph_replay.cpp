@@ -32,7 +32,6 @@ struct GraphApi {
   CUresult (*child)(CUgraphNode, CUgraph*) = nullptr;
   CUresult (*event_create)(CUevent*, unsigned) = nullptr;
   CUresult (*event_destroy)(CUevent) = nullptr;
-  CUresult (*current_ctx)(CUcontext*) = nullptr;
 
   static const GraphApi& get() noexcept {
     static const GraphApi api = [] {
@@ -55,7 +54,6 @@ struct GraphApi {
       sym(x.child, "cuGraphChildGraphNodeGetGraph");
       sym(x.event_create, "cuEventCreate");
       sym(x.event_destroy, "cuEventDestroy_v2");
-      sym(x.current_ctx, "cuCtxGetCurrent");
       return x;
     }();
     return api;
@@ -73,7 +71,7 @@ constexpr int kMaxDepth = 16;
 // cannot be replayed otherwise.
 class PlanBuilder {
  public:
-  PlanBuilder(ReplayPlan* plan, CUcontext ctx) : api_(GraphApi::get()), plan_(plan), ctx_(ctx) {}
+  explicit PlanBuilder(ReplayPlan* plan) : api_(GraphApi::get()), plan_(plan) {}
 
   const char* add_graph(CUgraph g, int depth) {
     if (depth > kMaxDepth) return "child graphs nested too deep";
@@ -195,8 +193,6 @@ class PlanBuilder {
   const char* add_kernel(CUgraphNode node) {
     CUDA_KERNEL_NODE_PARAMS p{};
     if (api_.kernel(node, &p) != CUDA_SUCCESS) return "a kernel node's parameters";
-    // Replayed in the launching context: a node of another one stays whole.
-    if (p.ctx != nullptr && ctx_ != nullptr && p.ctx != ctx_) return "a kernel node of another context";
     ReplayKernel k;
     k.function = p.func != nullptr ? p.func : reinterpret_cast<CUfunction>(p.kern);
     if (k.function == nullptr) return "a kernel node without a function";
@@ -261,7 +257,6 @@ class PlanBuilder {
 
   const GraphApi& api_;
   ReplayPlan* plan_;
-  CUcontext ctx_;
 };
 
 }  // namespace
@@ -306,9 +301,7 @@ void GraphReplay::instantiated(CUgraphExec exec, CUgraph graph, unsigned long lo
       refuse("cuGraphClone failed");
       return;
     }
-    CUcontext ctx = nullptr;
-    if (api.current_ctx == nullptr || api.current_ctx(&ctx) != CUDA_SUCCESS) ctx = nullptr;
-    PlanBuilder b(plan.get(), ctx);
+    PlanBuilder b(plan.get());
     if (const char* why = b.add_graph(plan->clone, 0)) {
       edited(exec);
       refuse(why);

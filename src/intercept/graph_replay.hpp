@@ -16,8 +16,8 @@
 //
 // Not replayed (the exec is launched whole, as one granted atom): graphs
 // with memory allocation or free, conditional, external-semaphore or batch
-// memory-operation nodes, kernels of another context or updatable from the
-// device, graphs instantiated for device launch, anything not understood,
+// memory-operation nodes, kernels updatable from the device, graphs
+// instantiated for device launch, anything not understood,
 // and execs changed after
 // instantiation (cuGraphExec*SetParams, cuGraphNodeSetEnabled; an exec
 // updated from a graph by cuGraphExecUpdate gets a plan of that graph).
