@@ -891,16 +891,16 @@ std::string ops_of(const Proc& p) {
 // and the exec itself is never launched. With and without deferred launches.
 TEST_F(DaemonE2E, BestEffortGraphsReplayNodeByNode) {
   start_daemon({});
+  // One service, busy throughout (its launches never complete), so that the
+  // best-effort client never runs free.
+  Proc svc = client("svc", 3, 0, 3000, /*markers_hang=*/true);
+  ASSERT_TRUE(wait_for([](const json& st) { return st["counters"]["running_launches"] == 3; }));
   for (const bool defer : {false, true}) {
     SCOPED_TRACE(defer ? "deferred" : "in place");
     defer_ = defer;
-    extra_env_ = {};
-    Proc svc = client("svc", 3, 0, 400, /*markers_hang=*/true);
-    ASSERT_TRUE(wait_for([](const json& st) { return st["counters"]["running_launches"] == 3; }));
     extra_env_ = {"CLIENT_GRAPH=2"};
     Proc be = client("train", 2, 0, 0);
     ASSERT_EQ(be.wait(), 0) << be.err();
-    ASSERT_EQ(svc.wait(), 0) << svc.err();
     for (const json& j : launches_of(be)) EXPECT_EQ(j["rc"], 0);
     EXPECT_EQ(ops_of(be), "K16,M,K32,K8,K16,M,K32,K8");
     const json s = stats_of(be);
@@ -912,6 +912,8 @@ TEST_F(DaemonE2E, BestEffortGraphsReplayNodeByNode) {
     EXPECT_EQ(s["daemon"]["grants"], 6) << s.dump();  // one per kernel node
     EXPECT_EQ(s["daemon"]["fallbacks"], 0) << s.dump();
   }
+  svc.signal(SIGKILL);
+  svc.wait();
 }
 
 // Graphs that cannot be replayed node by node run whole, one grant each: a
@@ -965,12 +967,13 @@ TEST_F(DaemonE2E, GraphsNotReplayableRunWhole) {
 TEST_F(DaemonE2E, UnbuiltBestEffortGraphsAreGrantedAWholeSet) {
   const std::string trace = (dir_ / "trace.jsonl").string();
   start_daemon({"--trace", trace});
-  Proc svc = client("svc", 3, 0, 400, /*markers_hang=*/true);
+  Proc svc = client("svc", 3, 0, 3000, /*markers_hang=*/true);  // busy throughout
   ASSERT_TRUE(wait_for([](const json& st) { return st["counters"]["running_launches"] == 3; }));
   extra_env_ = {"CLIENT_GRAPH=1", "FAKE_GRAPH_BUILD_AT_LAUNCH=1"};
   Proc be = client("train", 2, 0, 0);
   ASSERT_EQ(be.wait(), 0) << be.err();
-  ASSERT_EQ(svc.wait(), 0) << svc.err();
+  svc.signal(SIGKILL);
+  svc.wait();
   const auto l = launches_of(be);
   ASSERT_EQ(l.size(), 2U);
   EXPECT_EQ(l[0]["tpcs"], "2,3");  // built at the first launch, on the TPCs svc does not own
