@@ -133,6 +133,7 @@ void DaemonClient::configure(const Config& c) noexcept {
     tenant_ = c.tenant;
     grant_timeout_ms_ = c.grant_timeout_ms;
     hw_priority_ = c.hw_priority;
+    submit_ahead_ = c.submit_ahead;
     if (wanted_) {
       // A forked child shares the parent's channel mapping but must never use
       // it (one producer per ring): it runs as if no daemon were configured.
@@ -491,12 +492,31 @@ void DaemonClient::report_running(CUstream_st* stream, bool ptsz, const LaunchIn
   }
 }
 
+namespace {
+// The ticket of the launch this thread is making, submitted when it was
+// queued (DaemonClient::AheadScope).
+thread_local std::optional<DaemonClient::Ahead> t_ahead;
+}  // namespace
+
+DaemonClient::AheadScope::AheadScope(const std::optional<Ahead>& a) noexcept { t_ahead = a; }
+DaemonClient::AheadScope::~AheadScope() { t_ahead.reset(); }
+
 std::optional<DaemonClient::Ticket> DaemonClient::submit(CUstream_st* stream, bool ptsz, const LaunchInfo& li,
                                                          std::uint64_t kernel, std::uint32_t unit, bool whole,
                                                          bool graph, const sched::TpcSet* pinned) noexcept {
   if (!connected()) return std::nullopt;
   const int slot = slot_of(stream, ptsz);
   if (slot < 0) return std::nullopt;
+  if (t_ahead) {
+    // Submitted when it was queued: the same launch takes that ticket.
+    const Ahead a = *t_ahead;
+    t_ahead.reset();
+    if (a.ticket.slot == static_cast<std::uint32_t>(slot) && a.kernel == kernel && !graph &&
+        a.ticket.generation == generation_.load(std::memory_order_acquire)) {
+      ahead_taken_.fetch_add(1, std::memory_order_relaxed);
+      return a.ticket;
+    }
+  }
   Slot& s = slots_[slot];
   ipc::SubmitMsg m;
   m.type = ipc::SubmitType::kLaunch;
@@ -692,6 +712,8 @@ DaemonClient::Stats DaemonClient::stats() const noexcept {
   s.syncs = syncs_.load();
   s.priorities_set = priorities_set_.load();
   s.priority_failures = priority_failures_.load();
+  s.ahead = ahead_.load();
+  s.ahead_taken = ahead_taken_.load();
   return s;
 }
 
@@ -722,6 +744,8 @@ std::string DaemonClient::stats_json() const {
   const Stats s = stats();
   auto num = [](std::uint64_t v) { return std::to_string(v); };
   std::string out = "{\"state\":\"" + std::string(state) + "\"";
+  out += ",\"submit_ahead\":{\"enabled\":" + std::string(submit_ahead_ ? "true" : "false") +
+         ",\"submitted\":" + num(s.ahead) + ",\"taken\":" + num(s.ahead_taken) + "}";
   out += ",\"registered\":" + std::string(registered_once() ? "true" : "false");
   out += ",\"class\":\"" + std::string(!registered_once() ? "" : high() ? "high" : "best-effort") + "\"";
   out +=

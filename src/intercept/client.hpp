@@ -95,6 +95,27 @@ class DaemonClient {
   std::optional<Ticket> submit(CUstream_st* stream, bool ptsz, const LaunchInfo& li, std::uint64_t kernel,
                                std::uint32_t unit, bool whole, bool graph,
                                const sched::TpcSet* pinned = nullptr) noexcept;
+  // Submitting ahead (LITHOS_SUBMIT_AHEAD=1): a deferred launch is submitted
+  // when it is queued, so that the daemon holds several of a process's
+  // launches at once and their grants are ready when the worker reaches
+  // them. The worker makes the launch inside an AheadScope holding that
+  // ticket: the launch's submit() takes it instead of submitting again, if
+  // it names the same stream and kernel; a ticket no submit takes is
+  // abandoned (its grants are dropped by the stream's next wait; its atoms'
+  // accounting ends at the stream's next marker).
+  bool submit_ahead() const noexcept { return submit_ahead_; }
+  void count_ahead() noexcept { ahead_.fetch_add(1, std::memory_order_relaxed); }
+  struct Ahead {
+    Ticket ticket;
+    std::uint64_t kernel = 0;
+  };
+  class AheadScope {
+   public:
+    explicit AheadScope(const std::optional<Ahead>& a) noexcept;
+    ~AheadScope();
+    AheadScope(const AheadScope&) = delete;
+    AheadScope& operator=(const AheadScope&) = delete;
+  };
   // Waits for the next grant of `t`'s launch. False when the daemon is gone
   // (or the wait outlasted every bound): run what is left on fallback().
   bool next_grant(const Ticket& t, ipc::GrantMsg* out) noexcept;
@@ -122,6 +143,7 @@ class DaemonClient {
     std::uint64_t grant_wait_ns = 0, grant_wait_max_ns = 0, fallbacks = 0, reconnects = 0, dropped_reports = 0;
     std::uint64_t syncs = 0;                                  // kSync messages sent
     std::uint64_t priorities_set = 0, priority_failures = 0;  // stream priorities set (apply_priority)
+    std::uint64_t ahead = 0, ahead_taken = 0;                 // submitted ahead; taken by their launch
   };
   Stats stats() const noexcept;
   // State and counters as one JSON object, "" when no daemon is configured
@@ -162,6 +184,8 @@ class DaemonClient {
   std::string socket_, tenant_;
   double grant_timeout_ms_ = 500;
   bool hw_priority_ = true;
+  bool submit_ahead_ = false;
+  std::atomic<std::uint64_t> ahead_{0}, ahead_taken_{0};
   std::atomic<ipc::StreamPriority> immediate_priority_{ipc::StreamPriority::kKeep};
   std::atomic<State> state_{State::kIdle};
   std::atomic<bool> high_{false};

@@ -208,6 +208,7 @@ Config config_from_env(const EnvLookup& lookup) {
   on_off("LITHOS_DEFER_LAUNCHES", &c.defer_launches);
   on_off("LITHOS_HW_PRIORITY", &c.hw_priority);
   on_off("LITHOS_GRAPH_REPLAY", &c.graph_replay);
+  on_off("LITHOS_SUBMIT_AHEAD", &c.submit_ahead);
   whole("LITHOS_DEFER_DEPTH", 1, 65536, "expected a whole number of launches between 1 and 65536", &c.defer_depth);
   if (c.role != Role::kNone && c.board_path.empty()) {
     problem("LITHOS_ROLE", c.role == Role::kHighPriority ? "hp" : "be", "has no effect without LITHOS_BOARD");

@@ -40,6 +40,10 @@
 //                          granted (deferred.hpp; default 1)
 //   LITHOS_DEFER_DEPTH=N   launches queued at most before the application
 //                          waits (default 1024)
+//   LITHOS_SUBMIT_AHEAD=0|1 best effort under lithosd with deferred launches:
+//                          submit each launch to the daemon when it is
+//                          queued, not when the worker reaches it (client.hpp;
+//                          default 0)
 //   LITHOS_GRAPH_REPLAY=0|1 best effort under lithosd: replay CUDA graphs
 //                          node by node, each kernel a granted launch
 //                          (graph_replay.hpp; default 1)
@@ -97,6 +101,7 @@ struct Config {
   std::uint32_t defer_depth = 1024;  // LITHOS_DEFER_DEPTH
   bool hw_priority = true;           // LITHOS_HW_PRIORITY
   bool graph_replay = true;          // LITHOS_GRAPH_REPLAY
+  bool submit_ahead = false;         // LITHOS_SUBMIT_AHEAD
   // One line per ignored, malformed variable ("LITHOS_TPCS='x': ...").
   std::vector<std::string> problems;
 

@@ -21,6 +21,7 @@
 #include <atomic>
 #include <exception>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string_view>
 #include <tuple>
@@ -601,6 +602,38 @@ CUresult be_launch(Fn fn, CUstream stream, A... a) {
   });
 }
 
+// LITHOS_SUBMIT_AHEAD: submits a launch being queued, as be_launch will
+// (the same kernel, block unit and wholeness), so that its grant can be
+// ready when the worker reaches it (DaemonClient::AheadScope). Nothing when
+// the tenant runs free (the launch then goes out at once).
+template <HookId Id, class... A>
+std::optional<DaemonClient::Ahead> submit_ahead(CUstream stream, const A&... a) noexcept {
+  constexpr HookInfo info = hook_info(Id);
+  DaemonClient& dc = DaemonClient::instance();
+  if (!dc.submit_ahead() || !dc.connected()) return std::nullopt;
+  if (sched::TpcSet free; dc.runs_free(&free)) return std::nullopt;
+  Atomizer& az = Atomizer::instance();
+  const LaunchInfo li = launch_info<Id>(a...);
+  const std::uint64_t kernel = Runtime::kernel_id(li.function);
+  std::uint64_t unit = 0;
+  if (az.active() || az.rewrote_any()) {
+    if (const FunctionEntry* e = az.lookup(li.function)) {
+      // As launch_maybe_atomized: atoms of whole clusters, none for a cooperative grid.
+      std::uint32_t cluster[3] = {e->patch->cluster[0], e->patch->cluster[1], e->patch->cluster[2]};
+      bool cooperative = false;
+      if constexpr (is_ex_launch(Id)) launch_attributes(std::get<0>(std::tie(a...)), cluster, &cooperative);
+      unit = cooperative ? 0 : granted_unit(li, cluster);
+    }
+  }
+  const auto t = unit != 0
+                     ? dc.submit(stream, info.ptsz, li, kernel,
+                                 static_cast<std::uint32_t>(std::min<std::uint64_t>(unit, UINT32_MAX)), false, false)
+                     : dc.submit(stream, info.ptsz, li, kernel, 1, true, false);
+  if (!t) return std::nullopt;
+  dc.count_ahead();
+  return DaemonClient::Ahead{*t, kernel};
+}
+
 // Queues a best-effort launch for the worker with its arguments copied.
 // False when it cannot be deferred: another entry point than cuLaunchKernel
 // / cuLaunchKernelEx, the per-thread default stream (the worker's would be
@@ -634,8 +667,22 @@ bool defer_launch(Fn fn, CUstream stream, A... a) {
         std::get<2>(args) = copy->params();
         std::get<3>(args) = copy->extra();
       }
+      if (!DaemonClient::instance().submit_ahead()) {
+        return DeferredLaunches::instance().push(
+            [fn, stream, args, copy]() -> int {
+              return std::apply([&](auto... x) { return static_cast<int>(be_launch<Id>(fn, stream, x...)); }, args);
+            },
+            current_context());
+      }
+      // Submitted and queued as one step, so that launches of several
+      // application threads reach the daemon in the order the worker makes them.
+      static std::mutex ahead_mu;
+      const std::lock_guard<std::mutex> lock(ahead_mu);
+      const std::optional<DaemonClient::Ahead> ahead =
+          std::apply([&](const auto&... x) { return submit_ahead<Id>(stream, x...); }, args);
       return DeferredLaunches::instance().push(
-          [fn, stream, args, copy]() -> int {
+          [fn, stream, args, copy, ahead]() -> int {
+            const DaemonClient::AheadScope scope(ahead);
             return std::apply([&](auto... x) { return static_cast<int>(be_launch<Id>(fn, stream, x...)); }, args);
           },
           current_context());

@@ -703,55 +703,73 @@ TEST_F(DaemonE2E, AStreamThatStopsRunningFreeKeepsItsAtomsInFlight) {
 // Deferred launches: a best-effort client's launches return at once and a
 // worker thread makes them as granted; every synchronisation returns only
 // after every launch queued before it was made (the fake GPU had built its
-// descriptor), and nothing is lost or doubled.
+// descriptor), and nothing is lost or doubled. Also with LITHOS_SUBMIT_AHEAD
+// (each launch submitted when it is queued; the worker's launch takes that
+// ticket).
 TEST_F(DaemonE2E, DeferredLaunchesAreAllMadeBeforeASynchronisationReturns) {
   defer_ = true;
   params_ = true;
   start_daemon({"--best-effort-runs-free", "false"});
-  Proc c = client("train", 60, 0, kMarkerHoldMs, false, "", /*sync_every=*/15);
-  ASSERT_EQ(c.wait(), 0) << c.err();
-  EXPECT_EQ(syncs_all_made(c), 4);
-  for (const json& j : launches_of(c)) EXPECT_EQ(j["rc"], 0);
-  // Each launch's parameter was copied when it was queued: the GPU saw
-  // {i, i + 1000}, in order, although the caller overwrote it at once.
-  json params;
-  for (const json& j : c.lines())
-    if (j.contains("params")) params = j["params"];
-  ASSERT_TRUE(params.is_array()) << c.err();
-  ASSERT_EQ(params.size(), 60U) << params.dump();
-  for (std::size_t i = 0; i < params.size(); ++i) {
-    EXPECT_EQ(params[i][0], i) << params.dump();
-    EXPECT_EQ(params[i][1], i + 1000) << params.dump();
+  for (const bool ahead : {false, true}) {
+    SCOPED_TRACE(ahead ? "submitted ahead" : "submitted by the worker");
+    extra_env_ = {std::string("LITHOS_SUBMIT_AHEAD=") + (ahead ? "1" : "0")};
+    const int completions_before = status()["counters"]["completions"].get<int>();
+    Proc c = client("train", 60, 0, kMarkerHoldMs, false, "", /*sync_every=*/15);
+    ASSERT_EQ(c.wait(), 0) << c.err();
+    EXPECT_EQ(syncs_all_made(c), 4);
+    for (const json& j : launches_of(c)) EXPECT_EQ(j["rc"], 0);
+    // Each launch's parameter was copied when it was queued: the GPU saw
+    // {i, i + 1000}, in order, although the caller overwrote it at once.
+    json params;
+    for (const json& j : c.lines())
+      if (j.contains("params")) params = j["params"];
+    ASSERT_TRUE(params.is_array()) << c.err();
+    ASSERT_EQ(params.size(), 60U) << params.dump();
+    for (std::size_t i = 0; i < params.size(); ++i) {
+      EXPECT_EQ(params[i][0], i) << params.dump();
+      EXPECT_EQ(params[i][1], i + 1000) << params.dump();
+    }
+    const json s = stats_of(c);
+    ASSERT_TRUE(s.is_object());
+    const json& d = s["daemon"]["deferred"];
+    EXPECT_EQ(d["enabled"], true) << s.dump();
+    EXPECT_EQ(d["deferred"], 60) << s.dump();
+    EXPECT_EQ(d["in_place"], 0) << s.dump();
+    EXPECT_EQ(d["errors"], 0) << s.dump();
+    EXPECT_GE(d["max_depth"], 1) << s.dump();
+    EXPECT_EQ(s["daemon"]["grants"], 60) << s.dump();
+    EXPECT_EQ(s["daemon"]["submits"], 60) << s.dump();  // once each, ahead or not
+    EXPECT_EQ(s["daemon"]["fallbacks"], 0) << s.dump();
+    const json& a = s["daemon"]["submit_ahead"];
+    EXPECT_EQ(a["enabled"], ahead) << s.dump();
+    EXPECT_EQ(a["submitted"], ahead ? 60 : 0) << s.dump();
+    EXPECT_EQ(a["taken"], ahead ? 60 : 0) << s.dump();
+    EXPECT_TRUE(wait_for([&](const json& st) { return st["counters"]["completions"] == completions_before + 60; }))
+        << status().dump();
   }
-  const json s = stats_of(c);
-  ASSERT_TRUE(s.is_object());
-  const json& d = s["daemon"]["deferred"];
-  EXPECT_EQ(d["enabled"], true) << s.dump();
-  EXPECT_EQ(d["deferred"], 60) << s.dump();
-  EXPECT_EQ(d["in_place"], 0) << s.dump();
-  EXPECT_EQ(d["errors"], 0) << s.dump();
-  EXPECT_GE(d["max_depth"], 1) << s.dump();
-  EXPECT_EQ(s["daemon"]["grants"], 60) << s.dump();
-  EXPECT_EQ(s["daemon"]["fallbacks"], 0) << s.dump();
-  EXPECT_TRUE(wait_for([](const json& st) { return st["counters"]["completions"] == 60; })) << status().dump();
 }
 
 // Deferred launches when the daemon dies: queued launches wait at most the
-// grant timeout, run on the fallback set, and the program ends normally.
+// grant timeout, run on the fallback set, and the program ends normally
+// (with tickets submitted ahead too).
 TEST_F(DaemonE2E, DeferredLaunchesSurviveTheDaemonDying) {
   defer_ = true;
-  start_daemon({"--best-effort-runs-free", "false"});
-  Proc c = client("train", 200, 1, 0, false, "", /*sync_every=*/50);
-  // Registered and granted some before the daemon dies.
-  ASSERT_TRUE(wait_for([](const json& st) { return st["counters"]["grants"] >= 5; })) << status().dump();
-  daemon_.signal(SIGKILL);
-  daemon_.wait(5);
-  ASSERT_EQ(c.wait(30), 0) << c.err();
-  EXPECT_EQ(syncs_all_made(c), 4);
-  const json s = stats_of(c);
-  ASSERT_TRUE(s.is_object());
-  EXPECT_EQ(s["daemon"]["deferred"]["deferred"], 200) << s.dump();
-  EXPECT_EQ(s["daemon"]["state"], "gone") << s.dump();
+  for (const bool ahead : {false, true}) {
+    SCOPED_TRACE(ahead ? "submitted ahead" : "submitted by the worker");
+    extra_env_ = {std::string("LITHOS_SUBMIT_AHEAD=") + (ahead ? "1" : "0")};
+    start_daemon({"--best-effort-runs-free", "false"});
+    Proc c = client("train", 200, 1, 0, false, "", /*sync_every=*/50);
+    // Registered and granted some before the daemon dies.
+    ASSERT_TRUE(wait_for([](const json& st) { return st["counters"]["grants"] >= 5; })) << status().dump();
+    daemon_.signal(SIGKILL);
+    daemon_.wait(5);
+    ASSERT_EQ(c.wait(30), 0) << c.err();
+    EXPECT_EQ(syncs_all_made(c), 4);
+    const json s = stats_of(c);
+    ASSERT_TRUE(s.is_object());
+    EXPECT_EQ(s["daemon"]["deferred"]["deferred"], 200) << s.dump();
+    EXPECT_EQ(s["daemon"]["state"], "gone") << s.dump();
+  }
 }
 
 // Stream priorities follow the engine (docs/daemon.md, "Hardware priority"):
