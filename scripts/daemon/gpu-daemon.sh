@@ -42,6 +42,10 @@
 #   prio     scripts/daemon/prio_probe.cu: which streams take a priority, and
 #            whether a priority reaches across MPS clients (a short request's
 #            latency beside a flooding process, with each way of raising it)
+#   ahead    LITHOS_SUBMIT_AHEAD (docs/daemon.md, "Why best-effort training is
+#            slow"): solo-training with every launch granted, then
+#            hybrid-stacking, each with it off / on / off / on against one
+#            alone run
 #   graphs   best-effort CUDA graphs replayed node by node (graph_replay.hpp):
 #            graph_check.py plain and as a best-effort tenant that waits for
 #            grants, with and without the atomizer (results must be equal bit
@@ -292,6 +296,26 @@ if has tune; then
     pack_logs "$dir"
   done
   pack_logs "$base"
+fi
+
+if has ahead; then
+  for sc in solo-training hybrid-stacking; do
+    stamp "ahead $sc"
+    base=$OUT/ahead-$sc-alone
+    timeout -s KILL 200 "$LITHOS" bench "$sc" --modes alone --out "$base" --no-plots -q | grep -E "^alone"
+    for v in 0 1 0 1; do
+      dir=$OUT/ahead-$sc-$v
+      rm -rf "$dir"; mkdir -p "$dir/runs" && cp "$base"/runs/alone-*.json "$dir/runs/"
+      # solo-training: every launch waits for its grant, as beside a service.
+      free=true; [[ $sc == solo-training ]] && free=false
+      LITHOSD_BEST_EFFORT_RUNS_FREE=$free LITHOS_SUBMIT_AHEAD=$v timeout -s KILL 150 "$LITHOS" bench "$sc" \
+        --modes lithos --out "$dir" --no-plots -q | grep -E "^lithos" | sed "s/^/submit_ahead=$v  /"
+      grep -rhoE '"submit_ahead":\{[^}]*\}' "$dir"/logs 2>/dev/null | sort | uniq -c | sed "s/^/submit_ahead=$v  /"
+      grep -h "CPU" "$dir"/logs/lithos/lithosd.log 2>/dev/null | sed "s/^/submit_ahead=$v  /"
+      pack_logs "$dir"
+    done
+    pack_logs "$base"
+  done
 fi
 
 if has solo; then
