@@ -470,11 +470,9 @@ Status Daemon::handle_submit(Client& c, const ipc::SubmitMsg& m, std::uint64_t n
   if ((m.flags & (ipc::kSubmitGraph | ipc::kSubmitPinned)) == ipc::kSubmitGraph) {
     // A whole CUDA graph whose descriptors are not built yet: its kernels'
     // shapes are not sent, and the set of this grant stays in its
-    // descriptors for every later replay. Described as work that fills the
-    // device, so that the occupancy bound (one block: one TPC) does not
-    // shrink that set.
-    d.grid = {1U << 20, 1, 1};
-    d.block = {1024, 1, 1};
+    // descriptors for every later replay.
+    d.whole_device = true;
+    d.grid = d.block = {1, 1, 1};
   }
   if ((m.flags & ipc::kSubmitPinned) != 0) {  // a graph whose descriptors carry a set already (validated)
     std::uint64_t w0 = 0, w1 = 0;

@@ -38,6 +38,7 @@ json launch_json(const sched::LaunchDesc& l) {
             {"coop", l.cooperative},     {"indivisible", l.indivisible}, {"wave_blocks", l.wave_blocks}};
   j["hint_ns"] = l.duration_hint ? json(l.duration_hint->count()) : json(nullptr);
   if (!l.pinned.empty()) j["pinned"] = l.pinned.to_string();
+  if (l.whole_device) j["whole_device"] = true;
   return j;
 }
 
@@ -119,6 +120,7 @@ sched::LaunchDesc read_launch(const Reader& r) {
   l.wave_blocks = r.num<std::uint64_t>("wave_blocks");
   l.duration_hint = r.opt_ns("hint_ns");
   if (r.j.contains("pinned")) l.pinned = r.tpcs("pinned");  // absent: none (and in traces from before it existed)
+  if (r.j.contains("whole_device")) l.whole_device = r.flag("whole_device");
   return l;
 }
 

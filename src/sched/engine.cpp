@@ -159,6 +159,10 @@ Result<QueueId> Engine::add_queue(TenantId tenant) {
   return state_.queues.back().id;
 }
 
+int PendingLaunch::usable_tpcs(const DeviceShape& dev) const {
+  return desc.whole_device ? dev.tpcs : occupancy_tpc_bound(dev, remaining_blocks(), blocks_per_tpc);
+}
+
 PendingLaunch Engine::make_pending(QueueState& q, const LaunchDesc& launch, Time now) {
   const DeviceShape& dev = state_.config.device;
   PendingLaunch p;
@@ -195,7 +199,7 @@ Result<LaunchId> Engine::submit(QueueId queue, const LaunchDesc& launch, Time no
                       .atom_duration = Duration{},
                       .reason = AtomReason::kDisabled};
   }
-  p.need = occupancy_tpc_bound(dev, p.plan.total_blocks, p.blocks_per_tpc);
+  p.need = p.usable_tpcs(dev);
   p.safe = needs_of(launch, blocks_per_sm(dev, launch));
   if (traits_.rightsize && !p.plan.split()) {
     p.need = state_.rightsizer.choose(p.key, p.need);

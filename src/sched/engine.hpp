@@ -84,6 +84,10 @@ struct PendingLaunch {
   LaunchNeeds safe;  // what a set needs not to hang it (clusters, cooperative grid)
 
   std::uint64_t remaining_blocks() const { return plan.total_blocks - next_block; }
+  // How many TPCs the rest of it can use at all: its occupancy bound, or
+  // every TPC for a launch whose kernels are not described
+  // (LaunchDesc::whole_device).
+  int usable_tpcs(const DeviceShape& dev) const;
 };
 
 struct QueueState {

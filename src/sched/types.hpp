@@ -79,7 +79,10 @@ struct LaunchDesc {
   Dim3 cluster;                      // {1,1,1}: not a cluster launch
   bool cooperative = false;          // grid-synchronising: never split
   bool indivisible = false;          // the runtime cannot split it (a kernel it did not rewrite)
-  std::uint64_t wave_blocks = 0;     // blocks the whole GPU holds at once (0: unknown)
+  // Its kernels are not described (a CUDA graph launched whole): it may use
+  // every TPC, so its occupancy bound is the whole device, not its grid's.
+  bool whole_device = false;
+  std::uint64_t wave_blocks = 0;  // blocks the whole GPU holds at once (0: unknown)
   // TPCs it runs on whatever it is granted (a CUDA graph whose launch
   // descriptors, and so their mask, were built before); empty: none. A
   // grant always covers them (launch_fit.hpp, FitReason::kPinned).

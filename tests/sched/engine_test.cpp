@@ -565,6 +565,28 @@ TEST(SafeMasks, BestEffortPinnedLaunchesWaitForTheOwnersOfTheirTpcs) {
   EXPECT_TRUE(s.dispatched_once_idle(graph).tpcs.contains(graph.pinned));
 }
 
+// A launch whose kernels are not described (a CUDA graph launched whole
+// before its descriptors exist: they keep the set of its grant for every
+// replay) may use every TPC: beside a service it gets every TPC the service
+// does not own, where its one-block grid alone would get one.
+TEST(LithosRules, WholeDeviceLaunchesAreNotSizedByTheirGrid) {
+  for (const bool whole : {false, true}) {
+    SCOPED_TRACE(whole ? "whole device" : "one block");
+    ServiceRunning s;
+    LaunchDesc graph = kernel(7, 1);
+    graph.indivisible = true;
+    graph.whole_device = whole;
+    graph.duration_hint = us(100);
+    ASSERT_TRUE(s.e->submit(s.be, graph, Time{us(5)}).is_ok());
+    std::vector<AtomDispatch> out;
+    s.e->dispatch(Time{us(5)}, out);
+    ASSERT_EQ(out.size(), 1U);
+    const TpcSet owned = s.e->state().tenants[0].owned;
+    EXPECT_TRUE((out[0].tpcs & owned).empty());
+    EXPECT_EQ(out[0].tpcs.count(), whole ? 66 - owned.count() : 1) << out[0].tpcs.to_string();
+  }
+}
+
 // The daemon's two entry points beside submit: launches already on the GPU
 // (high priority never waits) and queues whose process died.
 TEST(Daemon, RunningLaunchesHoldTheirTpcsUntilTheyFinish) {

@@ -2,8 +2,6 @@
 
 #include <algorithm>
 
-#include "sched/occupancy.hpp"
-
 namespace lithos::sched {
 
 std::string_view LithosPolicy::name() const {
@@ -51,7 +49,7 @@ Placement LithosPolicy::place(const EngineState& state, const QueueState& queue,
   const DeviceShape& dev = state.config.device;
 
   // How many TPCs the rest of this launch can use at all.
-  int need = occupancy_tpc_bound(dev, head.remaining_blocks(), head.blocks_per_tpc);
+  int need = head.usable_tpcs(dev);
   if (traits().rightsize && head.atoms_dispatched == 0) need = std::min(need, head.need);
 
   // Own TPCs first, all of them if the kernel can use them.
