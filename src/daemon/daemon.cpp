@@ -467,19 +467,19 @@ Status Daemon::handle_submit(Client& c, const ipc::SubmitMsg& m, std::uint64_t n
   d.cluster = {m.cluster[0], m.cluster[1], m.cluster[2]};
   d.cooperative = (m.flags & ipc::kSubmitCooperative) != 0;
   d.indivisible = (m.flags & (ipc::kSubmitWhole | ipc::kSubmitGraph)) != 0;
-  if ((m.flags & (ipc::kSubmitGraph | ipc::kSubmitPinned)) == ipc::kSubmitGraph) {
-    // A whole CUDA graph whose descriptors are not built yet: its kernels'
-    // shapes are not sent, and the set of this grant stays in its
-    // descriptors for every later replay.
-    d.whole_device = true;
+  if ((m.flags & ipc::kSubmitGraph) != 0) {
+    // A whole CUDA graph: its kernels' shapes are not sent.
     d.grid = d.block = {1, 1, 1};
-  }
-  if ((m.flags & ipc::kSubmitPinned) != 0) {  // a graph whose descriptors carry a set already (validated)
-    std::uint64_t w0 = 0, w1 = 0;
-    ipc::pinned_tpcs(m, &w0, &w1);
-    d.pinned = sched::TpcSet::from_words(w0, w1) & engine_->state().device_tpcs;
-    d.grid = d.block = {1, 1, 1};
-    if (d.pinned.empty()) d.pinned = engine_->state().device_tpcs;  // none of ours: it runs everywhere we know of
+    if ((m.flags & ipc::kSubmitPinned) != 0) {  // its descriptors carry a set already (validated)
+      std::uint64_t w0 = 0, w1 = 0;
+      ipc::pinned_tpcs(m, &w0, &w1);
+      d.pinned = sched::TpcSet::from_words(w0, w1) & engine_->state().device_tpcs;
+      if (d.pinned.empty()) d.pinned = engine_->state().device_tpcs;  // none of ours: it runs everywhere we know of
+    } else {
+      // Its descriptors are not built yet: the set of this grant stays in
+      // them for every later replay.
+      d.whole_device = true;
+    }
   }
   ++c.launches;
   // One increasing sequence per stream (see DaemonClient::atom_launched):

@@ -408,6 +408,33 @@ std::uint64_t granted_unit(const LaunchInfo& li, const std::uint32_t cluster[3])
   return sched::atom_unit(d);
 }
 
+// The atom unit of a best-effort launch of rewritten kernel `e` under
+// lithosd: whole clusters (granted_unit; the kernel's compile-time cluster
+// or a cuLaunchKernelEx attribute), 0 when it cannot be split (a
+// cooperative grid, clusters a block range cannot keep whole).
+template <HookId Id, class... A>
+std::uint64_t be_atom_unit(const FunctionEntry& e, const LaunchInfo& li, const A&... a) {
+  std::uint32_t cluster[3] = {e.patch->cluster[0], e.patch->cluster[1], e.patch->cluster[2]};
+  bool cooperative = false;
+  if constexpr (is_ex_launch(Id)) launch_attributes(std::get<0>(std::tie(a...)), cluster, &cooperative);
+  return cooperative ? 0 : granted_unit(li, cluster);
+}
+
+// Under lithosd, a best-effort launch of rewritten kernel `e`: its atoms
+// granted one by one (run_granted), or one grant for the whole grid when it
+// cannot be split. `one` launches with the bounds in `bp`.
+template <HookId Id, class Launch, class... A>
+CUresult be_granted_atoms(const FunctionEntry& e, CUstream stream, BoundsParams& bp, Launch&& one, const A&... a) {
+  constexpr bool ptsz = hook_info(Id).ptsz;
+  const LaunchInfo li = launch_info<Id>(a...);
+  const std::uint64_t unit = be_atom_unit<Id>(e, li, a...);
+  if (unit == 0) {
+    bp.set(0, 0xffffffffu);
+    return granted_whole(li, stream, ptsz, Runtime::kernel_id(li.function), false, one);
+  }
+  return run_granted(e, li, stream, ptsz, unit, bp, one);
+}
+
 // A launch under the atomizer: rewritten kernels carry the atom bounds and
 // may run as several atoms; everything else goes through launch_one.
 template <HookId Id, bool Bare, class Fn, class... A>
@@ -466,15 +493,7 @@ CUresult launch_maybe_atomized(Fn fn, CUstream stream, A... a) {
                                     bp.params(), bp.extra());
       };
       if constexpr (!Bare) {
-        if (be_daemon()) {
-          const LaunchInfo li = launch_info<Id>(a...);
-          const std::uint64_t unit = granted_unit(li, cluster);
-          if (unit == 0) {  // clusters a block range cannot keep whole: one grant
-            bp.set(0, 0xffffffffu);
-            return granted_whole(li, stream, info.ptsz, Runtime::kernel_id(handle), false, one);
-          }
-          return run_granted(*e, li, stream, info.ptsz, unit, bp, one);
-        }
+        if (be_daemon()) return be_granted_atoms<Id>(*e, stream, bp, one, a...);
       }
       const Atomizer::WaveQuery wave{handle, {std::get<4>(t), std::get<5>(t), std::get<6>(t)}, std::get<7>(t)};
       Atomizer::Launch l = az.plan(*e, grid, cluster, Bare, stream, info.ptsz, wave);
@@ -487,21 +506,13 @@ CUresult launch_maybe_atomized(Fn fn, CUstream stream, A... a) {
         az.unsupported_path("a cuLaunchKernelEx `extra` list with unknown keys");
         return launch_one<Id, Bare>(fn, stream, a...);
       }
+      auto one = [&] { return launch_one<Id, Bare>(fn, stream, cfg, std::get<1>(t), bp.params(), bp.extra()); };
+      if constexpr (!Bare) {
+        if (be_daemon()) return be_granted_atoms<Id>(*e, stream, bp, one, a...);
+      }
       bool cooperative = false;
       launch_attributes(cfg, cluster, &cooperative);
       const std::uint32_t grid[3] = {cfg->gridDimX, cfg->gridDimY, cfg->gridDimZ};
-      auto one = [&] { return launch_one<Id, Bare>(fn, stream, cfg, std::get<1>(t), bp.params(), bp.extra()); };
-      if constexpr (!Bare) {
-        if (be_daemon()) {
-          const LaunchInfo li = launch_info<Id>(a...);
-          const std::uint64_t unit = cooperative ? 0 : granted_unit(li, cluster);
-          if (unit == 0) {  // cannot be split: one grant for the whole grid
-            bp.set(0, 0xffffffffu);
-            return granted_whole(li, stream, info.ptsz, Runtime::kernel_id(handle), false, one);
-          }
-          return run_granted(*e, li, stream, info.ptsz, unit, bp, one);
-        }
-      }
       const Atomizer::WaveQuery wave{handle, {cfg->blockDimX, cfg->blockDimY, cfg->blockDimZ}, cfg->sharedMemBytes};
       Atomizer::Launch l = az.plan(*e, grid, cluster, cooperative || Bare, stream, info.ptsz, wave);
       const CUresult r = run_atoms(*e, l, bp, one);
@@ -561,6 +572,15 @@ CUcontext current_context() noexcept {
   return ctx;
 }
 
+// Whether work on `stream` may be queued for the deferred-launch worker (a
+// launch, or a graph replayed node by node): not on a per-thread default
+// stream (the worker's would be another), not while a capture is in
+// progress (what is captured must stay in its thread's capture sequence).
+bool deferrable_on(CUstream stream, bool ptsz) noexcept {
+  if ((ptsz && stream == nullptr) || stream == CU_STREAM_PER_THREAD) return false;
+  return g_captures.load(std::memory_order_acquire) == 0;
+}
+
 // Whether `stream` is being captured (checked only while some capture is in
 // progress in the process).
 bool capturing(CUstream stream, bool ptsz) noexcept {
@@ -615,15 +635,9 @@ std::optional<DaemonClient::Ahead> submit_ahead(CUstream stream, const A&... a) 
   Atomizer& az = Atomizer::instance();
   const LaunchInfo li = launch_info<Id>(a...);
   const std::uint64_t kernel = Runtime::kernel_id(li.function);
-  std::uint64_t unit = 0;
+  std::uint64_t unit = 0;  // as be_granted_atoms: 0 is one grant for the whole launch
   if (az.active() || az.rewrote_any()) {
-    if (const FunctionEntry* e = az.lookup(li.function)) {
-      // As launch_maybe_atomized: atoms of whole clusters, none for a cooperative grid.
-      std::uint32_t cluster[3] = {e->patch->cluster[0], e->patch->cluster[1], e->patch->cluster[2]};
-      bool cooperative = false;
-      if constexpr (is_ex_launch(Id)) launch_attributes(std::get<0>(std::tie(a...)), cluster, &cooperative);
-      unit = cooperative ? 0 : granted_unit(li, cluster);
-    }
+    if (const FunctionEntry* e = az.lookup(li.function)) unit = be_atom_unit<Id>(*e, li, a...);
   }
   const auto t = unit != 0
                      ? dc.submit(stream, info.ptsz, li, kernel,
@@ -646,8 +660,7 @@ bool defer_launch(Fn fn, CUstream stream, A... a) {
   if constexpr (!plain && !ex) {
     return false;
   } else {
-    if ((info.ptsz && stream == nullptr) || stream == CU_STREAM_PER_THREAD) return false;
-    if (g_captures.load(std::memory_order_acquire) > 0) return false;
+    if (!deferrable_on(stream, info.ptsz)) return false;
     std::tuple<A...> args(a...);
     const void* function = launched_function(a...);
     std::uint32_t limit = UINT32_MAX;
@@ -764,14 +777,6 @@ int replay_step(const ReplayStep& step, CUstream stream) noexcept {
     Runtime::instance().internal_error(HookId::cuGraphLaunch, "graph replay step");
   }
   return CUDA_ERROR_UNKNOWN;
-}
-
-// Whether a best-effort graph launch on `stream` can be replayed node by
-// node: not into a capture (the graph becomes a node of the captured one),
-// not on a per-thread default stream (the worker's would be another).
-bool replayable_on(CUstream stream, bool ptsz) noexcept {
-  if ((ptsz && stream == nullptr) || stream == CU_STREAM_PER_THREAD) return false;
-  return g_captures.load(std::memory_order_acquire) == 0;
 }
 
 // A best-effort graph launch replayed node by node: every step queued for
@@ -934,7 +939,7 @@ CUresult dispatch_call(Fn fn, CUstream stream, A... a) {
           // Node by node where the graph allows it (graph_replay.hpp): each
           // kernel a granted launch of its own.
           GraphReplay& gr = GraphReplay::instance();
-          if (const auto plan = replayable_on(stream, info.ptsz) ? gr.plan(exec) : nullptr)
+          if (const auto plan = deferrable_on(stream, info.ptsz) ? gr.plan(exec) : nullptr)
             return replay_graph(plan, stream);
           gr.count_whole();
           // Descriptors built by an earlier launch keep their mask: the
