@@ -45,7 +45,7 @@
 #   ahead    LITHOS_SUBMIT_AHEAD (docs/daemon.md, "Why best-effort training is
 #            slow"): solo-training with every launch granted, then
 #            hybrid-stacking, each with it off / on / off / on against one
-#            alone run
+#            alone run (AHEAD_SCENARIOS, AHEAD_VALUES choose)
 #   graphs   best-effort CUDA graphs replayed node by node (graph_replay.hpp):
 #            graph_check.py plain and as a best-effort tenant that waits for
 #            grants, with and without the atomizer (results must be equal bit
@@ -299,12 +299,13 @@ if has tune; then
 fi
 
 if has ahead; then
-  for sc in solo-training hybrid-stacking; do
+  for sc in ${AHEAD_SCENARIOS:-solo-training hybrid-stacking}; do
     stamp "ahead $sc"
     base=$OUT/ahead-$sc-alone
     timeout -s KILL 200 "$LITHOS" bench "$sc" --modes alone --out "$base" --no-plots -q | grep -E "^alone"
-    for v in 0 1 0 1; do
-      dir=$OUT/ahead-$sc-$v
+    n=0
+    for v in ${AHEAD_VALUES:-0 1 0 1}; do
+      n=$((n + 1)); dir=$OUT/ahead-$sc-$v-$n
       rm -rf "$dir"; mkdir -p "$dir/runs" && cp "$base"/runs/alone-*.json "$dir/runs/"
       # solo-training: every launch waits for its grant, as beside a service.
       free=true; [[ $sc == solo-training ]] && free=false
