@@ -50,6 +50,10 @@
 #            graph_check.py plain and as a best-effort tenant that waits for
 #            grants, with and without the atomizer (results must be equal bit
 #            for bit), and the graph_replay statistics of each client
+#   pipeline where a best-effort queue's time goes (scripts/daemon/pipeline_gaps.py)
+#            in traced mode-lithos runs: PIPE_RUNS entries SCENARIO[:NAME=VALUE,...]
+#            (each NAME=VALUE sets LITHOSD_NAME), default solo-training with
+#            every launch granted, and hybrid-stacking; one alone run each
 # TUNE entries may also be env:NAME=VALUE (mode lithos with that variable set,
 # e.g. env:LITHOS_DEFER_LAUNCHES=0).
 set -uo pipefail
@@ -316,6 +320,30 @@ if has ahead; then
       pack_logs "$dir"
     done
     pack_logs "$base"
+  done
+fi
+
+if has pipeline; then
+  declare -A pipe_alone=()
+  n=0
+  for run in ${PIPE_RUNS:-solo-training:best_effort_runs_free=false hybrid-stacking}; do
+    n=$((n + 1)); sc=${run%%:*}; sets=""; [[ $run == *:* ]] && sets=${run#*:}
+    stamp "pipeline $run"
+    base=$OUT/pipe-$sc-alone
+    if [[ -z ${pipe_alone[$sc]:-} ]]; then
+      timeout -s KILL 240 "$LITHOS" bench "$sc" --modes alone --out "$base" --no-plots -q | grep -E "^alone"
+      pipe_alone[$sc]=1; pack_logs "$base"
+    fi
+    dir=$OUT/pipe-$sc-$n
+    rm -rf "$dir"; mkdir -p "$dir/runs" && cp "$base"/runs/alone-*.json "$dir/runs/"
+    envs=(); IFS=, read -ra kv <<<"$sets"
+    for e in "${kv[@]}"; do [[ -n $e ]] && envs+=("LITHOSD_$(echo "${e%%=*}" | tr a-z A-Z)=${e#*=}"); done
+    env "${envs[@]}" LITHOSD_TRACE="$WORK/pipe.jsonl" timeout -s KILL 240 "$LITHOS" bench "$sc" --modes lithos \
+      --out "$dir" --no-plots -q | grep -E "^lithos" | sed "s/^/[$run]  /"
+    python3 scripts/daemon/pipeline_gaps.py "$WORK/pipe.jsonl" --tenant train | sed "s/^/[$run]  /"
+    python3 scripts/daemon/pipeline_gaps.py "$WORK/pipe.jsonl" --tenant train --json >"$dir/pipeline_gaps.json"
+    rm -f "$WORK/pipe.jsonl"
+    pack_logs "$dir"
   done
 fi
 
