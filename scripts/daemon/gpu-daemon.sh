@@ -338,8 +338,28 @@ if has pipeline; then
     rm -rf "$dir"; mkdir -p "$dir/runs" && cp "$base"/runs/alone-*.json "$dir/runs/"
     envs=(); IFS=, read -ra kv <<<"$sets"
     for e in "${kv[@]}"; do [[ -n $e ]] && envs+=("LITHOSD_$(echo "${e%%=*}" | tr a-z A-Z)=${e#*=}"); done
-    env "${envs[@]}" LITHOSD_TRACE="$WORK/pipe.jsonl" timeout -s KILL 240 "$LITHOS" bench "$sc" --modes lithos \
-      --out "$dir" --no-plots -q | grep -E "^lithos" | sed "s/^/[$run]  /"
+    env "${envs[@]}" LITHOSD_TRACE="$WORK/pipe.jsonl" LITHOS_STATS_FILE="$dir/stats-%p.json" timeout -s KILL 240 \
+      "$LITHOS" bench "$sc" --modes lithos --out "$dir" --no-plots -q | grep -E "^lithos" | sed "s/^/[$run]  /"
+    # What drained the trainer's deferred-launch queue (its client statistics).
+    python3 - "$dir" <<'PY' | sed "s/^/[$run]  /"
+import glob, json, sys
+best = None
+for f in glob.glob(sys.argv[1] + "/stats-*.json"):
+    try:
+        d = (json.load(open(f)).get("daemon") or {}).get("deferred") or {}
+    except ValueError:
+        continue
+    if best is None or d.get("deferred", 0) > best.get("deferred", 0):
+        best = d
+if best:
+    by = sorted((best.get("drained_by") or {}).items(), key=lambda kv: -kv[1]["wait_us"])
+    print(f"deferred {best.get('deferred')}, in place {best.get('in_place')}, drains {best.get('drains')}, "
+          f"drain wait {best.get('drain_wait_us', 0) / 1e3:.0f} ms, full waits {best.get('full_waits')}")
+    for k, v in by[:10]:
+        print(f"  drained by {k}: {v['n']} times, {v['wait_us'] / 1e3:.1f} ms")
+else:
+    print("no client statistics")
+PY
     python3 scripts/daemon/pipeline_gaps.py "$WORK/pipe.jsonl" --tenant train | sed "s/^/[$run]  /"
     python3 scripts/daemon/pipeline_gaps.py "$WORK/pipe.jsonl" --tenant train --json >"$dir/pipeline_gaps.json"
     rm -f "$WORK/pipe.jsonl"

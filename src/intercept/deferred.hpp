@@ -59,8 +59,10 @@ class DeferredLaunches {
   }
   // Waits until every launch queued before this call was made. Returns the
   // first error (a CUresult) of a queued launch since the last drain, 0 when
-  // none. On the worker thread: returns 0 at once.
-  int drain() noexcept;
+  // none. On the worker thread: returns 0 at once. `cause` (a string that
+  // lives as long as the process: a hook's name) is what the drain is
+  // counted under in the statistics' `drained_by`.
+  int drain(const char* cause = "other") noexcept;
   // The first error of a queued launch not reported yet (0: none), cleared.
   int take_error() noexcept { return first_error_.exchange(0, std::memory_order_acq_rel); }
 
@@ -101,6 +103,15 @@ class DeferredLaunches {
   std::atomic<std::uint64_t> pushed_{0}, done_{0};
   std::atomic<int> first_error_{0};
   std::atomic<std::uint64_t> inline_made_{0}, drains_{0}, drain_wait_ns_{0}, full_waits_{0}, max_depth_{0}, errors_{0};
+  // Drains that found launches pending, by cause (the first kCauses causes
+  // seen; later ones under the last entry's "other").
+  struct Cause {
+    std::atomic<const char*> name{nullptr};
+    std::atomic<std::uint64_t> n{0}, wait_ns{0};
+  };
+  static constexpr std::size_t kCauses = 24;
+  Cause causes_[kCauses];
+  void count_cause(const char* cause, std::uint64_t wait_ns) noexcept;
 };
 
 }  // namespace lithos::intercept

@@ -788,7 +788,7 @@ CUresult replay_graph(const std::shared_ptr<ReplayPlan>& plan, CUstream stream) 
   int err = 0;
   auto issue = [&](DeferredLaunches::Launch op) {
     if (dq.enabled() && dq.push(op, ctx)) return;
-    const int drained = dq.drain();
+    const int drained = dq.drain("graph replay in place");
     const int r = op();
     if (err == 0) err = r != 0 ? r : drained;
   };
@@ -897,13 +897,13 @@ CUresult dispatch_call(Fn fn, CUstream stream, A... a) {
       if (dq.enabled()) {
         // Queued: the worker makes it (be_launch) while the application runs on.
         if (defer_launch<Id>(fn, stream, a...)) return static_cast<CUresult>(dq.take_error());
-        const int err = dq.drain();  // made here: after everything queued before it
+        const int err = dq.drain(info.name);  // made here: after everything queued before it
         dq.count_inline();
         return with_deferred_error(be_launch<Id>(fn, stream, a...), err);
       }
       return be_launch<Id>(fn, stream, a...);
     }
-    if (dq.pending()) dq.drain();  // launches queued while this process was best effort
+    if (dq.pending()) dq.drain("launch after a class change");  // queued while this process was best effort
     if (atomizing) return launch_maybe_atomized<Id, false>(fn, stream, a...);
     return launch_one<Id>(fn, stream, a...);
   } else if constexpr (info.kind == HookKind::kGraphLaunch || info.kind == HookKind::kGraphUpload) {
@@ -1128,7 +1128,7 @@ CUresult dispatch(CUstream stream, A... a) {
   if constexpr (ordered_after_launches(info.kind)) {
     DeferredLaunches& dq = DeferredLaunches::instance();
     if (dq.enabled()) {
-      const int err = dq.drain();
+      const int err = dq.drain(info.name);
       if constexpr (info.kind == HookKind::kUnload) LaunchCopy::forget_layouts();
       return with_deferred_error(dispatch_call<Id>(fn, stream, a...), err);
     }

@@ -737,6 +737,16 @@ TEST_F(DaemonE2E, DeferredLaunchesAreAllMadeBeforeASynchronisationReturns) {
     EXPECT_EQ(d["in_place"], 0) << s.dump();
     EXPECT_EQ(d["errors"], 0) << s.dump();
     EXPECT_GE(d["max_depth"], 1) << s.dump();
+    // Every drain that waited is counted under the call that drained: here
+    // only the synchronisations.
+    const json& by = d.at("drained_by");
+    ASSERT_TRUE(by.is_object()) << s.dump();
+    if (d["drains"] == 0) {
+      EXPECT_TRUE(by.empty()) << s.dump();
+    } else {
+      EXPECT_EQ(by.size(), 1U) << s.dump();
+      EXPECT_EQ(by.at("cuStreamSynchronize").at("n"), d["drains"]) << s.dump();
+    }
     EXPECT_EQ(s["daemon"]["grants"], 60) << s.dump();
     EXPECT_EQ(s["daemon"]["submits"], 60) << s.dump();  // once each, ahead or not
     EXPECT_EQ(s["daemon"]["fallbacks"], 0) << s.dump();
