@@ -576,8 +576,21 @@ def main():
         return 1
 
 
+def lithos_report_now():
+    """Writes liblithos's exit report (LITHOS_STATS_FILE & co.) before the
+    os._exit below skips it; nothing when liblithos is not in the process."""
+    if not any(os.environ.get(k) for k in ("LITHOS_STATS", "LITHOS_STATS_FILE", "LITHOS_ATOM_REPORT")):
+        return
+    try:
+        import ctypes
+        ctypes.CDLL(None).lithos_report_now()
+    except (OSError, AttributeError):
+        pass
+
+
 if __name__ == "__main__":
     rc = main()
+    lithos_report_now()
     sys.stderr.flush()
     # Skip the interpreter's teardown: after the result is out, destructors
     # of CUDA graphs, Triton and CUDA contexts running at exit can only turn

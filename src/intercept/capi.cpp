@@ -87,6 +87,11 @@ LITHOS_API int lithos_stats_json(char* buffer, size_t size) {
   }
 }
 
+LITHOS_API int lithos_report_now(void) {
+  report_at_exit();
+  return 0;
+}
+
 LITHOS_API int lithos_atom_report(const char* path) {
   try {
     Runtime::instance();  // configures the atomizer

@@ -49,6 +49,10 @@ int lithos_live_tpcs(uint64_t words[2]);
 /* Writes the coverage statistics as one JSON object (NUL-terminated, cut to
  * `size`); returns the full length, like snprintf. */
 int lithos_stats_json(char* buffer, size_t size);
+/* Writes the report lithos writes at exit (LITHOS_STATS, LITHOS_STATS_FILE,
+ * LITHOS_ATOM_REPORT) now, for a program that ends with _exit() and so
+ * skips it; the exit does not write it again. Returns 0. */
+int lithos_report_now(void);
 /* The backend in use: "descriptor", "green-context", "none (unmasked)", ... */
 const char* lithos_backend(void);
 /* "lithos <version>". */

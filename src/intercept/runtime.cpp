@@ -1277,6 +1277,9 @@ StatsHeader Runtime::stats_header() noexcept {
 }
 
 void Runtime::report_at_exit() noexcept {
+  // Once: lithos_report_now() may have written it before the exit.
+  static std::atomic<bool> reported{false};
+  if (reported.exchange(true)) return;
   // The atomizer's report needs no driver call here (timings already read).
   if (!config_.atom_report.empty() && !lithos_disabled()) Atomizer::instance().report(nullptr, false);
   if (!config_.stats && config_.stats_file.empty()) return;

@@ -759,6 +759,25 @@ TEST_F(DaemonE2E, DeferredLaunchesAreAllMadeBeforeASynchronisationReturns) {
   }
 }
 
+// lithos_report_now: a program that ends with _exit() (tenant.py does, to
+// skip CUDA teardown) still leaves its LITHOS_STATS_FILE report, and one that
+// asked for it and then exits normally leaves one report, not two.
+TEST_F(DaemonE2E, TheExitReportCanBeWrittenBeforeAnUnderscoreExit) {
+  defer_ = true;
+  start_daemon({"--best-effort-runs-free", "false"});
+  for (const char* how : {"1", "2"}) {
+    SCOPED_TRACE(std::string("CLIENT_REPORT_NOW=") + how);
+    const fs::path file = dir_ / (std::string("report-") + how + ".json");
+    extra_env_ = {std::string("CLIENT_REPORT_NOW=") + how, "LITHOS_STATS_FILE=" + file.string()};
+    Proc c = client("train", 20, 0, 0, false, "", /*sync_every=*/5);
+    ASSERT_EQ(c.wait(), 0) << c.err();
+    const json r = json::parse(read_all(file.string()), nullptr, false);  // one object: written once
+    ASSERT_TRUE(r.is_object()) << read_all(file.string());
+    EXPECT_EQ(r["daemon"]["deferred"]["deferred"], 20) << r.dump();
+    EXPECT_TRUE(r["daemon"]["deferred"]["drained_by"].is_object()) << r.dump();
+  }
+}
+
 // Deferred launches when the daemon dies: queued launches wait at most the
 // grant timeout, run on the fallback set, and the program ends normally
 // (with tickets submitted ahead too).
