@@ -207,6 +207,7 @@ void DeferredLaunches::worker() noexcept {
 DeferredLaunches::Stats DeferredLaunches::stats() const noexcept {
   Stats s;
   s.deferred = pushed_.load(std::memory_order_relaxed);
+  s.stream_ops = stream_ops_.load(std::memory_order_relaxed);
   s.inline_made = inline_made_.load(std::memory_order_relaxed);
   s.drains = drains_.load(std::memory_order_relaxed);
   s.drain_wait_ns = drain_wait_ns_.load(std::memory_order_relaxed);
@@ -220,12 +221,13 @@ std::string DeferredLaunches::stats_json() const {
   const Stats s = stats();
   char buf[512];
   std::snprintf(buf, sizeof buf,
-                "{\"enabled\":%s,\"depth\":%u,\"deferred\":%llu,\"in_place\":%llu,\"drains\":%llu,"
+                "{\"enabled\":%s,\"depth\":%u,\"deferred\":%llu,\"stream_ops\":%llu,\"in_place\":%llu,\"drains\":%llu,"
                 "\"drain_wait_us\":%.1f,\"full_waits\":%llu,\"max_depth\":%llu,\"errors\":%llu}",
                 enabled() ? "true" : "false", depth_, static_cast<unsigned long long>(s.deferred),
-                static_cast<unsigned long long>(s.inline_made), static_cast<unsigned long long>(s.drains),
-                static_cast<double>(s.drain_wait_ns) / 1000.0, static_cast<unsigned long long>(s.full_waits),
-                static_cast<unsigned long long>(s.max_depth), static_cast<unsigned long long>(s.errors));
+                static_cast<unsigned long long>(s.stream_ops), static_cast<unsigned long long>(s.inline_made),
+                static_cast<unsigned long long>(s.drains), static_cast<double>(s.drain_wait_ns) / 1000.0,
+                static_cast<unsigned long long>(s.full_waits), static_cast<unsigned long long>(s.max_depth),
+                static_cast<unsigned long long>(s.errors));
   std::string out(buf);
   // "drained_by": {"cuMemsetD32Async": {"n": 12, "wait_us": 340.5}, ...}
   out.pop_back();

@@ -10,11 +10,15 @@
 // (submit, wait for grants, launch the atoms, write markers). The
 // application runs ahead until the queue holds `depth` launches.
 //
-// Order: every other driver call that could observe or depend on a queued
-// launch (memory copies and sets, events, stream waits and queries,
-// synchronisation, frees, graph launches, capture, unloads: the kOrdered
-// hooks and the other hook kinds, hooks.cpp) first drains the queue: it
-// waits until every launch queued before it was made. Launches of every
+// Order: stream operations that touch device memory only (async memsets,
+// device-to-device copies, event records and stream waits:
+// queued_behind_launches in hooks.cpp) are queued behind the launches and
+// made by the worker in turn. Every other driver call that could observe
+// or depend on a queued launch (host-memory copies, synchronous sets, event
+// queries, synchronisations and destructions, frees, graph launches,
+// capture, unloads: the kOrdered hooks and the other hook kinds, hooks.cpp)
+// first drains the queue: it waits until everything queued before it was
+// made. Launches of every
 // stream of the process share the one queue, so the driver sees them in
 // the order the application made them. A launch that cannot be copied
 // (parameters of unknown size, the per-thread default stream, a stream
@@ -67,7 +71,8 @@ class DeferredLaunches {
   int take_error() noexcept { return first_error_.exchange(0, std::memory_order_acq_rel); }
 
   struct Stats {
-    std::uint64_t deferred = 0;       // launches queued
+    std::uint64_t deferred = 0;       // launches and stream operations queued
+    std::uint64_t stream_ops = 0;     // of them, stream operations (memsets, device copies, events)
     std::uint64_t inline_made = 0;    // launches that could not be queued (made in place after a drain)
     std::uint64_t drains = 0;         // drains that found launches pending
     std::uint64_t drain_wait_ns = 0;  // time those drains waited
@@ -78,6 +83,9 @@ class DeferredLaunches {
   Stats stats() const noexcept;
   // Counted by the launch hook when a launch had to be made in place.
   void count_inline() noexcept { inline_made_.fetch_add(1, std::memory_order_relaxed); }
+  // Counted by the hooks when what they queued was a stream operation (a
+  // memset, a device copy, an event record or wait), not a launch.
+  void count_stream_op() noexcept { stream_ops_.fetch_add(1, std::memory_order_relaxed); }
   // The statistics as one JSON object.
   std::string stats_json() const;
 
@@ -102,7 +110,8 @@ class DeferredLaunches {
   int waiters_ = 0;                  // guarded by mu_: threads waiting on done_cv_
   std::atomic<std::uint64_t> pushed_{0}, done_{0};
   std::atomic<int> first_error_{0};
-  std::atomic<std::uint64_t> inline_made_{0}, drains_{0}, drain_wait_ns_{0}, full_waits_{0}, max_depth_{0}, errors_{0};
+  std::atomic<std::uint64_t> stream_ops_{0}, inline_made_{0}, drains_{0}, drain_wait_ns_{0}, full_waits_{0},
+      max_depth_{0}, errors_{0};
   // Drains that found launches pending, by cause (the first kCauses causes
   // seen; later ones under the last entry's "other").
   struct Cause {

@@ -26,6 +26,10 @@
 // CLIENT_GRAPH 2 or 3 it synchronises the stream at the end and prints, before the statistics,
 //   {"ops":"K16,M,K32,K8,G,..."}   the stream operations the fake GPU saw
 // (K<grid x>: cuLaunchKernelEx, M: memset, G: graph launch, W: event wait).
+// With CLIENT_STREAM_OPS=1, after launch i it makes cuMemsetD8Async(value i)
+// and records an event that it destroys at once, and prints the ops the same
+// way at the end (S<i>@<cuLaunchKernel calls before it>; X: a record made
+// after its event was destroyed).
 // With CLIENT_CAPTURE=1 the launches are made inside one stream capture
 // (cuStreamBeginCapture_v2 before the first, cuStreamEndCapture after the
 // last), and it prints {"value_writes":N}, the stream memory writes the
@@ -139,6 +143,16 @@ int main(int argc, char** argv) {
         return fail("cuGraphExecMemsetNodeSetParams failed");
     }
   }
+  // CLIENT_STREAM_OPS=1: stream operations between the launches (below).
+  const bool stream_ops = std::getenv("CLIENT_STREAM_OPS") != nullptr;
+  auto memset8 =
+      reinterpret_cast<CUresult (*)(CUdeviceptr, unsigned char, size_t, CUstream)>(::dlsym(drv, "cuMemsetD8Async"));
+  auto event_create = reinterpret_cast<CUresult (*)(CUevent*, unsigned)>(::dlsym(drv, "cuEventCreate"));
+  auto event_record = reinterpret_cast<CUresult (*)(CUevent, CUstream)>(::dlsym(drv, "cuEventRecord"));
+  auto event_destroy = reinterpret_cast<CUresult (*)(CUevent)>(::dlsym(drv, "cuEventDestroy_v2"));
+  if (stream_ops &&
+      (memset8 == nullptr || event_create == nullptr || event_record == nullptr || event_destroy == nullptr))
+    return fail("the fake driver lacks memsets or events");
   const bool capture = std::getenv("CLIENT_CAPTURE") != nullptr;
   auto value_writes = reinterpret_cast<unsigned long (*)()>(::dlsym(drv, "fake_value_writes"));
   const unsigned long writes_before = value_writes != nullptr ? value_writes() : 0;
@@ -155,6 +169,15 @@ int main(int argc, char** argv) {
                                         : launch(reinterpret_cast<CUfunction>(0x10), grid, 1, 1, 256, 1, 1, 0, stream,
                                                  with_params ? params : nullptr, nullptr);
     value[0] = value[1] = 0xdeadU;
+    if (stream_ops) {
+      // A memset of value i after launch i, then an event recorded and
+      // destroyed at once (cuEventDestroy must not overtake the record).
+      CUevent ev = nullptr;
+      if (memset8(0x1000, static_cast<unsigned char>(i), 16, stream) != CUDA_SUCCESS ||
+          event_create(&ev, 0) != CUDA_SUCCESS || event_record(ev, stream) != CUDA_SUCCESS ||
+          event_destroy(ev) != CUDA_SUCCESS)
+        return fail("a stream operation failed");
+    }
     int prio = 0;
     const std::string prio_text = last_priority(&prio) != 0 ? std::to_string(prio) : "null";
     std::printf("{\"i\":%d,\"t_ns\":%llu,\"rc\":%d,\"tpcs\":\"%s\",\"prio\":%s}\n", i,
@@ -186,7 +209,7 @@ int main(int argc, char** argv) {
           (k != 0 ? "," : "") + std::string("[") + std::to_string(b[2 * k]) + "," + std::to_string(b[2 * k + 1]) + "]";
     std::printf("%s]}\n", out.c_str());
   }
-  if (exec != nullptr && std::atol(std::getenv("CLIENT_GRAPH")) >= 2) {
+  if (stream_ops || (exec != nullptr && std::atol(std::getenv("CLIENT_GRAPH")) >= 2)) {
     // The stream operations are made by lithos's worker: wait for them.
     if (sync == nullptr || sync(stream) != CUDA_SUCCESS) return fail("cuStreamSynchronize failed");
     auto ops = reinterpret_cast<int (*)(char*, size_t)>(::dlsym(drv, "fake_ops"));

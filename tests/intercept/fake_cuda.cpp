@@ -27,6 +27,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <set>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -145,6 +146,7 @@ void build_descriptor(std::uint8_t* out) {
 // up" (every queued launch ends) after g_event_delay NOT_READY answers of
 // cuEventQuery, or never with g_events_hang.
 std::atomic<std::uint64_t> g_launched{0};
+std::atomic<std::uint64_t> g_plain_launches{0};  // cuLaunchKernel calls (memsets note how many came before)
 std::atomic<std::uint64_t> g_done{0};
 std::atomic<int> g_event_delay{3};
 std::atomic<int> g_event_polls{0};
@@ -223,7 +225,8 @@ CUresult generic_stub() { return CUDA_ERROR_NOT_SUPPORTED; }
 // ---- graphs replayed node by node: the stream operations, in the order made ----
 namespace {
 std::mutex g_ops_mu;
-std::string g_ops;  // "K16,M,G,..." (K<gridX>: cuLaunchKernelEx, M: a memset, G: a graph launch, W: a stream wait)
+std::string g_ops;  // "K16,M,G,..." (K<gridX>: cuLaunchKernelEx, M: a 2D memset, G: a graph launch, W: a stream
+                    // wait, S<v>@<n>: cuMemsetD8Async, X: a record of a destroyed event)
 void note_op(const std::string& op) {
   const std::lock_guard<std::mutex> lock(g_ops_mu);
   g_ops += (g_ops.empty() ? "" : ",") + op;
@@ -361,6 +364,7 @@ FAKE_API CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy,
                                  unsigned int by, unsigned int bz, unsigned int shmem, CUstream s, void** params,
                                  void** extra) {
   record("cuLaunchKernel", f, gx, gy, gz, bx, by, bz, shmem, s, params, extra);
+  g_plain_launches.fetch_add(1);
   note_bounds(params);
   note_priority(s);
   return launch();
@@ -560,18 +564,43 @@ FAKE_API void* fake_address_of(const char* name) {
   return it != table.end() ? it->second : nullptr;
 }
 
+// Live events: recording one that was destroyed is CUDA_ERROR_INVALID_HANDLE
+// (as the driver may say; here always), so that a record made after its
+// event's destruction (a deferred record not drained by cuEventDestroy) is seen.
+std::mutex g_events_mu;
+std::set<const void*> g_live_events;
 FAKE_API CUresult cuEventCreate(CUevent* e, unsigned flags) {
   if (e == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  *e = reinterpret_cast<CUevent>(new FakeEvent{0, flags});
+  auto* ev = new FakeEvent{0, flags};
+  {
+    const std::lock_guard<std::mutex> lock(g_events_mu);
+    g_live_events.insert(ev);
+  }
+  *e = reinterpret_cast<CUevent>(ev);
   return CUDA_SUCCESS;
 }
 FAKE_API CUresult cuEventDestroy_v2(CUevent e) {
+  {
+    const std::lock_guard<std::mutex> lock(g_events_mu);
+    if (g_live_events.erase(e) == 0) return CUDA_ERROR_INVALID_HANDLE;
+  }
   delete reinterpret_cast<FakeEvent*>(e);
   return CUDA_SUCCESS;
 }
 FAKE_API CUresult cuEventRecord(CUevent e, CUstream) {
   if (e == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  const std::lock_guard<std::mutex> lock(g_events_mu);
+  if (g_live_events.count(e) == 0) {
+    note_op("X");  // a record of a destroyed event
+    return CUDA_ERROR_INVALID_HANDLE;
+  }
   reinterpret_cast<FakeEvent*>(e)->target = g_launched.load();
+  return CUDA_SUCCESS;
+}
+// A memset: noted as S<value>@<cuLaunchKernel calls made before it>.
+FAKE_API CUresult cuMemsetD8Async(CUdeviceptr dst, unsigned char v, size_t n, CUstream s) {
+  record("cuMemsetD8Async", dst, v, n, s);
+  note_op("S" + std::to_string(v) + "@" + std::to_string(g_plain_launches.load()));
   return CUDA_SUCCESS;
 }
 FAKE_API CUresult cuEventQuery(CUevent e) {
