@@ -52,7 +52,8 @@
 #            for bit), and the graph_replay statistics of each client
 #   pipeline where a best-effort queue's time goes (scripts/daemon/pipeline_gaps.py)
 #            in traced mode-lithos runs: PIPE_RUNS entries SCENARIO[:NAME=VALUE,...]
-#            (each NAME=VALUE sets LITHOSD_NAME), default solo-training with
+#            (each NAME=VALUE sets LITHOSD_NAME; LITHOS_X=V, a client variable,
+#            is set as it is), default solo-training with
 #            every launch granted, and hybrid-stacking; one alone run each
 # TUNE entries may also be env:NAME=VALUE (mode lithos with that variable set,
 # e.g. env:LITHOS_DEFER_LAUNCHES=0).
@@ -337,7 +338,10 @@ if has pipeline; then
     dir=$OUT/pipe-$sc-$n
     rm -rf "$dir"; mkdir -p "$dir/runs" && cp "$base"/runs/alone-*.json "$dir/runs/"
     envs=(); IFS=, read -ra kv <<<"$sets"
-    for e in "${kv[@]}"; do [[ -n $e ]] && envs+=("LITHOSD_$(echo "${e%%=*}" | tr a-z A-Z)=${e#*=}"); done
+    for e in "${kv[@]}"; do
+      [[ -z $e ]] && continue
+      if [[ $e == LITHOS_* ]]; then envs+=("$e"); else envs+=("LITHOSD_$(echo "${e%%=*}" | tr a-z A-Z)=${e#*=}"); fi
+    done
     env "${envs[@]}" LITHOSD_TRACE="$WORK/pipe.jsonl" LITHOS_STATS_FILE="$dir/stats-%p.json" timeout -s KILL 240 \
       "$LITHOS" bench "$sc" --modes lithos --out "$dir" --no-plots -q | grep -E "^lithos" | sed "s/^/[$run]  /"
     # What drained the trainer's deferred-launch queue (its client statistics).

@@ -106,12 +106,29 @@ def analyse(lines, tenants):
     out["span_ms"] = span / 1e6
     out["idle_client_frac"] = client / span if span else None
     out["idle_daemon_frac"] = daemon / span if span else None
-    out["drains"] = {k: {"count": len(v), "p50_us": (quantile(v, 0.5) or 0) / 1e3, "p90_us": (quantile(v, 0.9) or 0) / 1e3}
+    out["drains"] = {k: {"count": len(v), "p50_us": (quantile(v, 0.5) or 0) / 1e3, "p90_us": (quantile(v, 0.9) or 0) / 1e3,
+                         "ms_by_length": by_length(v)}
                      for k, v in gaps.items()}
     out["no_prediction_frac"] = no_pred / out["atoms"] if out["atoms"] else None
     out["ran_over_pred"] = {"p10": quantile(ratios, 0.1), "p50": quantile(ratios, 0.5), "p90": quantile(ratios, 0.9),
                             "mean": statistics.fmean(ratios) if ratios else None}
     return out
+
+
+# Drained stretches by length: short ones are the launch pipeline's (a
+# launch not ready in time), long ones the application's own (a step's end).
+LENGTH_EDGES_US = [(20, "<20us"), (100, "20-100us"), (1000, "0.1-1ms"), (10000, "1-10ms"), (float("inf"), ">10ms")]
+
+
+def by_length(gaps_ns):
+    """Milliseconds of drained stretches per length bucket."""
+    out = {label: 0.0 for _, label in LENGTH_EDGES_US}
+    for g in gaps_ns:
+        for edge, label in LENGTH_EDGES_US:
+            if g / 1e3 < edge:
+                out[label] += g / 1e6
+                break
+    return {k: round(v, 1) for k, v in out.items()}
 
 
 def count_tpcs(s):
@@ -146,7 +163,8 @@ def main():
     print(f"atoms {out['atoms']}, queue span {out['span_ms']:.0f} ms; queue empty waiting for the client "
           f"{100 * (out['idle_client_frac'] or 0):.1f}%, for the daemon {100 * (out['idle_daemon_frac'] or 0):.1f}%")
     for k, v in out["drains"].items():
-        print(f"  drained, {k}'s: {v['count']} times, p50 {v['p50_us']:.1f} us, p90 {v['p90_us']:.1f} us")
+        print(f"  drained, {k}'s: {v['count']} times, p50 {v['p50_us']:.1f} us, p90 {v['p90_us']:.1f} us; ms by length: "
+              + ", ".join(f"{b} {ms:.0f}" for b, ms in v["ms_by_length"].items()))
     r = out["ran_over_pred"]
     fmt = lambda x: "-" if x is None else f"{x:.2f}"  # noqa: E731
     print(f"no prediction {100 * (out['no_prediction_frac'] or 0):.1f}% of atoms; ran/predicted p10 {fmt(r['p10'])} "
