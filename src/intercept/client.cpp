@@ -440,6 +440,26 @@ void DaemonClient::apply_priority(std::uint32_t slot, ipc::StreamPriority p) noe
   }
 }
 
+namespace {
+// A kernel launch's shape in a submit: grid, block, the cluster (the
+// launch's attribute, else the kernel's compile-time shape), and what the
+// daemon's occupancy bound needs besides (registers per thread, static plus
+// dynamic shared memory per block).
+void describe(ipc::SubmitMsg& m, const LaunchInfo& li) noexcept {
+  m.grid[0] = std::max(1U, li.grid.x), m.grid[1] = std::max(1U, li.grid.y), m.grid[2] = std::max(1U, li.grid.z);
+  m.block[0] = std::max(1U, li.block.x), m.block[1] = std::max(1U, li.block.y), m.block[2] = std::max(1U, li.block.z);
+  const Runtime::KernelStatics k = Runtime::instance().kernel_statics(li.function);
+  m.regs = static_cast<std::uint8_t>(std::min<std::uint32_t>(k.regs, 255));
+  m.smem = li.smem + k.smem;
+  const sched::Dim3 c = li.cluster_attr ? li.cluster : k.cluster;
+  if (c.count() > 1 && c.count() <= 16) {
+    m.cluster[0] = static_cast<std::uint8_t>(c.x);
+    m.cluster[1] = static_cast<std::uint8_t>(c.y);
+    m.cluster[2] = static_cast<std::uint8_t>(c.z);
+  }
+}
+}  // namespace
+
 void DaemonClient::report_running(CUstream_st* stream, bool ptsz, const LaunchInfo& li, std::uint64_t kernel,
                                   bool graph) noexcept {
   if (!connected()) return;
@@ -461,16 +481,7 @@ void DaemonClient::report_running(CUstream_st* stream, bool ptsz, const LaunchIn
   m.stream = static_cast<std::uint32_t>(slot);
   m.seq = s.seq.fetch_add(1, std::memory_order_acq_rel) + 1;
   m.kernel = kernel;
-  if (!graph) {
-    m.grid[0] = li.grid.x, m.grid[1] = li.grid.y, m.grid[2] = li.grid.z;
-    m.block[0] = li.block.x, m.block[1] = li.block.y, m.block[2] = li.block.z;
-    m.smem = li.smem;
-    if (li.cluster_attr && li.cluster.count() <= 16) {
-      m.cluster[0] = static_cast<std::uint8_t>(li.cluster.x);
-      m.cluster[1] = static_cast<std::uint8_t>(li.cluster.y);
-      m.cluster[2] = static_cast<std::uint8_t>(li.cluster.z);
-    }
-  }
+  if (!graph) describe(m, li);
   // A marker when the stream's last one has been reached and is at least
   // kMarkerGapNs old (graphs: always); otherwise the stream is dirty and the
   // tracker writes one when it goes quiet.
@@ -526,14 +537,7 @@ std::optional<DaemonClient::Ticket> DaemonClient::submit(CUstream_st* stream, bo
   m.seq = s.seq.fetch_add(1, std::memory_order_acq_rel) + 1;
   m.kernel = kernel;
   if (!graph) {
-    m.grid[0] = std::max(1U, li.grid.x), m.grid[1] = std::max(1U, li.grid.y), m.grid[2] = std::max(1U, li.grid.z);
-    m.block[0] = std::max(1U, li.block.x), m.block[1] = std::max(1U, li.block.y), m.block[2] = std::max(1U, li.block.z);
-    m.smem = li.smem;
-    if (li.cluster_attr && li.cluster.count() > 1 && li.cluster.count() <= 16) {
-      m.cluster[0] = static_cast<std::uint8_t>(li.cluster.x);
-      m.cluster[1] = static_cast<std::uint8_t>(li.cluster.y);
-      m.cluster[2] = static_cast<std::uint8_t>(li.cluster.z);
-    }
+    describe(m, li);
     m.unit = std::max(1U, unit);
   } else if (pinned != nullptr && !pinned->empty()) {
     ipc::set_pinned_tpcs(m, pinned->word(0), pinned->word(1));

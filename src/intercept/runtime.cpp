@@ -543,36 +543,43 @@ CUfunction function_of(const void* handle) noexcept {
 
 }  // namespace
 
-sched::Dim3 Runtime::static_cluster(const void* function) noexcept {
-  sched::Dim3 none;
-  if (function == nullptr) return none;
+Runtime::KernelStatics Runtime::kernel_statics(const void* function) noexcept {
+  if (function == nullptr) return {};
   try {
     {
       const std::shared_lock<std::shared_mutex> lock(shapes_mu_);
-      const auto it = static_clusters_.find(function);
-      if (it != static_clusters_.end()) return it->second;
+      const auto it = statics_.find(function);
+      if (it != statics_.end()) return it->second;
     }
     using AttrFn = CUresult (*)(int*, CUfunction_attribute, CUfunction);
     static const auto get_attr = reinterpret_cast<AttrFn>(RealDriver::instance().symbol("cuFuncGetAttribute"));
-    sched::Dim3 shape;
+    KernelStatics k;
     InternalScope internal;
     CUfunction f = function_of(function);
     if (get_attr != nullptr && f != nullptr) {
-      int x = 0, y = 0, z = 0;
-      if (get_attr(&x, CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH, f) == CUDA_SUCCESS &&
-          get_attr(&y, CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_HEIGHT, f) == CUDA_SUCCESS &&
-          get_attr(&z, CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_DEPTH, f) == CUDA_SUCCESS && x > 0) {
-        shape = {static_cast<std::uint32_t>(x), static_cast<std::uint32_t>(y > 0 ? y : 1),
-                 static_cast<std::uint32_t>(z > 0 ? z : 1)};
+      auto attr = [&](CUfunction_attribute a) {
+        int v = 0;
+        return get_attr(&v, a, f) == CUDA_SUCCESS ? v : -1;
+      };
+      const int x = attr(CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH);
+      const int y = attr(CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_HEIGHT);
+      const int z = attr(CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_DEPTH);
+      if (x > 0 && y >= 0 && z >= 0) {
+        k.cluster = {static_cast<std::uint32_t>(x), static_cast<std::uint32_t>(y > 0 ? y : 1),
+                     static_cast<std::uint32_t>(z > 0 ? z : 1)};
       }
+      const int regs = attr(CU_FUNC_ATTRIBUTE_NUM_REGS);
+      const int smem = attr(CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES);
+      if (regs > 0 && regs <= 255) k.regs = static_cast<std::uint32_t>(regs);
+      if (smem > 0) k.smem = static_cast<std::uint32_t>(smem);
     }
     const std::unique_lock<std::shared_mutex> lock(shapes_mu_);
-    if (static_clusters_.size() > 65536) static_clusters_.clear();  // handles of unloaded modules
-    static_clusters_[function] = shape;
-    return shape;
+    if (statics_.size() > 65536) statics_.clear();  // handles of unloaded modules
+    statics_[function] = k;
+    return k;
   } catch (...) {
     counters_.bump(counters_.internal_errors);
-    return none;
+    return {};
   }
 }
 

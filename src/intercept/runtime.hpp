@@ -239,7 +239,7 @@ class Runtime {
   gpu::SlotMask slots_for(const sched::TpcSet& tpcs) noexcept;
   // Compile-time cluster shape of a function (CU_FUNC_ATTRIBUTE_REQUIRED_
   // CLUSTER_*), cached per handle; {1,1,1} when none or unknown.
-  sched::Dim3 static_cluster(const void* function) noexcept;
+  sched::Dim3 static_cluster(const void* function) noexcept { return kernel_statics(function).cluster; }
   // Resident blocks per SM of `function` with this block and dynamic shared
   // memory (0: unknown).
   int blocks_per_sm(const void* function, std::uint64_t threads, std::uint32_t smem) noexcept;
@@ -256,6 +256,17 @@ class Runtime {
   // A stable identity of a launched function (the kernel's name where the
   // atomizer knows it, so that processes of a tenant share predictions).
   static std::uint64_t kernel_id(const void* function) noexcept;
+  // What a kernel's compiled code fixes for every launch of it, from
+  // cuFuncGetAttribute once per handle (zeros / {1,1,1} when unknown): the
+  // compile-time cluster shape, registers per thread and static shared
+  // memory (lithosd's occupancy bound needs the last two: a launch's grid
+  // and block alone let it assume 32 registers and no static memory).
+  struct KernelStatics {
+    sched::Dim3 cluster;
+    std::uint32_t regs = 0;
+    std::uint32_t smem = 0;
+  };
+  KernelStatics kernel_statics(const void* function) noexcept;
 
  private:
   bool device_ok() noexcept;
@@ -318,9 +329,9 @@ class Runtime {
   std::mutex graphs_mu_;
   std::unordered_map<const void*, ExecRecord> graphs_;
 
-  // Compile-time cluster shapes by CUfunction / CUkernel handle.
+  // What the compiled code fixes, by CUfunction / CUkernel handle.
   mutable std::shared_mutex shapes_mu_;
-  std::unordered_map<const void*, sched::Dim3> static_clusters_;
+  std::unordered_map<const void*, KernelStatics> statics_;
 
   // Kernel names by CUfunction / CUkernel handle.
   mutable std::mutex names_mu_;

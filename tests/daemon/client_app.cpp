@@ -26,6 +26,8 @@
 // CLIENT_GRAPH 2 or 3 it synchronises the stream at the end and prints, before the statistics,
 //   {"ops":"K16,M,K32,K8,G,..."}   the stream operations the fake GPU saw
 // (K<grid x>: cuLaunchKernelEx, M: memset, G: graph launch, W: event wait).
+// CLIENT_FUNCTION=H launches function handle H (default 0x10) with
+// CLIENT_SMEM bytes of dynamic shared memory (default 0).
 // With CLIENT_STREAM_OPS=1, after launch i it makes cuMemsetD8Async(value i)
 // and records an event that it destroys at once, and prints the ops the same
 // way at the end (S<i>@<cuLaunchKernel calls before it>; X: a record made
@@ -143,6 +145,11 @@ int main(int argc, char** argv) {
         return fail("cuGraphExecMemsetNodeSetParams failed");
     }
   }
+  // CLIENT_FUNCTION=0x14: launch the fake's heavy kernel (128 registers, 4
+  // KiB static shared memory) with CLIENT_SMEM bytes of dynamic shared memory.
+  const auto function = reinterpret_cast<CUfunction>(
+      std::getenv("CLIENT_FUNCTION") != nullptr ? std::strtoull(std::getenv("CLIENT_FUNCTION"), nullptr, 0) : 0x10);
+  const auto smem = static_cast<unsigned>(std::getenv("CLIENT_SMEM") != nullptr ? std::atol(std::getenv("CLIENT_SMEM")) : 0);
   // CLIENT_STREAM_OPS=1: stream operations between the launches (below).
   const bool stream_ops = std::getenv("CLIENT_STREAM_OPS") != nullptr;
   auto memset8 =
@@ -166,7 +173,7 @@ int main(int argc, char** argv) {
     std::uint32_t value[2] = {static_cast<std::uint32_t>(i), static_cast<std::uint32_t>(i) + 1000};
     void* params[1] = {value};
     const CUresult rc = exec != nullptr ? graph_launch(exec, stream)
-                                        : launch(reinterpret_cast<CUfunction>(0x10), grid, 1, 1, 256, 1, 1, 0, stream,
+                                        : launch(function, grid, 1, 1, 256, 1, 1, smem, stream,
                                                  with_params ? params : nullptr, nullptr);
     value[0] = value[1] = 0xdeadU;
     if (stream_ops) {

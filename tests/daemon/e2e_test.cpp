@@ -788,6 +788,44 @@ TEST_F(DaemonE2E, StreamOperationsAreQueuedBehindDeferredLaunchesInOrder) {
   EXPECT_FALSE(d["drained_by"].contains("cuEventRecord")) << s.dump();
 }
 
+// Submits describe the kernel as the daemon's occupancy bound needs it:
+// registers per thread and static plus dynamic shared memory, from the
+// kernel's attributes (the fake's function 0x14: 128 registers, 4 KiB
+// static), for best-effort submits and high-priority reports alike. With
+// 32 registers assumed a heavy kernel's blocks per TPC came out several
+// times too many and its grants too narrow.
+TEST_F(DaemonE2E, SubmitsCarryTheKernelsRegistersAndSharedMemory) {
+  const std::string trace = (dir_ / "trace.jsonl").string();
+  start_daemon({"--trace", trace, "--best-effort-runs-free", "false"});
+  extra_env_ = {"CLIENT_FUNCTION=0x14", "CLIENT_SMEM=1000"};
+  Proc be = client("train", 5, 0, 0);
+  Proc hp = client("svc", 5, 0, 0);
+  ASSERT_EQ(be.wait(), 0) << be.err();
+  ASSERT_EQ(hp.wait(), 0) << hp.err();
+  extra_env_ = {};
+  Proc plain = client("train", 5, 0, 0);
+  ASSERT_EQ(plain.wait(), 0) << plain.err();
+  ASSERT_TRUE(wait_for([](const json& st) { return st["counters"]["grants"] >= 10; })) << status().dump();
+  daemon_.signal(SIGTERM);
+  ASSERT_EQ(daemon_.wait(10), 0) << daemon_.err();
+  int heavy = 0, light = 0;
+  std::istringstream lines(read_all(trace));
+  for (std::string line; std::getline(lines, line);) {
+    const json e = json::parse(line, nullptr, false);
+    if (!e.is_object() || !e.contains("l")) continue;
+    if (e["l"]["regs"] == 128) {
+      EXPECT_EQ(e["l"]["smem"], 4096 + 1000) << line;
+      ++heavy;
+    } else {
+      EXPECT_EQ(e["l"]["regs"], 32) << line;  // unknown: the daemon's default
+      EXPECT_EQ(e["l"]["smem"], 0) << line;
+      ++light;
+    }
+  }
+  EXPECT_EQ(heavy, 10);  // 5 granted (submit) + 5 reported running (submit_running)
+  EXPECT_EQ(light, 5);
+}
+
 // lithos_report_now: a program that ends with _exit() (tenant.py does, to
 // skip CUDA teardown) still leaves its LITHOS_STATS_FILE report, and one that
 // asked for it and then exits normally leaves one report, not two.

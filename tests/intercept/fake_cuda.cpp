@@ -681,6 +681,10 @@ FAKE_API CUresult cuFuncGetAttribute(int* v, CUfunction_attribute attr, CUfuncti
       (h == 0xc4 || h == 0xc8)) {
     *v = 1;
   }
+  // Function 0x14: a heavy kernel (128 registers per thread, 4 KiB of static
+  // shared memory); every other one reads 0 (unknown).
+  if (h == 0x14 && attr == CU_FUNC_ATTRIBUTE_NUM_REGS) *v = 128;
+  if (h == 0x14 && attr == CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES) *v = 4096;
   return CUDA_SUCCESS;
 }
 
