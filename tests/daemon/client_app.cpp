@@ -149,7 +149,8 @@ int main(int argc, char** argv) {
   // KiB static shared memory) with CLIENT_SMEM bytes of dynamic shared memory.
   const auto function = reinterpret_cast<CUfunction>(
       std::getenv("CLIENT_FUNCTION") != nullptr ? std::strtoull(std::getenv("CLIENT_FUNCTION"), nullptr, 0) : 0x10);
-  const auto smem = static_cast<unsigned>(std::getenv("CLIENT_SMEM") != nullptr ? std::atol(std::getenv("CLIENT_SMEM")) : 0);
+  const auto smem =
+      static_cast<unsigned>(std::getenv("CLIENT_SMEM") != nullptr ? std::atol(std::getenv("CLIENT_SMEM")) : 0);
   // CLIENT_STREAM_OPS=1: stream operations between the launches (below).
   const bool stream_ops = std::getenv("CLIENT_STREAM_OPS") != nullptr;
   auto memset8 =
