@@ -48,6 +48,7 @@ struct DaemonArgs {
   std::string mps;
   double atom_us = 0;
   double throttle_us = 0;
+  double throttle_unborrowed_us = 0;
   std::string runs_free;          // "" = not given
   std::string stream_priorities;  // "" = not given
   std::string state_dir;
@@ -189,6 +190,7 @@ int run_daemon(const DaemonArgs& a) {
   }
   if (a.atom_us > 0) cfg.atom_us = a.atom_us;
   if (a.throttle_us > 0) cfg.throttle_us = a.throttle_us;
+  if (a.throttle_unborrowed_us > 0) cfg.throttle_unborrowed_us = a.throttle_unborrowed_us;
   if (!a.runs_free.empty()) cfg.best_effort_runs_free = daemon::parse_switch(a.runs_free).value_or(true);
   if (!a.stream_priorities.empty()) cfg.stream_priorities = daemon::parse_switch(a.stream_priorities).value_or(false);
   if (!a.state_dir.empty()) cfg.state_dir = a.state_dir;
@@ -361,7 +363,8 @@ CommandRunner add_daemon_command(CLI::App& app) {
   sub->footer(
       "Configuration: --config FILE (TOML, docs/daemon.md; default /etc/lithos/lithosd.toml when it exists).\n"
       "Precedence: flags > environment (LITHOSD_SOCKET, LITHOSD_POLICY, LITHOSD_MPS, LITHOSD_ATOM_US,\n"
-      "LITHOSD_THROTTLE_US, LITHOSD_BEST_EFFORT_RUNS_FREE, LITHOSD_STATE_DIR, LITHOSD_TRACE) > file > defaults. Stops "
+      "LITHOSD_THROTTLE_US, LITHOSD_THROTTLE_UNBORROWED_US, LITHOSD_BEST_EFFORT_RUNS_FREE, LITHOSD_STATE_DIR, "
+      "LITHOSD_TRACE) > file > defaults. Stops "
       "on SIGINT or SIGTERM; an MPS "
       "daemon it\n"
       "started is stopped with it. Under systemd: packaging/lithosd.service.\n"
@@ -383,6 +386,10 @@ CommandRunner add_daemon_command(CLI::App& app) {
   sub->add_option("--throttle-us", args->throttle_us,
                   "Predicted work one queue may have in flight before its next atom waits, microseconds (default "
                   "100)")
+      ->check(CLI::Range(10.0, 100000.0));
+  sub->add_option("--throttle-unborrowed-us", args->throttle_unborrowed_us,
+                  "The same bound for a best-effort atom on TPCs no one can claim back (its own or no one's; "
+                  "lithos policy), microseconds (default 1000; never below --throttle-us)")
       ->check(CLI::Range(10.0, 100000.0));
   sub->add_option("--best-effort-runs-free", args->runs_free,
                   "true (default): best-effort launches go out without waiting for grants while no high-priority "

@@ -276,9 +276,10 @@ struct Parser {
   }
 
   Status daemon_table(const toml::table& d, DaemonConfig& c) const {
-    LITHOS_RETURN_IF_ERROR(check_keys(d, "[daemon]",
-                                      {"socket", "policy", "mps", "atom_us", "throttle_us", "best_effort_runs_free",
-                                       "stream_priorities", "state_dir", "trace", "default_tenant"}));
+    LITHOS_RETURN_IF_ERROR(
+        check_keys(d, "[daemon]",
+                   {"socket", "policy", "mps", "atom_us", "throttle_us", "throttle_unborrowed_us",
+                    "best_effort_runs_free", "stream_priorities", "state_dir", "trace", "default_tenant"}));
     auto socket = string(d, "socket");
     if (!socket) return socket.status();
     if (socket->has_value()) {
@@ -306,6 +307,9 @@ struct Parser {
     auto throttle = number(d, "throttle_us", kMinThrottleUs, kMaxThrottleUs, false);
     if (!throttle) return throttle.status();
     if (throttle->has_value()) c.throttle_us = **throttle;
+    auto unborrowed = number(d, "throttle_unborrowed_us", kMinThrottleUs, kMaxThrottleUs, false);
+    if (!unborrowed) return unborrowed.status();
+    if (unborrowed->has_value()) c.throttle_unborrowed_us = **unborrowed;
     if (const toml::node* n = d.get("best_effort_runs_free")) {
       if (!n->is_boolean()) return error(*n, "'best_effort_runs_free' must be true or false");
       c.best_effort_runs_free = n->as_boolean()->get();
@@ -603,6 +607,8 @@ Status apply_env(DaemonConfig& c, const std::function<const char*(const char*)>&
   };
   LITHOS_RETURN_IF_ERROR(env_number("LITHOSD_ATOM_US", kMinAtomUs, kMaxAtomUs, &c.atom_us));
   LITHOS_RETURN_IF_ERROR(env_number("LITHOSD_THROTTLE_US", kMinThrottleUs, kMaxThrottleUs, &c.throttle_us));
+  LITHOS_RETURN_IF_ERROR(
+      env_number("LITHOSD_THROTTLE_UNBORROWED_US", kMinThrottleUs, kMaxThrottleUs, &c.throttle_unborrowed_us));
   if (auto v = get("LITHOSD_BEST_EFFORT_RUNS_FREE")) {
     auto b = parse_switch(*v);
     if (!b) return Status::invalid_argument("LITHOSD_BEST_EFFORT_RUNS_FREE: " + quoted(*v) + " is not true or false");
@@ -632,9 +638,12 @@ Status validate(const DaemonConfig& c, int device_tpcs) {
     return Status::invalid_argument("atom_us = " + json_number(c.atom_us) + " is out of range [" +
                                     json_number(kMinAtomUs) + ", " + json_number(kMaxAtomUs) + "]");
   }
-  if (!std::isfinite(c.throttle_us) || c.throttle_us < kMinThrottleUs || c.throttle_us > kMaxThrottleUs) {
-    return Status::invalid_argument("throttle_us = " + json_number(c.throttle_us) + " is out of range [" +
-                                    json_number(kMinThrottleUs) + ", " + json_number(kMaxThrottleUs) + "]");
+  for (const auto& [name, v] : {std::pair<const char*, double>{"throttle_us", c.throttle_us},
+                                {"throttle_unborrowed_us", c.throttle_unborrowed_us}}) {
+    if (!std::isfinite(v) || v < kMinThrottleUs || v > kMaxThrottleUs) {
+      return Status::invalid_argument(std::string(name) + " = " + json_number(v) + " is out of range [" +
+                                      json_number(kMinThrottleUs) + ", " + json_number(kMaxThrottleUs) + "]");
+    }
   }
   if (c.tenants.empty()) return Status::invalid_argument("no tenants");
   if (c.tenants.size() > kMaxTenants) {
@@ -755,6 +764,7 @@ std::string config_json(const DaemonConfig& c) {
   j += ",\"mps\":" + json_string(mps_mode_name(c.mps));
   j += ",\"atom_us\":" + json_number(c.atom_us);
   j += ",\"throttle_us\":" + json_number(c.throttle_us);
+  j += ",\"throttle_unborrowed_us\":" + json_number(c.throttle_unborrowed_us);
   j += std::string(",\"best_effort_runs_free\":") + (c.best_effort_runs_free ? "true" : "false");
   j += std::string(",\"stream_priorities\":") + (c.stream_priorities ? "true" : "false");
   j += ",\"state_dir\":" + json_string(c.state_dir);

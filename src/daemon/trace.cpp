@@ -296,6 +296,13 @@ Result<TraceHeader> parse_header(std::string_view line) {
       throw std::runtime_error("'atom_us' and 'throttle_us' must be numbers");
     h.atom_us = rc.at("atom_us").get<double>();
     h.throttle_us = rc.at("throttle_us").get<double>();
+    // Traces from before it existed: every atom was held to throttle_us.
+    h.throttle_unborrowed_us = h.throttle_us;
+    if (c.contains("throttle_unborrowed_us")) {
+      if (!c.at("throttle_unborrowed_us").is_number())
+        throw std::runtime_error("'throttle_unborrowed_us' must be a number");
+      h.throttle_unborrowed_us = c.at("throttle_unborrowed_us").get<double>();
+    }
     if (c.contains("best_effort_runs_free")) {
       if (!c.at("best_effort_runs_free").is_boolean())
         throw std::runtime_error("'best_effort_runs_free' must be true or false");

@@ -29,6 +29,7 @@ struct TraceHeader {
   std::string policy;
   double atom_us = 0;
   double throttle_us = 0;
+  double throttle_unborrowed_us = 0;
   bool best_effort_runs_free = false;  // absent in traces written before it existed (never free then)
   std::string predictions;             // the predictor cache the daemon started from ("" = cold)
   std::string socket;

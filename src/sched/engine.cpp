@@ -286,10 +286,10 @@ bool Engine::runs_free(TenantId t) const {
   return policy_->runs_free(state_, t);
 }
 
-bool Engine::throttled(const QueueState& q, Time now) const {
+bool Engine::throttled(const QueueState& q, Time now, Duration bound) const {
   if (!traits_.throttle || q.inflight_atoms == 0) return false;
   if (policy_->runs_free(state_, q.tenant)) return false;
-  return q.tail_end - now > state_.config.throttle;
+  return q.tail_end - now > bound;
 }
 
 void Engine::dispatch(Time now, std::vector<AtomDispatch>& out) {
@@ -318,12 +318,18 @@ void Engine::dispatch(Time now, std::vector<AtomDispatch>& out) {
     order_[j] = q;
   }
 
+  const Duration throttle = state_.config.throttle;
   for (QueueId qid : order_) {
     QueueState& q = state_.queues[qid];
+    // A best-effort queue's work on TPCs no one can claim back is held to the
+    // longer bound, its borrowed work to `throttle` (below).
+    const Duration bound = traits_.throttle_borrowed_only && !state_.tenants[idx(q.tenant)].is_high()
+                               ? std::max(throttle, state_.config.throttle_unborrowed)
+                               : throttle;
     while (!q.pending.empty()) {
-      if (throttled(q, now)) {
+      if (throttled(q, now, bound)) {
         ++counters_.throttled;
-        next_wakeup_ = std::min(next_wakeup_, q.tail_end - state_.config.throttle);
+        next_wakeup_ = std::min(next_wakeup_, q.tail_end - bound);
         break;
       }
       Placement placement = policy_->place(state_, q, q.pending.front(), now);
@@ -332,6 +338,12 @@ void Engine::dispatch(Time now, std::vector<AtomDispatch>& out) {
         break;
       }
       if (!make_safe(q, q.pending.front(), placement, now)) break;  // deferred: retried at the next event
+      if (bound != throttle && !placement.stolen.empty() && throttled(q, now, throttle)) {
+        // On borrowed TPCs: it must start soon after they were lent.
+        ++counters_.throttled;
+        next_wakeup_ = std::min(next_wakeup_, q.tail_end - throttle);
+        break;
+      }
       out.push_back(carve(q, q.pending.front(), placement, now));
     }
   }

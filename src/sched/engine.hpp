@@ -39,6 +39,10 @@ namespace lithos::sched {
 struct EngineConfig {
   DeviceShape device = DeviceShape::h100_sxm();
   Duration throttle = us(100);  // outstanding predicted work per queue (throttling policies)
+  // The bound for a best-effort atom on TPCs nobody can claim back, under
+  // policies whose throttle holds only borrowed work
+  // (PolicyTraits::throttle_borrowed_only).
+  Duration throttle_unborrowed = ms(1);
   AtomConfig atoms;
   PredictorConfig predictor;
   RightSizeConfig rightsize;
@@ -247,7 +251,7 @@ class Engine {
   const Counters& counters() const { return counters_; }
 
  private:
-  bool throttled(const QueueState& q, Time now) const;
+  bool throttled(const QueueState& q, Time now, Duration bound) const;
   // Applies the safe-mask rule (fit_tpcs) to a placement for the head of
   // `q`: widens it, or returns false when a best-effort launch must wait for
   // the whole GPU (an active high-priority tenant holds part of it).

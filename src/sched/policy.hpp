@@ -31,7 +31,11 @@ struct InflightAtom;
 
 // What the Engine does for a policy, declared once.
 struct PolicyTraits {
-  bool throttle = false;   // apply the per-queue outstanding-work throttle
+  bool throttle = false;  // apply the per-queue outstanding-work throttle
+  // The throttle holds a best-effort queue's atoms on borrowed TPCs only
+  // (Placement::stolen): one on TPCs no one may claim back (no one's) may
+  // queue behind up to EngineConfig::throttle_unborrowed of work.
+  bool throttle_borrowed_only = false;
   bool atomize = false;    // split launches into atoms per the atom plan
   bool rightsize = false;  // size launches with the right-sizer (need < occupancy bound)
   // Hardware preemption: the GPU can stop a running kernel at a time-slice

@@ -830,9 +830,10 @@ Status parse_scheduler_table(const Doc& doc, const toml::table& root, Scenario& 
   if (!sec) return sec.status();
   if (*sec == nullptr) return Status::ok();
   Fields f(doc, **sec, "scheduler");
-  LITHOS_RETURN_IF_ERROR(f.check_keys({"throttle_us", "atom_target_us", "per_atom_cost_us", "tolerated_overhead",
-                                       "max_atoms", "max_stolen_atoms", "steal_lookahead_us", "idle_grace_us",
-                                       "lend_surplus", "timeslice_ms", "context_switch_us", "rightsize_slip"}));
+  LITHOS_RETURN_IF_ERROR(
+      f.check_keys({"throttle_us", "throttle_unborrowed_us", "atom_target_us", "per_atom_cost_us", "tolerated_overhead",
+                    "max_atoms", "max_stolen_atoms", "steal_lookahead_us", "idle_grace_us", "lend_surplus",
+                    "timeslice_ms", "context_switch_us", "rightsize_slip"}));
   sched::EngineConfig& e = sc.engine;
   // Times: read as microseconds (or milliseconds), stored as Duration.
   const auto time_us = [&](std::string_view key, Duration& out, const NumRange& r) -> Status {
@@ -842,6 +843,7 @@ Status parse_scheduler_table(const Doc& doc, const toml::table& root, Scenario& 
     return Status::ok();
   };
   LITHOS_RETURN_IF_ERROR(time_us("throttle_us", e.throttle, positive(kMaxUs)));
+  LITHOS_RETURN_IF_ERROR(time_us("throttle_unborrowed_us", e.throttle_unborrowed, positive(kMaxUs)));
   LITHOS_RETURN_IF_ERROR(time_us("atom_target_us", e.atoms.target, positive(kMaxUs)));
   LITHOS_RETURN_IF_ERROR(time_us("per_atom_cost_us", e.atoms.per_atom_cost, non_negative(kMaxUs)));
   LITHOS_RETURN_IF_ERROR(f.number("tolerated_overhead", e.atoms.tolerated_overhead, kFraction));

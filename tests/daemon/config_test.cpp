@@ -269,6 +269,8 @@ TEST(DaemonConfig, ParseErrorsNameFileAndLine) {
       {"atom_us not a number", "[daemon]\natom_us = \"fast\"\n", "f.toml:2:", "'atom_us' must be a number"},
       {"throttle_us too small", "[daemon]\nthrottle_us = 5\n",
        "f.toml:2:", "'throttle_us' = 5 is out of range [10, 100000]"},
+      {"throttle_unborrowed_us too large", "[daemon]\nthrottle_unborrowed_us = 1e6\n",
+       "f.toml:2:", "'throttle_unborrowed_us' = 1e+06 is out of range [10, 100000]"},
       {"best_effort_runs_free not a boolean", "[daemon]\nbest_effort_runs_free = \"yes\"\n",
        "f.toml:2:", "'best_effort_runs_free' must be true or false"},
       {"stream_priorities not a boolean", "[daemon]\nstream_priorities = 1\n",
@@ -373,6 +375,7 @@ policy = "mps"
 mps = "off"
 atom_us = 800
 throttle_us = 300
+throttle_unborrowed_us = 2000
 best_effort_runs_free = false
 stream_priorities = true
 state_dir = "/tmp/file-state"
@@ -380,6 +383,8 @@ trace = "/tmp/file-trace.jsonl"
 )");
   ASSERT_TRUE(c) << c.status().message();
   EXPECT_DOUBLE_EQ(c->throttle_us, 300);
+  EXPECT_DOUBLE_EQ(c->throttle_unborrowed_us, 2000);
+  EXPECT_DOUBLE_EQ(default_config().throttle_unborrowed_us, 1000);
   EXPECT_FALSE(c->best_effort_runs_free);
   EXPECT_TRUE(default_config().best_effort_runs_free);
   EXPECT_TRUE(c->stream_priorities);
@@ -392,6 +397,7 @@ trace = "/tmp/file-trace.jsonl"
       {"LITHOSD_STATE_DIR", "/tmp/env-state"},
       {"LITHOSD_TRACE", "/tmp/env.jsonl"},
       {"LITHOSD_THROTTLE_US", "1000"},
+      {"LITHOSD_THROTTLE_UNBORROWED_US", "5000"},
       {"LITHOSD_BEST_EFFORT_RUNS_FREE", "on"},
       {"LITHOSD_STREAM_PRIORITIES", "off"},
   };
@@ -406,6 +412,7 @@ trace = "/tmp/file-trace.jsonl"
   EXPECT_EQ(all.mps, MpsMode::kAttach);
   EXPECT_DOUBLE_EQ(all.atom_us, 250.5);
   EXPECT_DOUBLE_EQ(all.throttle_us, 1000);
+  EXPECT_DOUBLE_EQ(all.throttle_unborrowed_us, 5000);
   EXPECT_TRUE(all.best_effort_runs_free);
   EXPECT_FALSE(all.stream_priorities);
   EXPECT_EQ(all.state_dir, "/tmp/env-state");

@@ -799,8 +799,9 @@ TEST_F(DaemonE2E, SubmitsCarryTheKernelsRegistersAndSharedMemory) {
   start_daemon({"--trace", trace, "--best-effort-runs-free", "false"});
   extra_env_ = {"CLIENT_FUNCTION=0x14", "CLIENT_SMEM=1000"};
   Proc be = client("train", 5, 0, 0);
-  Proc hp = client("svc", 5, 0, 0);
+  Proc hp = client("svc", 5, 0, kMarkerHoldMs);  // registered until its reports are read
   ASSERT_EQ(be.wait(), 0) << be.err();
+  ASSERT_TRUE(wait_for([](const json& st) { return st["counters"]["running_launches"] >= 5; })) << status().dump();
   ASSERT_EQ(hp.wait(), 0) << hp.err();
   extra_env_ = {};
   Proc plain = client("train", 5, 0, 0);

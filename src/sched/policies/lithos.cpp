@@ -16,6 +16,7 @@ std::string_view LithosPolicy::name() const {
 PolicyTraits LithosPolicy::traits() const {
   return PolicyTraits{
       .throttle = true,
+      .throttle_borrowed_only = true,
       .atomize = variant_ != Variant::kNoAtoms,
       .rightsize = variant_ == Variant::kRightsize,
   };

@@ -17,7 +17,13 @@
 //   priority, and each tenant has at most max_stolen_atoms of them in flight.
 // - Each atom gets no more TPCs than its blocks can use.
 // - The Engine throttles each queue to ~100 us of predicted work in flight
-//   and splits launches into atoms per the atom plan.
+//   before an atom on borrowed TPCs, so that a borrowed TPC starts its work
+//   soon after it was lent (and is given back soon after its owner wakes);
+//   an atom on the tenant's own or unowned TPCs may queue behind up to
+//   throttle_unborrowed (1 ms) of work, so that a best-effort queue does not
+//   run dry between two grants (measured on the H100: 100 us everywhere cost
+//   a trainer 15% with the GPU to itself). The Engine also splits launches
+//   into atoms per the atom plan.
 #pragma once
 
 #include "sched/engine.hpp"
