@@ -388,8 +388,8 @@ CommandRunner add_daemon_command(CLI::App& app) {
                   "100)")
       ->check(CLI::Range(10.0, 100000.0));
   sub->add_option("--throttle-unborrowed-us", args->throttle_unborrowed_us,
-                  "The same bound for a best-effort atom on TPCs no one can claim back (its own or no one's; "
-                  "lithos policy), microseconds (default 1000; never below --throttle-us)")
+                  "The same bound for a best-effort atom on TPCs no one can claim back (no one's; lithos "
+                  "policy), microseconds (default: the same as --throttle-us; never below it)")
       ->check(CLI::Range(10.0, 100000.0));
   sub->add_option("--best-effort-runs-free", args->runs_free,
                   "true (default): best-effort launches go out without waiting for grants while no high-priority "

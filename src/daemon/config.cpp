@@ -640,6 +640,7 @@ Status validate(const DaemonConfig& c, int device_tpcs) {
   }
   for (const auto& [name, v] : {std::pair<const char*, double>{"throttle_us", c.throttle_us},
                                 {"throttle_unborrowed_us", c.throttle_unborrowed_us}}) {
+    if (v == 0 && std::string_view(name) == "throttle_unborrowed_us") continue;  // the default: throttle_us
     if (!std::isfinite(v) || v < kMinThrottleUs || v > kMaxThrottleUs) {
       return Status::invalid_argument(std::string(name) + " = " + json_number(v) + " is out of range [" +
                                       json_number(kMinThrottleUs) + ", " + json_number(kMaxThrottleUs) + "]");

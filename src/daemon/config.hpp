@@ -76,8 +76,9 @@ struct DaemonConfig {
   double atom_us = 500;
   double throttle_us = 100;  // sched::EngineConfig::throttle
   // sched::EngineConfig::throttle_unborrowed: the bound for a best-effort
-  // atom on TPCs no one can claim back (lithos policy; never below throttle_us).
-  double throttle_unborrowed_us = 1000;
+  // atom on TPCs no one can claim back (lithos policy); 0 (the default) or
+  // anything below throttle_us: throttle_us.
+  double throttle_unborrowed_us = 0;
   // sched::PolicyConfig::runs_free: best-effort tenants launch without grants
   // while no high-priority tenant has a stream open.
   bool best_effort_runs_free = true;

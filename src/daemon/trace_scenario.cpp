@@ -143,8 +143,9 @@ Result<TraceScenario> trace_to_scenario(const Trace& trace, const std::string& n
        << "\ndescription = " << toml_string("recorded by lithosd: " + source)
        << "\nduration_s = " << std::max(1.0, span_s) << "\nwarmup_s = " << std::max(1.0, span_s) / 10
        << "\n\n[gpu]\ntpcs = " << dev.tpcs << "\n\n[scheduler]\natom_target_us = " << trace.header.atom_us
-       << "\nthrottle_us = " << trace.header.throttle_us
-       << "\nthrottle_unborrowed_us = " << trace.header.throttle_unborrowed_us << "\n";
+       << "\nthrottle_us = " << trace.header.throttle_us << "\n";
+  if (trace.header.throttle_unborrowed_us > 0)
+    toml << "throttle_unborrowed_us = " << trace.header.throttle_unborrowed_us << "\n";
   for (const auto& [tid, spec] : tenants) {
     std::string lines;
     std::size_t reqs = 0;

@@ -41,8 +41,11 @@ struct EngineConfig {
   Duration throttle = us(100);  // outstanding predicted work per queue (throttling policies)
   // The bound for a best-effort atom on TPCs nobody can claim back, under
   // policies whose throttle holds only borrowed work
-  // (PolicyTraits::throttle_borrowed_only).
-  Duration throttle_unborrowed = ms(1);
+  // (PolicyTraits::throttle_borrowed_only); below `throttle` (the default,
+  // 0) it is `throttle`. Measured on the H100 (docs/daemon.md, "Why
+  // best-effort training is slow"): 1 ms helps a trainer with no service
+  // beside it and did not help beside one, so it is off by default.
+  Duration throttle_unborrowed{0};
   AtomConfig atoms;
   PredictorConfig predictor;
   RightSizeConfig rightsize;

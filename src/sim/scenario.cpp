@@ -843,7 +843,8 @@ Status parse_scheduler_table(const Doc& doc, const toml::table& root, Scenario& 
     return Status::ok();
   };
   LITHOS_RETURN_IF_ERROR(time_us("throttle_us", e.throttle, positive(kMaxUs)));
-  LITHOS_RETURN_IF_ERROR(time_us("throttle_unborrowed_us", e.throttle_unborrowed, positive(kMaxUs)));
+  // 0: the same as throttle_us.
+  LITHOS_RETURN_IF_ERROR(time_us("throttle_unborrowed_us", e.throttle_unborrowed, non_negative(kMaxUs)));
   LITHOS_RETURN_IF_ERROR(time_us("atom_target_us", e.atoms.target, positive(kMaxUs)));
   LITHOS_RETURN_IF_ERROR(time_us("per_atom_cost_us", e.atoms.per_atom_cost, non_negative(kMaxUs)));
   LITHOS_RETURN_IF_ERROR(f.number("tolerated_overhead", e.atoms.tolerated_overhead, kFraction));

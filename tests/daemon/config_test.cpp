@@ -384,7 +384,7 @@ trace = "/tmp/file-trace.jsonl"
   ASSERT_TRUE(c) << c.status().message();
   EXPECT_DOUBLE_EQ(c->throttle_us, 300);
   EXPECT_DOUBLE_EQ(c->throttle_unborrowed_us, 2000);
-  EXPECT_DOUBLE_EQ(default_config().throttle_unborrowed_us, 1000);
+  EXPECT_DOUBLE_EQ(default_config().throttle_unborrowed_us, 0);  // the same as throttle_us
   EXPECT_FALSE(c->best_effort_runs_free);
   EXPECT_TRUE(default_config().best_effort_runs_free);
   EXPECT_TRUE(c->stream_priorities);
