@@ -638,14 +638,15 @@ Status validate(const DaemonConfig& c, int device_tpcs) {
     return Status::invalid_argument("atom_us = " + json_number(c.atom_us) + " is out of range [" +
                                     json_number(kMinAtomUs) + ", " + json_number(kMaxAtomUs) + "]");
   }
-  for (const auto& [name, v] : {std::pair<const char*, double>{"throttle_us", c.throttle_us},
-                                {"throttle_unborrowed_us", c.throttle_unborrowed_us}}) {
-    if (v == 0 && std::string_view(name) == "throttle_unborrowed_us") continue;  // the default: throttle_us
-    if (!std::isfinite(v) || v < kMinThrottleUs || v > kMaxThrottleUs) {
-      return Status::invalid_argument(std::string(name) + " = " + json_number(v) + " is out of range [" +
-                                      json_number(kMinThrottleUs) + ", " + json_number(kMaxThrottleUs) + "]");
-    }
-  }
+  auto throttle_ok = [](const char* name, double v) {
+    if (std::isfinite(v) && v >= kMinThrottleUs && v <= kMaxThrottleUs) return Status::ok();
+    return Status::invalid_argument(std::string(name) + " = " + json_number(v) + " is out of range [" +
+                                    json_number(kMinThrottleUs) + ", " + json_number(kMaxThrottleUs) + "]");
+  };
+  LITHOS_RETURN_IF_ERROR(throttle_ok("throttle_us", c.throttle_us));
+  // 0, the default: the same as throttle_us.
+  if (c.throttle_unborrowed_us != 0)
+    LITHOS_RETURN_IF_ERROR(throttle_ok("throttle_unborrowed_us", c.throttle_unborrowed_us));
   if (c.tenants.empty()) return Status::invalid_argument("no tenants");
   if (c.tenants.size() > kMaxTenants) {
     return Status::invalid_argument("at most " + std::to_string(kMaxTenants) + " tenants");

@@ -222,7 +222,7 @@ std::string DeferredLaunches::stats_json() const {
   char buf[512];
   std::snprintf(buf, sizeof buf,
                 "{\"enabled\":%s,\"depth\":%u,\"deferred\":%llu,\"stream_ops\":%llu,\"in_place\":%llu,\"drains\":%llu,"
-                "\"drain_wait_us\":%.1f,\"full_waits\":%llu,\"max_depth\":%llu,\"errors\":%llu}",
+                "\"drain_wait_us\":%.1f,\"full_waits\":%llu,\"max_depth\":%llu,\"errors\":%llu",
                 enabled() ? "true" : "false", depth_, static_cast<unsigned long long>(s.deferred),
                 static_cast<unsigned long long>(s.stream_ops), static_cast<unsigned long long>(s.inline_made),
                 static_cast<unsigned long long>(s.drains), static_cast<double>(s.drain_wait_ns) / 1000.0,
@@ -230,7 +230,6 @@ std::string DeferredLaunches::stats_json() const {
                 static_cast<unsigned long long>(s.errors));
   std::string out(buf);
   // "drained_by": {"cuMemsetD32Async": {"n": 12, "wait_us": 340.5}, ...}
-  out.pop_back();
   out += ",\"drained_by\":{";
   bool first = true;
   for (std::size_t i = 0; i < kCauses; ++i) {

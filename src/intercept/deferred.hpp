@@ -18,9 +18,8 @@
 // queries, synchronisations and destructions, frees, graph launches,
 // capture, unloads: the kOrdered hooks and the other hook kinds, hooks.cpp)
 // first drains the queue: it waits until everything queued before it was
-// made. Launches of every
-// stream of the process share the one queue, so the driver sees them in
-// the order the application made them. A launch that cannot be copied
+// made. Launches of every stream of the process share the one queue, so the
+// driver sees them in the order the application made them. A launch that cannot be copied
 // (parameters of unknown size, the per-thread default stream, a stream
 // capture in progress) drains the queue and is made in place.
 //

@@ -238,6 +238,13 @@ class DaemonE2E : public ::testing::Test {
     }
     return syncs;
   }
+  // The stream operations the fake GPU saw (client_app CLIENT_GRAPH >= 2,
+  // CLIENT_STREAM_OPS).
+  static std::string ops_of(const Proc& p) {
+    for (const json& j : p.lines())
+      if (j.contains("ops")) return j["ops"].get<std::string>();
+    return "(none)";
+  }
   static std::vector<json> launches_of(const Proc& p) {
     std::vector<json> v;
     for (const json& j : p.lines())
@@ -772,12 +779,9 @@ TEST_F(DaemonE2E, StreamOperationsAreQueuedBehindDeferredLaunchesInOrder) {
   Proc c = client("train", 30, 0, 0, false, "", /*sync_every=*/10);
   ASSERT_EQ(c.wait(), 0) << c.err();
   EXPECT_EQ(syncs_all_made(c), 3);
-  std::string ops;
-  for (const json& j : c.lines())
-    if (j.contains("ops")) ops = j["ops"].get<std::string>();
   std::string want;
   for (int i = 0; i < 30; ++i) want += (i == 0 ? "S" : ",S") + std::to_string(i) + "@" + std::to_string(i + 1);
-  EXPECT_EQ(ops, want);
+  EXPECT_EQ(ops_of(c), want);
   const json s = stats_of(c);
   ASSERT_TRUE(s.is_object());
   const json& d = s["daemon"]["deferred"];
@@ -990,13 +994,6 @@ TEST_F(DaemonE2E, BestEffortGraphsWaitForTheOwnersOfTheTpcsTheyRunOn) {
   auto r = lithos::daemon::replay_trace(*t);
   ASSERT_TRUE(r.is_ok()) << r.status().message();
   EXPECT_TRUE(r->same) << r->difference;
-}
-
-// The stream operations the fake GPU saw (client_app CLIENT_GRAPH >= 2).
-std::string ops_of(const Proc& p) {
-  for (const json& j : p.lines())
-    if (j.contains("ops")) return j["ops"].get<std::string>();
-  return "(none)";
 }
 
 // A best-effort CUDA graph is replayed node by node beside a busy service
