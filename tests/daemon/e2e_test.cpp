@@ -645,8 +645,11 @@ TEST_F(DaemonE2E, SynchronisationRestartsLaunchOrdinals) {
 TEST_F(DaemonE2E, TraceBecomesASimulatorScenario) {
   const std::string trace = (dir_ / "trace.jsonl").string();
   start_daemon({"--trace", trace});
-  Proc hp = client("svc", 20, 2, 0, false, "", /*sync_every=*/5);
-  Proc be = client("train", 40, 1, 0, false, "", /*sync_every=*/10);
+  // Both stay registered a little after their last launch, so that the
+  // daemon reads every report before their channels go (under load it
+  // could miss the last one of a client that exits at once).
+  Proc hp = client("svc", 20, 2, kMarkerHoldMs, false, "", /*sync_every=*/5);
+  Proc be = client("train", 40, 1, kMarkerHoldMs, false, "", /*sync_every=*/10);
   ASSERT_EQ(hp.wait(), 0) << hp.err();
   ASSERT_EQ(be.wait(), 0) << be.err();
   ASSERT_TRUE(wait_for([](const json& st) { return st["counters"]["completions"] == 60; })) << status().dump();
