@@ -185,6 +185,8 @@ class Daemon {
   bool dirty_ = true;                     // something changed since the last dispatch
   std::uint64_t last_event_ns_ = 0;
   std::uint64_t last_socket_check_ns_ = 0;
+  std::uint64_t last_heartbeat_ns_ = 0;
+  static constexpr std::uint64_t kHeartbeatNs = 1'000'000;
   std::uint64_t started_ns_ = 0;
   DaemonCounters counters_;
   // The predictor's cache (predictor_cache.hpp): "" when no state_dir.
