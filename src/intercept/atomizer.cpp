@@ -421,6 +421,7 @@ void Atomizer::note_function(void* function, void* owner, const char* name) noex
     FunctionEntry e = entry_for(rec, name);
     const std::unique_lock lock(mu_);
     functions_[function] = std::move(e);
+    table_epoch_.fetch_add(1, std::memory_order_acq_rel);
   } catch (...) {
   }
 }
@@ -430,7 +431,10 @@ void Atomizer::note_function_of_kernel(void* function, void* kernel) noexcept {
   try {
     const std::unique_lock lock(mu_);
     const auto it = functions_.find(kernel);
-    if (it != functions_.end()) functions_[function] = it->second;
+    if (it != functions_.end()) {
+      functions_[function] = it->second;
+      table_epoch_.fetch_add(1, std::memory_order_acq_rel);
+    }
   } catch (...) {
   }
 }

@@ -136,6 +136,9 @@ class Atomizer {
   // ---- handles ----
   void note_function(void* function, void* module_or_library, const char* name) noexcept;
   void note_function_of_kernel(void* function, void* kernel) noexcept;
+  // Grows whenever an entry of the function table is replaced (note_function*),
+  // so that what was derived from lookup() may be cached until it changes.
+  std::uint32_t table_epoch() const noexcept { return table_epoch_.load(std::memory_order_acquire); }
   void note_module_of_library(void* module, void* library) noexcept;
   // The entry of a launched CUfunction/CUkernel; null when it is not a kernel
   // of a rewritten image.
@@ -250,7 +253,8 @@ class Atomizer {
   mutable std::shared_mutex mu_;
   std::unordered_map<const void*, std::shared_ptr<ImageRecord>> images_;  // module/library -> image
   std::unordered_map<const void*, FunctionEntry> functions_;              // function/kernel -> entry
-  std::vector<std::shared_ptr<ImageRecord>> keep_;                        // every rewritten image
+  std::atomic<std::uint32_t> table_epoch_{0};
+  std::vector<std::shared_ptr<ImageRecord>> keep_;  // every rewritten image
   std::mutex reasons_mu_;
   std::unordered_map<std::string, std::uint64_t> not_rewritten_;  // reason -> images
   std::mutex counters_mu_;

@@ -2,9 +2,11 @@
 
 #include "intercept/client.hpp"
 
+#include <linux/futex.h>
 #include <poll.h>
 #include <pthread.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -93,6 +95,16 @@ void cpu_relax() { __builtin_ia32_pause(); }
 void nap_ns(long ns) {
   const timespec t{0, ns};
   nanosleep(&t, nullptr);
+}
+
+// Sleeps up to `ns` unless *word != expected, or until futex_wake.
+void futex_nap(std::atomic<std::uint32_t>* word, std::uint32_t expected, long ns) {
+  const timespec t{0, ns};
+  ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(word), FUTEX_WAIT_PRIVATE, expected, &t, nullptr, 0);
+}
+
+void futex_wake(std::atomic<std::uint32_t>* word) {
+  ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(word), FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
 }
 
 // Raises the thread's "internal" flag: lithos's own driver calls pass
@@ -346,29 +358,39 @@ int DaemonClient::slot_of(CUstream_st* stream, bool ptsz) noexcept {
   }
 }
 
-bool DaemonClient::push(const ipc::SubmitMsg& m) noexcept {
+bool DaemonClient::push(const ipc::SubmitMsg& m, std::atomic<std::uint64_t>* count) noexcept {
   ipc::ChannelLayout* l = layout_;
   if (l == nullptr) return false;
   // A full ring means the daemon is not reading: wait up to 1 ms, then give up.
-  const std::uint64_t start = now_ns();
+  std::uint64_t start = 0;
   while (true) {
     while (submit_lock_.test_and_set(std::memory_order_acquire)) cpu_relax();
-    const bool ok = l->submit.push(m);
+    if (submit_seen_layout_ != l) {
+      submit_seen_layout_ = l;
+      submit_seen_tail_ = 0;
+    }
+    const bool ok = l->submit.push(m, &submit_seen_tail_);
+    // Counted under the lock without a locked instruction: one right after
+    // the ring's stores would wait for them to reach the daemon's core.
+    if (ok && count != nullptr) count->store(count->load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     submit_lock_.clear(std::memory_order_release);
     if (ok) return true;
-    if (now_ns() - start > 1'000'000ULL) return false;
+    const std::uint64_t now = now_ns();
+    if (start == 0) start = now;
+    if (now - start > 1'000'000ULL) return false;
     cpu_relax();
   }
 }
 
-void DaemonClient::write_marker(CUstream_st* stream, bool ptsz, std::uint32_t slot, std::uint64_t value) noexcept {
+void DaemonClient::write_marker(CUstream_st* stream, bool ptsz, std::uint32_t slot, std::uint64_t value,
+                                std::uint64_t now) noexcept {
   const Drv& d = Drv::get();
   if (d.write_value64 == nullptr || dev_base_ == 0) return;
   Internal internal;
   const CUdeviceptr addr = dev_base_ + static_cast<CUdeviceptr>(slot) * sizeof(std::uint64_t);
   if (d.write_value64(handle_of(stream, ptsz), addr, value, 0) == CUDA_SUCCESS) {
     slots_[slot].last_marker.store(value, std::memory_order_release);
-    slots_[slot].last_marker_ns.store(now_ns(), std::memory_order_relaxed);
+    slots_[slot].last_marker_ns.store(now != 0 ? now : now_ns(), std::memory_order_relaxed);
     markers_.fetch_add(1, std::memory_order_relaxed);
   }
 }
@@ -445,10 +467,9 @@ namespace {
 // launch's attribute, else the kernel's compile-time shape), and what the
 // daemon's occupancy bound needs besides (registers per thread, static plus
 // dynamic shared memory per block).
-void describe(ipc::SubmitMsg& m, const LaunchInfo& li) noexcept {
+void describe(ipc::SubmitMsg& m, const LaunchInfo& li, const Runtime::KernelStatics& k) noexcept {
   m.grid[0] = std::max(1U, li.grid.x), m.grid[1] = std::max(1U, li.grid.y), m.grid[2] = std::max(1U, li.grid.z);
   m.block[0] = std::max(1U, li.block.x), m.block[1] = std::max(1U, li.block.y), m.block[2] = std::max(1U, li.block.z);
-  const Runtime::KernelStatics k = Runtime::instance().kernel_statics(li.function);
   m.regs = static_cast<std::uint8_t>(std::min<std::uint32_t>(k.regs, 255));
   m.smem = li.smem + k.smem;
   const sched::Dim3 c = li.cluster_attr ? li.cluster : k.cluster;
@@ -461,10 +482,12 @@ void describe(ipc::SubmitMsg& m, const LaunchInfo& li) noexcept {
 }  // namespace
 
 void DaemonClient::report_running(CUstream_st* stream, bool ptsz, const LaunchInfo& li, std::uint64_t kernel,
-                                  bool graph) noexcept {
+                                  bool graph, const Runtime::KernelStatics& statics) noexcept {
   if (!connected()) return;
   const Drv& d = Drv::get();
-  if (d.is_capturing != nullptr) {
+  // A captured launch is recorded, not run: not reported. Asked of the
+  // driver only while some capture is in progress (Runtime::captures).
+  if (d.is_capturing != nullptr && Runtime::captures().load(std::memory_order_acquire) > 0) {
     CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
     Internal internal;
     if (d.is_capturing(handle_of(stream, ptsz), &cs) == CUDA_SUCCESS && cs != CU_STREAM_CAPTURE_STATUS_NONE) return;
@@ -481,7 +504,7 @@ void DaemonClient::report_running(CUstream_st* stream, bool ptsz, const LaunchIn
   m.stream = static_cast<std::uint32_t>(slot);
   m.seq = s.seq.fetch_add(1, std::memory_order_acq_rel) + 1;
   m.kernel = kernel;
-  if (!graph) describe(m, li);
+  if (!graph) describe(m, li, statics);
   // A marker when the stream's last one has been reached and is at least
   // kMarkerGapNs old (graphs: always); otherwise the stream is dirty and the
   // tracker writes one when it goes quiet.
@@ -490,17 +513,14 @@ void DaemonClient::report_running(CUstream_st* stream, bool ptsz, const LaunchIn
   if (graph || (done >= s.last_marker.load(std::memory_order_acquire) &&
                 now - s.last_marker_ns.load(std::memory_order_relaxed) >= kMarkerGapNs)) {
     m.marker = static_cast<std::uint32_t>(m.seq);
-    write_marker(stream, ptsz, static_cast<std::uint32_t>(slot), m.seq);
+    write_marker(stream, ptsz, static_cast<std::uint32_t>(slot), m.seq, now);
     s.dirty.store(false, std::memory_order_release);
   } else {
     s.dirty.store(true, std::memory_order_release);
+    if (tracker_idle_.load(std::memory_order_relaxed) != 0) wake_tracker();
   }
   s.last_launch_ns.store(now, std::memory_order_relaxed);
-  if (push(m)) {
-    reported_.fetch_add(1, std::memory_order_relaxed);
-  } else {
-    dropped_reports_.fetch_add(1, std::memory_order_relaxed);
-  }
+  if (!push(m, &reported_)) dropped_reports_.fetch_add(1, std::memory_order_relaxed);
 }
 
 namespace {
@@ -537,13 +557,12 @@ std::optional<DaemonClient::Ticket> DaemonClient::submit(CUstream_st* stream, bo
   m.seq = s.seq.fetch_add(1, std::memory_order_acq_rel) + 1;
   m.kernel = kernel;
   if (!graph) {
-    describe(m, li);
+    describe(m, li, Runtime::instance().identity(li.function, true).statics);
     m.unit = std::max(1U, unit);
   } else if (pinned != nullptr && !pinned->empty()) {
     ipc::set_pinned_tpcs(m, pinned->word(0), pinned->word(1));
   }
-  if (!push(m)) return std::nullopt;
-  submits_.fetch_add(1, std::memory_order_relaxed);
+  if (!push(m, &submits_)) return std::nullopt;
   return Ticket{static_cast<std::uint32_t>(slot), m.seq, generation_.load(std::memory_order_acquire)};
 }
 
@@ -672,11 +691,25 @@ void DaemonClient::synced(const std::vector<SyncPoint>& points) noexcept {
 // Writes the markers of dirty streams (launches reported running: high
 // priority, or best effort running free) once they are quiet, and
 // notices a daemon that went away while nothing launched.
+void DaemonClient::wake_tracker() noexcept {
+  if (tracker_idle_.exchange(0, std::memory_order_acq_rel) == 0) return;  // another launch woke it
+  futex_wake(&tracker_idle_);
+  tracker_wakes_.fetch_add(1, std::memory_order_relaxed);
+}
+
 void DaemonClient::tracker() noexcept {
   Runtime::frame().internal = true;
   const Drv& d = Drv::get();
+  bool busy = true;  // a stream dirty or launched on lately: look again soon
   while (tracker_running_.load(std::memory_order_acquire)) {
-    nap_ns(100'000);
+    if (busy) {
+      nap_ns(kTrackerNapNs);
+    } else {
+      tracker_idle_.store(1, std::memory_order_seq_cst);
+      futex_nap(&tracker_idle_, 1, kTrackerIdleNapNs);
+      tracker_idle_.store(0, std::memory_order_relaxed);
+    }
+    busy = false;
     if (state_.load(std::memory_order_acquire) != State::kConnected) continue;
     if (!alive()) {
       disconnect(State::kGone);
@@ -685,7 +718,10 @@ void DaemonClient::tracker() noexcept {
     const std::uint64_t now = now_ns();
     for (std::uint32_t i = 0; i < ipc::kMaxStreams; ++i) {
       Slot& s = slots_[i];
-      if (!s.open.load(std::memory_order_acquire) || !s.dirty.load(std::memory_order_acquire) || s.ptsz) continue;
+      if (!s.open.load(std::memory_order_acquire)) continue;
+      if (now - s.last_launch_ns.load(std::memory_order_relaxed) < kTrackerBusyNs) busy = true;
+      if (!s.dirty.load(std::memory_order_acquire) || s.ptsz) continue;
+      busy = true;
       if (now - s.last_launch_ns.load(std::memory_order_relaxed) < 50'000) continue;
       if (layout_->completed[i].load(std::memory_order_acquire) < s.last_marker.load(std::memory_order_acquire))
         continue;  // the last marker is still on its way
@@ -706,6 +742,7 @@ DaemonClient::Stats DaemonClient::stats() const noexcept {
   s.reported = reported_.load();
   s.markers = markers_.load();
   s.tracker_markers = tracker_markers_.load();
+  s.tracker_wakes = tracker_wakes_.load();
   s.submits = submits_.load();
   s.grants = grants_n_.load();
   s.grant_wait_ns = grant_wait_ns_.load();
@@ -754,8 +791,8 @@ std::string DaemonClient::stats_json() const {
   out += ",\"class\":\"" + std::string(!registered_once() ? "" : high() ? "high" : "best-effort") + "\"";
   out +=
       ",\"reported\":" + num(s.reported) + ",\"markers\":" + num(s.markers) +
-      ",\"tracker_markers\":" + num(s.tracker_markers) + ",\"submits\":" + num(s.submits) +
-      ",\"grants\":" + num(s.grants) + ",\"grant_wait_mean_us\":" +
+      ",\"tracker_markers\":" + num(s.tracker_markers) + ",\"tracker_wakes\":" + num(s.tracker_wakes) +
+      ",\"submits\":" + num(s.submits) + ",\"grants\":" + num(s.grants) + ",\"grant_wait_mean_us\":" +
       std::to_string(s.grants != 0 ? static_cast<double>(s.grant_wait_ns) / 1e3 / static_cast<double>(s.grants) : 0.0) +
       ",\"grant_wait_max_us\":" + std::to_string(static_cast<double>(s.grant_wait_max_ns) / 1e3) +
       ",\"grant_wait_p50_us_at_most\":" + std::to_string(wait_quantile_us(0.5)) +

@@ -42,6 +42,7 @@
 
 #include "intercept/config.hpp"
 #include "intercept/launch_info.hpp"
+#include "intercept/runtime.hpp"
 #include "ipc/protocol.hpp"
 #include "sched/tpc_set.hpp"
 
@@ -80,7 +81,9 @@ class DaemonClient {
   void before_immediate(CUstream_st* stream, bool ptsz) noexcept;
   // Reports a launch already made on `stream` (graph: a CUDA-graph launch),
   // and writes or schedules its completion marker.
-  void report_running(CUstream_st* stream, bool ptsz, const LaunchInfo& li, std::uint64_t kernel, bool graph) noexcept;
+  // `statics`: the kernel's (Runtime::identity; unused for a graph).
+  void report_running(CUstream_st* stream, bool ptsz, const LaunchInfo& li, std::uint64_t kernel, bool graph,
+                      const Runtime::KernelStatics& statics) noexcept;
 
   // Best effort.
   struct Ticket {
@@ -139,7 +142,7 @@ class DaemonClient {
   void synced(const std::vector<SyncPoint>& points) noexcept;
 
   struct Stats {
-    std::uint64_t reported = 0, markers = 0, tracker_markers = 0, submits = 0, grants = 0;
+    std::uint64_t reported = 0, markers = 0, tracker_markers = 0, tracker_wakes = 0, submits = 0, grants = 0;
     std::uint64_t grant_wait_ns = 0, grant_wait_max_ns = 0, fallbacks = 0, reconnects = 0, dropped_reports = 0;
     std::uint64_t syncs = 0;                                  // kSync messages sent
     std::uint64_t priorities_set = 0, priority_failures = 0;  // stream priorities set (apply_priority)
@@ -166,18 +169,34 @@ class DaemonClient {
   // Eager high-priority launches write a marker at most this often per
   // stream (a marker costs ~2 us of host time; the tracker closes a burst).
   static constexpr std::uint64_t kMarkerGapNs = 50'000;
+  // The tracker looks every kTrackerNapNs while a stream is dirty or had a
+  // launch in the last kTrackerBusyNs; otherwise it naps up to
+  // kTrackerIdleNapNs (an idle process wakes 1000 times a second, not
+  // 10000), and the launch that makes a stream dirty wakes it
+  // (wake_tracker).
+  static constexpr long kTrackerNapNs = 100'000;
+  static constexpr std::uint64_t kTrackerBusyNs = 1'000'000;
+  static constexpr long kTrackerIdleNapNs = 1'000'000;
   DaemonClient() = default;
   bool connect_locked() noexcept;
   void disconnect(State why) noexcept;
   bool alive() noexcept;
   // The slot of a stream, opening it (kStreamOpen) on first use; -1 when none is free.
   int slot_of(CUstream_st* stream, bool ptsz) noexcept;
-  bool push(const ipc::SubmitMsg& m) noexcept;
+  // Pushes `m` to the submit ring; `count` (reported_, submits_), if given,
+  // grows by one when it went in. Only push writes them.
+  bool push(const ipc::SubmitMsg& m, std::atomic<std::uint64_t>* count = nullptr) noexcept;
   // Sets stream priority `p` on slot `slot`'s stream unless it has it
   // already (kKeep: nothing). Called in the launching thread, before the launch.
   void apply_priority(std::uint32_t slot, ipc::StreamPriority p) noexcept;
-  void write_marker(CUstream_st* stream, bool ptsz, std::uint32_t slot, std::uint64_t value) noexcept;
+  // `now`: the time it is (now_ns), 0 to take it.
+  void write_marker(CUstream_st* stream, bool ptsz, std::uint32_t slot, std::uint64_t value,
+                    std::uint64_t now = 0) noexcept;
   void tracker() noexcept;
+  // After a launch made a stream dirty: wakes the tracker if it is in its
+  // long nap (one futex call per burst of launches; a wake missed in a race
+  // with the tracker falling asleep costs at most that nap).
+  void wake_tracker() noexcept;
   static std::uint64_t now_ns() noexcept;
 
   bool wanted_ = false;
@@ -205,6 +224,10 @@ class DaemonClient {
   std::atomic<std::uint64_t> last_alive_check_ns_{0};
 
   std::atomic_flag submit_lock_ = ATOMIC_FLAG_INIT;
+  // The submit ring's consumer index as last read (ipc::SpscRing::push), for
+  // the ring of that channel; guarded by submit_lock_.
+  const ipc::ChannelLayout* submit_seen_layout_ = nullptr;
+  std::uint64_t submit_seen_tail_ = 0;
   std::mutex slots_mu_;
   std::unordered_map<std::uintptr_t, std::uint32_t> slot_of_;
   Slot slots_[ipc::kMaxStreams];
@@ -213,6 +236,8 @@ class DaemonClient {
 
   std::thread tracker_;
   std::atomic<bool> tracker_running_{false};
+  std::atomic<std::uint32_t> tracker_idle_{0};   // 1 while the tracker is in its long nap (a futex word)
+  std::atomic<std::uint64_t> tracker_wakes_{0};  // times a launch woke it
 
   // Grant waits (submit or previous atom -> grant in hand), by upper edge in
   // microseconds (kWaitEdgesUs; the last bucket is everything above).

@@ -552,11 +552,6 @@ CUresult launch_maybe_atomized(Fn fn, CUstream stream, A... a) {
 
 // ---- deferred launches (deferred.hpp) ----------------------------------------
 
-// Stream captures in progress in the process: no launch is deferred then
-// (a captured launch is recorded, not run, and must stay in its thread's
-// capture sequence).
-std::atomic<int> g_captures{0};
-
 // A call's result with the error of a deferred launch it drained: the
 // driver reports an asynchronous error at a later call, so does lithos.
 CUresult with_deferred_error(CUresult r, int deferred) noexcept {
@@ -578,13 +573,13 @@ CUcontext current_context() noexcept {
 // progress (what is captured must stay in its thread's capture sequence).
 bool deferrable_on(CUstream stream, bool ptsz) noexcept {
   if ((ptsz && stream == nullptr) || stream == CU_STREAM_PER_THREAD) return false;
-  return g_captures.load(std::memory_order_acquire) == 0;
+  return Runtime::captures().load(std::memory_order_acquire) == 0;
 }
 
 // Whether `stream` is being captured (checked only while some capture is in
 // progress in the process).
 bool capturing(CUstream stream, bool ptsz) noexcept {
-  if (g_captures.load(std::memory_order_acquire) == 0) return false;
+  if (Runtime::captures().load(std::memory_order_acquire) == 0) return false;
   using IsCapturing = CUresult (*)(CUstream, CUstreamCaptureStatus*);
   static const auto is_capturing = reinterpret_cast<IsCapturing>(RealDriver::instance().symbol("cuStreamIsCapturing"));
   if (is_capturing == nullptr) return false;
@@ -1077,9 +1072,10 @@ CUresult dispatch_call(Fn fn, CUstream stream, A... a) {
     constexpr std::string_view name = info.name;
     const CUresult r = fn(a...);
     if constexpr (name.starts_with("cuStreamBeginCapture")) {
-      if (r == CUDA_SUCCESS) g_captures.fetch_add(1, std::memory_order_acq_rel);
+      if (r == CUDA_SUCCESS) Runtime::captures().fetch_add(1, std::memory_order_acq_rel);
     } else if constexpr (name.starts_with("cuStreamEndCapture")) {
-      if (g_captures.load(std::memory_order_acquire) > 0) g_captures.fetch_sub(1, std::memory_order_acq_rel);
+      if (Runtime::captures().load(std::memory_order_acquire) > 0)
+        Runtime::captures().fetch_sub(1, std::memory_order_acq_rel);
     }
     return r;
   } else {

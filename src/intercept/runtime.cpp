@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -145,6 +146,11 @@ Runtime& Runtime::instance() noexcept {
 Runtime* Runtime::instance_if_created() noexcept { return g_runtime.load(std::memory_order_acquire); }
 
 ThreadFrame& Runtime::frame() noexcept { return t_frame; }
+
+std::atomic<int>& Runtime::captures() noexcept {
+  static constinit std::atomic<int> n{0};
+  return n;
+}
 
 void Runtime::engage() noexcept {
   try {
@@ -574,7 +580,10 @@ Runtime::KernelStatics Runtime::kernel_statics(const void* function) noexcept {
       if (smem > 0) k.smem = static_cast<std::uint32_t>(smem);
     }
     const std::unique_lock<std::shared_mutex> lock(shapes_mu_);
-    if (statics_.size() > 65536) statics_.clear();  // handles of unloaded modules
+    if (statics_.size() > 65536) {  // handles of unloaded modules
+      statics_.clear();
+      statics_epoch_.fetch_add(1, std::memory_order_acq_rel);
+    }
     statics_[function] = k;
     return k;
   } catch (...) {
@@ -611,6 +620,27 @@ gpu::SlotMask Runtime::slots_for(const sched::TpcSet& tpcs) noexcept {
   return m;
 }
 
+Runtime::LaunchIdentity Runtime::identity(const void* function, bool statics) noexcept {
+  struct Cached {
+    const void* function = nullptr;
+    std::uint64_t epoch = 0;
+    bool statics = false;
+    LaunchIdentity id;
+  };
+  thread_local std::array<Cached, 64> t_cache{};
+  // Read before the tables: a change made meanwhile makes the entry stale.
+  const std::uint64_t epoch = (static_cast<std::uint64_t>(Atomizer::instance().table_epoch()) << 32) |
+                              statics_epoch_.load(std::memory_order_acquire);
+  const auto h = reinterpret_cast<std::uintptr_t>(function);
+  Cached& c = t_cache[((h >> 4) ^ (h >> 10)) & 63];
+  if (c.function == function && c.epoch == epoch && (c.statics || !statics)) return c.id;
+  LaunchIdentity id;
+  id.kernel = kernel_id(function);
+  if (statics) id.statics = kernel_statics(function);
+  c = Cached{function, epoch, statics, id};
+  return id;
+}
+
 std::uint64_t Runtime::kernel_id(const void* function) noexcept {
   // The same kernel in every process of a tenant: the name the atomizer
   // recorded, else the handle (stable for the life of this process).
@@ -637,7 +667,10 @@ void Runtime::before_immediate_launch(CUstream_st* stream, bool ptsz) noexcept {
 
 void Runtime::after_launch(CUstream_st* stream, bool ptsz, const LaunchInfo& launch, bool graph) noexcept {
   DaemonClient& dc = DaemonClient::instance();
-  if (made_at_once(dc)) dc.report_running(stream, ptsz, launch, kernel_id(launch.function), graph);
+  if (made_at_once(dc)) {
+    const LaunchIdentity id = identity(launch.function, !graph);
+    dc.report_running(stream, ptsz, launch, id.kernel, graph, id.statics);
+  }
 }
 
 bool Runtime::safe_mask(const sched::TpcSet& tpcs, const sched::LaunchNeeds& needs, gpu::SlotMask* mask) noexcept {

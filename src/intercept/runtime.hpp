@@ -99,6 +99,11 @@ class Runtime {
   const Config& config() const noexcept { return config_; }
   Counters& counters() noexcept { return counters_; }
   static ThreadFrame& frame() noexcept;
+  // Stream captures in progress in the process, counted by the capture
+  // hooks (cuStreamBeginCapture*, cuStreamEndCapture*). While there are
+  // none, no stream is being captured: no launch is captured (deferred
+  // launches need that), and no launch needs cuStreamIsCapturing.
+  static std::atomic<int>& captures() noexcept;
 
   // ---- hook work (hooks.cpp) ----
   // Before a kernel launch on `stream`: decide the mask, put it in this
@@ -267,6 +272,15 @@ class Runtime {
     std::uint32_t smem = 0;
   };
   KernelStatics kernel_statics(const void* function) noexcept;
+  // kernel_id and kernel_statics of a launched function together, from a
+  // small per-thread cache in front of the two locked tables (the hot path
+  // of a high-priority launch asks for both at every launch). `statics`
+  // false: kernel_id only (a graph exec has none).
+  struct LaunchIdentity {
+    std::uint64_t kernel = 0;
+    KernelStatics statics;
+  };
+  LaunchIdentity identity(const void* function, bool statics) noexcept;
 
  private:
   bool device_ok() noexcept;
@@ -332,6 +346,7 @@ class Runtime {
   // What the compiled code fixes, by CUfunction / CUkernel handle.
   mutable std::shared_mutex shapes_mu_;
   std::unordered_map<const void*, KernelStatics> statics_;
+  std::atomic<std::uint32_t> statics_epoch_{0};  // grows when statics_ is cleared (identity's cache)
 
   // Kernel names by CUfunction / CUkernel handle.
   mutable std::mutex names_mu_;

@@ -177,9 +177,19 @@ struct SpscRing {
 
   // Producer side. False when full.
   bool push(const T& m) noexcept {
+    std::uint64_t t = tail.load(std::memory_order_acquire);
+    return push(m, &t);
+  }
+  // The same with the consumer's `tail` as last read, kept by the producer
+  // in its own memory (start it at 0): `tail` is read again only when the
+  // ring looks full, so a push does not pull the line the consumer writes at
+  // every pop. A consumer that moves `tail` past `head` is noticed only then.
+  bool push(const T& m, std::uint64_t* seen_tail) noexcept {
     const std::uint64_t h = head.load(std::memory_order_relaxed);
-    const std::uint64_t t = tail.load(std::memory_order_acquire);
-    if (h - t >= N) return false;
+    if (h - *seen_tail >= N) {
+      *seen_tail = tail.load(std::memory_order_acquire);
+      if (h - *seen_tail >= N) return false;
+    }
     slots[h & (N - 1)] = m;
     head.store(h + 1, std::memory_order_release);
     return true;

@@ -32,6 +32,7 @@
 // and records an event that it destroys at once, and prints the ops the same
 // way at the end (S<i>@<cuLaunchKernel calls before it>; X: a record made
 // after its event was destroyed).
+// With CLIENT_BURST=N the pause comes after every N launches instead.
 // With CLIENT_CAPTURE=1 the launches are made inside one stream capture
 // (cuStreamBeginCapture_v2 before the first, cuStreamEndCapture after the
 // last), and it prints {"value_writes":N}, the stream memory writes the
@@ -48,6 +49,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -162,6 +164,8 @@ int main(int argc, char** argv) {
       (memset8 == nullptr || event_create == nullptr || event_record == nullptr || event_destroy == nullptr))
     return fail("the fake driver lacks memsets or events");
   const bool capture = std::getenv("CLIENT_CAPTURE") != nullptr;
+  // CLIENT_BURST=N: the pause comes after every N launches (bursts of N).
+  const long burst = std::max(1L, std::getenv("CLIENT_BURST") != nullptr ? std::atol(std::getenv("CLIENT_BURST")) : 1L);
   auto value_writes = reinterpret_cast<unsigned long (*)()>(::dlsym(drv, "fake_value_writes"));
   const unsigned long writes_before = value_writes != nullptr ? value_writes() : 0;
   if (capture) {
@@ -199,7 +203,7 @@ int main(int argc, char** argv) {
       std::printf("{\"synced\":%d,\"descriptors\":%lu}\n", i + 1, descriptors != nullptr ? descriptors() : 0UL);
       std::fflush(stdout);
     }
-    if (pause_ms > 0) sleep_ms(pause_ms);
+    if (pause_ms > 0 && (i + 1) % burst == 0) sleep_ms(pause_ms);
   }
   if (capture) {
     auto end = reinterpret_cast<CUresult (*)(CUstream, CUgraph*)>(::dlsym(drv, "cuStreamEndCapture"));

@@ -313,6 +313,48 @@ TEST_F(DaemonE2E, HighPriorityLaunchesAreAccounted) {
       [](const json& st) { return st["counters"]["running_launches"] == 30 && st["engine"]["launches"] == 30; }));
 }
 
+// The voluntary context switches of every thread of process `pid` so far.
+long context_switches(pid_t pid) {
+  long n = 0;
+  for (const auto& t : fs::directory_iterator("/proc/" + std::to_string(pid) + "/task")) {
+    std::ifstream f(t.path() / "status");
+    std::string key;
+    long v = 0;
+    while (f >> key) {
+      if (key == "voluntary_ctxt_switches:" && f >> v) n += v;
+    }
+  }
+  return n;
+}
+
+// A high-priority client's tracker (the thread that closes a burst of
+// launches with a completion marker) naps while its streams are quiet, about
+// 1000 wake-ups a second rather than 10000, and the launch that leaves a
+// stream without a marker wakes it: every burst is still closed, so the
+// daemon sees all of the service's work end.
+TEST_F(DaemonE2E, AnIdleClientsTrackerNapsAndABurstWakesIt) {
+  start_daemon();
+  extra_env_ = {"CLIENT_BURST=10"};
+  Proc c = client("svc", 40, 30, 2500);  // four bursts of ten launches, 30 ms apart, then 2.5 s idle
+  auto printed = [&] { return launches_of(c).size(); };
+  const auto t0 = std::chrono::steady_clock::now();
+  while (printed() < 40 && since(t0) < 10) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  ASSERT_EQ(printed(), 40U);
+  EXPECT_TRUE(wait_for([](const json& st) { return st["counters"]["completions"] == 40; }))
+      << status()["counters"].dump();
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  const long before = context_switches(c.pid);
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  const long idle_per_s = context_switches(c.pid) - before;
+  EXPECT_LT(idle_per_s, 2500) << "an idle client's threads woke " << idle_per_s << " times in a second";
+  ASSERT_EQ(c.wait(), 0) << c.err();
+  const json s = stats_of(c);
+  ASSERT_TRUE(s.is_object());
+  EXPECT_EQ(s["daemon"]["reported"], 40);
+  EXPECT_GE(s["daemon"]["tracker_wakes"].get<int>(), 1) << s["daemon"].dump();
+  EXPECT_GE(s["daemon"]["tracker_markers"].get<int>(), 1) << s["daemon"].dump();
+}
+
 // A best-effort tenant runs free while no high-priority tenant has a stream
 // open: its launches go out at once on the allocation (the whole GPU here)
 // and are reported, as a high-priority tenant's; once a service process has

@@ -66,6 +66,57 @@ TEST(IpcRing, WrapAroundMillions) {
   EXPECT_EQ(r->tail.load(), kTotal);
 }
 
+// A producer that keeps the consumer's index it last read (the client's
+// submit ring) reads it again only when the ring looks full: it never
+// overwrites an unread message, and it sees the room the consumer made.
+TEST(IpcRing, ProducerWithItsOwnCopyOfTheTail) {
+  auto r = std::make_unique<Ring>();
+  std::uint64_t seen = 0;
+  for (std::uint64_t i = 0; i < kRingSlots; ++i) ASSERT_TRUE(r->push(msg(i), &seen)) << i;
+  EXPECT_EQ(seen, 0U);  // never looked: there was room
+  EXPECT_FALSE(r->push(msg(kRingSlots), &seen));
+  SubmitMsg out;
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(r->pop(&out));
+  EXPECT_TRUE(r->push(msg(kRingSlots), &seen));  // looked again: three free
+  EXPECT_EQ(seen, 3U);
+  EXPECT_TRUE(r->push(msg(kRingSlots + 1), &seen));
+  EXPECT_TRUE(r->push(msg(kRingSlots + 2), &seen));
+  EXPECT_FALSE(r->push(msg(kRingSlots + 3), &seen));
+  for (std::uint64_t want = 3; want < kRingSlots + 3; ++want) {
+    ASSERT_TRUE(r->pop(&out));
+    ASSERT_EQ(out.seq, want);
+  }
+  EXPECT_FALSE(r->pop(&out));
+}
+
+// The same across threads, millions of messages: every popped slot is the
+// one pushed.
+TEST(IpcRing, TwoThreadsProducerWithItsOwnCopyOfTheTail) {
+  auto r = std::make_unique<Ring>();
+  constexpr std::uint64_t kTotal = 1'000'000;
+  std::thread producer([&] {
+    std::uint64_t seen = 0;
+    for (std::uint64_t i = 0; i < kTotal;) {
+      if (r->push(msg(i), &seen)) {
+        ++i;
+      } else {
+        std::this_thread::yield();
+      }
+    }
+  });
+  SubmitMsg out;
+  for (std::uint64_t want = 0; want < kTotal;) {
+    if (!r->pop(&out)) {
+      std::this_thread::yield();
+      continue;
+    }
+    ASSERT_EQ(out.seq, want);
+    ASSERT_EQ(out.kernel, ~want);
+    ++want;
+  }
+  producer.join();
+}
+
 // One producer thread, one consumer thread: the release/acquire pairs make
 // every popped slot the one pushed.
 TEST(IpcRing, TwoThreads) {
