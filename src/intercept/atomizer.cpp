@@ -503,7 +503,7 @@ std::string Atomizer::driver_name(const void* handle) noexcept {
 }
 
 Atomizer::Launch Atomizer::plan(const FunctionEntry& e, const std::uint32_t grid[3], const std::uint32_t cluster[3],
-                                bool cooperative, void* stream, bool ptsz, const WaveQuery& wave) noexcept {
+                                bool cooperative, void* stream, bool ptsz, const WaveQuery& wave, bool whole) noexcept {
   Launch l;
   sched::LaunchDesc desc;
   desc.grid = {grid[0], grid[1], grid[2]};
@@ -513,7 +513,7 @@ Atomizer::Launch Atomizer::plan(const FunctionEntry& e, const std::uint32_t grid
   KernelCounters& c = *e.counters;
   // Whole-wave atoms need the blocks one wave holds (not for cluster launches,
   // whose residency is per cluster, nor with a fixed count).
-  if (!desc.cooperative && !desc.is_cluster() && config_.atoms_forced == 0 && wave.handle != nullptr)
+  if (!whole && !desc.cooperative && !desc.is_cluster() && config_.atoms_forced == 0 && wave.handle != nullptr)
     desc.wave_blocks = wave_blocks(c, wave.handle, wave.block, wave.smem);
   c.launches.fetch_add(1, std::memory_order_relaxed);
 
@@ -527,11 +527,11 @@ Atomizer::Launch Atomizer::plan(const FunctionEntry& e, const std::uint32_t grid
     if (it != c.ewma_ns.end()) predicted = Duration(static_cast<std::int64_t>(it->second));
   } catch (...) {
   }
-  if (blocks >= 0xffffffffull) {
+  if (blocks >= 0xffffffffull || whole) {
     l.plan = sched::AtomPlan{};
     l.plan.count = 1;
     l.plan.total_blocks = blocks;
-    l.plan.reason = sched::AtomReason::kSingleUnit;
+    l.plan.reason = whole ? sched::AtomReason::kUnneeded : sched::AtomReason::kSingleUnit;
   } else if (config_.atoms_forced != 0) {
     // Fixed count (tests): a prediction long enough for exactly N atoms.
     sched::AtomConfig cfg = atom_config_;

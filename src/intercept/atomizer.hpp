@@ -156,9 +156,11 @@ class Atomizer {
     void* stream = nullptr;             // the stream events go to
   };
   using WaveQuery = AtomWaveQuery;
-  // Decides the atoms of one launch. grid/cluster in blocks.
+  // Decides the atoms of one launch. grid/cluster in blocks. `whole`: one
+  // atom, not paced (AtomReason::kUnneeded: a tenant of lithosd running free
+  // has nothing to protect, and atoms would only cost it).
   Launch plan(const FunctionEntry& e, const std::uint32_t grid[3], const std::uint32_t cluster[3], bool cooperative,
-              void* stream, bool ptsz, const WaveQuery& wave = {}) noexcept;
+              void* stream, bool ptsz, const WaveQuery& wave = {}, bool whole = false) noexcept;
   void finish(const FunctionEntry& e, Launch& l, bool ok) noexcept;
   // Counts `n` atoms launched for a split launch (paced launches size their
   // atoms when issued, so the count can differ from the plan's).

@@ -496,7 +496,7 @@ CUresult launch_maybe_atomized(Fn fn, CUstream stream, A... a) {
         if (be_daemon()) return be_granted_atoms<Id>(*e, stream, bp, one, a...);
       }
       const Atomizer::WaveQuery wave{handle, {std::get<4>(t), std::get<5>(t), std::get<6>(t)}, std::get<7>(t)};
-      Atomizer::Launch l = az.plan(*e, grid, cluster, Bare, stream, info.ptsz, wave);
+      Atomizer::Launch l = az.plan(*e, grid, cluster, Bare, stream, info.ptsz, wave, Runtime::frame().runs_free);
       const CUresult r = run_atoms(*e, l, bp, one);
       az.finish(*e, l, r == CUDA_SUCCESS);
       return r;
@@ -514,7 +514,8 @@ CUresult launch_maybe_atomized(Fn fn, CUstream stream, A... a) {
       launch_attributes(cfg, cluster, &cooperative);
       const std::uint32_t grid[3] = {cfg->gridDimX, cfg->gridDimY, cfg->gridDimZ};
       const Atomizer::WaveQuery wave{handle, {cfg->blockDimX, cfg->blockDimY, cfg->blockDimZ}, cfg->sharedMemBytes};
-      Atomizer::Launch l = az.plan(*e, grid, cluster, cooperative || Bare, stream, info.ptsz, wave);
+      Atomizer::Launch l =
+          az.plan(*e, grid, cluster, cooperative || Bare, stream, info.ptsz, wave, Runtime::frame().runs_free);
       const CUresult r = run_atoms(*e, l, bp, one);
       az.finish(*e, l, r == CUDA_SUCCESS);
       return r;

@@ -29,6 +29,7 @@ const char* atom_reason_name(AtomReason r) {
     case AtomReason::kSingleUnit: return "single-unit";
     case AtomReason::kSingleWave: return "single-wave";
     case AtomReason::kIndivisible: return "indivisible";
+    case AtomReason::kUnneeded: return "unneeded";
   }
   return "?";
 }

@@ -45,8 +45,9 @@ enum class AtomReason : std::uint8_t {
   kSingleUnit,          // the grid has only one splittable unit
   kSingleWave,          // the grid fits in one wave: atoms would run one after another, no faster each
   kIndivisible,         // the launch cannot carry atom bounds (LaunchDesc::indivisible)
+  kUnneeded,            // nothing to protect: the scheduler lets the tenant run free
 };
-inline constexpr int kAtomReasonCount = 9;
+inline constexpr int kAtomReasonCount = 10;
 const char* atom_reason_name(AtomReason r);
 
 struct BlockRange {

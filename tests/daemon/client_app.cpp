@@ -32,6 +32,9 @@
 // and records an event that it destroys at once, and prints the ops the same
 // way at the end (S<i>@<cuLaunchKernel calls before it>; X: a record made
 // after its event was destroyed).
+// With CLIENT_CUBIN=PATH it launches kernel CLIENT_KERNEL (default
+// block_ids) of that cubin on a GRID x 3 grid and prints the bounds of
+// every launch (atom) the fake GPU saw, as {"params":[[lo,hi],...]}.
 // With CLIENT_BURST=N the pause comes after every N launches instead.
 // With CLIENT_CAPTURE=1 the launches are made inside one stream capture
 // (cuStreamBeginCapture_v2 before the first, cuStreamEndCapture after the
@@ -149,8 +152,31 @@ int main(int argc, char** argv) {
   }
   // CLIENT_FUNCTION=0x14: launch the fake's heavy kernel (128 registers, 4
   // KiB static shared memory) with CLIENT_SMEM bytes of dynamic shared memory.
-  const auto function = reinterpret_cast<CUfunction>(
+  auto function = reinterpret_cast<CUfunction>(
       std::getenv("CLIENT_FUNCTION") != nullptr ? std::strtoull(std::getenv("CLIENT_FUNCTION"), nullptr, 0) : 0x10);
+  // CLIENT_CUBIN=PATH: launch kernel CLIENT_KERNEL (default block_ids, one
+  // pointer parameter) of that cubin instead, on a GRID x 3 grid of 64
+  // threads, and print the atom bounds the fake GPU saw (as "params").
+  const char* cubin = std::getenv("CLIENT_CUBIN");
+  CUdeviceptr cubin_out = 0x1000;
+  void* cubin_params[1] = {&cubin_out};
+  if (cubin != nullptr) {
+    std::FILE* f = std::fopen(cubin, "rb");
+    if (f == nullptr) return fail("cannot open CLIENT_CUBIN");
+    std::vector<char> img;
+    char buf[65536];
+    for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) img.insert(img.end(), buf, buf + n);
+    std::fclose(f);
+    auto load = reinterpret_cast<CUresult (*)(CUmodule*, const void*)>(::dlsym(drv, "cuModuleLoadData"));
+    auto get = reinterpret_cast<CUresult (*)(CUfunction*, CUmodule, const char*)>(::dlsym(drv, "cuModuleGetFunction"));
+    CUmodule mod = nullptr;
+    const char* name = std::getenv("CLIENT_KERNEL") != nullptr ? std::getenv("CLIENT_KERNEL") : "block_ids";
+    if (load == nullptr || get == nullptr || img.empty() || load(&mod, img.data()) != CUDA_SUCCESS ||
+        get(&function, mod, name) != CUDA_SUCCESS)
+      return fail("cannot load CLIENT_CUBIN's kernel");
+    if (bounds == nullptr || record_bounds == nullptr) return fail("the fake driver lacks fake_bounds");
+    record_bounds(1);
+  }
   const auto smem =
       static_cast<unsigned>(std::getenv("CLIENT_SMEM") != nullptr ? std::atol(std::getenv("CLIENT_SMEM")) : 0);
   // CLIENT_STREAM_OPS=1: stream operations between the launches (below).
@@ -177,9 +203,10 @@ int main(int argc, char** argv) {
     const std::uint64_t t = now_ns();
     std::uint32_t value[2] = {static_cast<std::uint32_t>(i), static_cast<std::uint32_t>(i) + 1000};
     void* params[1] = {value};
-    const CUresult rc = exec != nullptr ? graph_launch(exec, stream)
-                                        : launch(function, grid, 1, 1, 256, 1, 1, smem, stream,
-                                                 with_params ? params : nullptr, nullptr);
+    const CUresult rc = exec != nullptr    ? graph_launch(exec, stream)
+                        : cubin != nullptr ? launch(function, grid, 3, 1, 64, 1, 1, 0, stream, cubin_params, nullptr)
+                                           : launch(function, grid, 1, 1, 256, 1, 1, smem, stream,
+                                                    with_params ? params : nullptr, nullptr);
     value[0] = value[1] = 0xdeadU;
     if (stream_ops) {
       // A memset of value i after launch i, then an event recorded and
@@ -212,11 +239,12 @@ int main(int argc, char** argv) {
     std::printf("{\"value_writes\":%lu}\n", value_writes != nullptr ? value_writes() - writes_before : 0UL);
   }
   if (hold_ms > 0) sleep_ms(hold_ms);
-  if (with_params) {
-    std::vector<std::uint32_t> b(2 * static_cast<std::size_t>(launches) + 2);
-    const int n = bounds(b.data(), launches + 1);
+  if (with_params || cubin != nullptr) {
+    const int most = cubin != nullptr ? 64 * launches : launches + 1;  // atoms of rewritten kernels
+    std::vector<std::uint32_t> b(2 * static_cast<std::size_t>(most));
+    const int n = bounds(b.data(), most);
     std::string out = "{\"params\":[";
-    for (std::size_t k = 0; static_cast<int>(k) < n && static_cast<int>(k) <= launches; ++k)
+    for (std::size_t k = 0; static_cast<int>(k) < n && static_cast<int>(k) < most; ++k)
       out +=
           (k != 0 ? "," : "") + std::string("[") + std::to_string(b[2 * k]) + "," + std::to_string(b[2 * k + 1]) + "]";
     std::printf("%s]}\n", out.c_str());

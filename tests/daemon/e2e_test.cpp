@@ -355,6 +355,35 @@ TEST_F(DaemonE2E, AnIdleClientsTrackerNapsAndABurstWakesIt) {
   EXPECT_GE(s["daemon"]["tracker_markers"].get<int>(), 1) << s["daemon"].dump();
 }
 
+// A best-effort tenant running free has nothing to protect: its rewritten
+// kernels go out whole (the whole grid in one launch), neither split nor
+// paced by the atomizer's own heuristics (LITHOS_ATOMS=4 would cut each
+// into four atoms, each waiting for the one before).
+TEST_F(DaemonE2E, KernelsOfATenantRunningFreeAreNotSplit) {
+#ifndef LITHOS_CUBIN_FIXTURES
+  GTEST_SKIP() << "no cubin fixtures (built with nvcc)";
+#else
+  start_daemon();
+  extra_env_ = {"CLIENT_CUBIN=" LITHOS_CUBIN_FIXTURES "/corpus_kernels.sm90.cubin", "LITHOS_ATOMIZE=1",
+                "LITHOS_ATOMS=4"};
+  Proc c = client("train", 6, 0, kMarkerHoldMs);
+  ASSERT_EQ(c.wait(), 0) << c.err();
+  json params;
+  for (const json& j : c.lines())
+    if (j.contains("params")) params = j["params"];
+  ASSERT_TRUE(params.is_array()) << c.err();
+  ASSERT_EQ(params.size(), 6U) << params.dump();  // one launch each
+  for (const json& b : params) {
+    EXPECT_EQ(b[0], 0) << params.dump();
+    EXPECT_EQ(b[1], 0xffffffffU) << params.dump();  // the whole grid
+  }
+  const json s = stats_of(c);
+  ASSERT_TRUE(s.is_object());
+  EXPECT_EQ(s["daemon"]["grants"], 0) << s.dump();
+  EXPECT_EQ(s["daemon"]["reported"], 6) << s.dump();
+#endif
+}
+
 // A best-effort tenant runs free while no high-priority tenant has a stream
 // open: its launches go out at once on the allocation (the whole GPU here)
 // and are reported, as a high-priority tenant's; once a service process has
