@@ -373,14 +373,18 @@ TEST_F(DaemonE2E, KernelsOfATenantRunningFreeAreNotSplit) {
     if (j.contains("params")) params = j["params"];
   ASSERT_TRUE(params.is_array()) << c.err();
   ASSERT_EQ(params.size(), 6U) << params.dump();  // one launch each
-  for (const json& b : params) {
-    EXPECT_EQ(b[0], 0) << params.dump();
-    EXPECT_EQ(b[1], 0xffffffffU) << params.dump();  // the whole grid
-  }
+  // The first launch may come before the daemon has published that the
+  // tenant runs free (it registers at that launch): then it is granted, as
+  // one piece (no prediction yet), and carries the grid's 4096 x 3 blocks.
   const json s = stats_of(c);
   ASSERT_TRUE(s.is_object());
-  EXPECT_EQ(s["daemon"]["grants"], 0) << s.dump();
-  EXPECT_EQ(s["daemon"]["reported"], 6) << s.dump();
+  const int granted = s["daemon"]["grants"].get<int>();
+  EXPECT_LE(granted, 1) << s.dump();
+  EXPECT_EQ(s["daemon"]["reported"], 6 - granted) << s.dump();
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    EXPECT_EQ(params[i][0], 0) << params.dump();
+    EXPECT_EQ(params[i][1], i < static_cast<std::size_t>(granted) ? 4096U * 3U : 0xffffffffU) << params.dump();
+  }
 #endif
 }
 
