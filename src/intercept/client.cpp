@@ -688,15 +688,15 @@ void DaemonClient::synced(const std::vector<SyncPoint>& points) noexcept {
   }
 }
 
-// Writes the markers of dirty streams (launches reported running: high
-// priority, or best effort running free) once they are quiet, and
-// notices a daemon that went away while nothing launched.
 void DaemonClient::wake_tracker() noexcept {
   if (tracker_idle_.exchange(0, std::memory_order_acq_rel) == 0) return;  // another launch woke it
   futex_wake(&tracker_idle_);
   tracker_wakes_.fetch_add(1, std::memory_order_relaxed);
 }
 
+// Writes the markers of dirty streams (launches reported running: high
+// priority, or best effort running free) once they are quiet, and
+// notices a daemon that went away while nothing launched.
 void DaemonClient::tracker() noexcept {
   Runtime::frame().internal = true;
   const Drv& d = Drv::get();
