@@ -16,7 +16,8 @@
 #   bench    lithos bench hybrid-stacking --modes alone,lithos,lithos-fixed
 #   tune     hybrid-stacking under lithosd with other throttle / atom targets
 #            (TUNE, default "throttle_us=1000 atom_us=1000"; each entry
-#            name=value sets LITHOSD_<NAME>); the alone runs once, copied in
+#            name=value[,name=value...] sets LITHOSD_<NAME> for each); the
+#            alone runs once, copied in
 #   solo     solo-training and solo-service: one tenant, alone vs lithos (the
 #            cost of the mechanism with no co-tenant)
 #   detect   completion detection: scripts/daemon/detect_delay.py as a
@@ -277,22 +278,25 @@ pack_logs() { [[ -d $1/logs ]] && tar -czf "$1/logs.tar.gz" -C "$1" logs && rm -
 
 if has tune; then
   # TUNE_SCENARIO (default hybrid-stacking) once alone, then each TUNE entry
-  # against that alone run: NAME=VALUE runs mode lithos with LITHOSD_NAME=VALUE,
-  # mode:NAME runs that mode.
+  # against that alone run: NAME=VALUE[,NAME=VALUE...] runs mode lithos with
+  # LITHOSD_NAME=VALUE for each, mode:NAME runs that mode.
   sc=${TUNE_SCENARIO:-hybrid-stacking}
   stamp "tune $sc"
   base=$OUT/tune-$sc-alone
   timeout -s KILL 200 "$LITHOS" bench "$sc" --modes alone --out "$base" --no-plots -q | grep -E "^alone"
   for kv in ${TUNE:-throttle_us=1000 atom_us=1000}; do
-    dir=$OUT/tune-$sc-${kv//[=:]/-}
+    dir=$OUT/tune-$sc-${kv//[=:,]/-}
     mkdir -p "$dir/runs" && cp "$base"/runs/alone-*.json "$dir/runs/"
     if [[ $kv == mode:* ]]; then
       timeout -s KILL 150 "$LITHOS" bench "$sc" --modes "${kv#mode:}" --out "$dir" --no-plots -q
     elif [[ $kv == env:* ]]; then
       env "${kv#env:}" timeout -s KILL 150 "$LITHOS" bench "$sc" --modes lithos --out "$dir" --no-plots -q
     else
-      name=${kv%%=*}
-      env "LITHOSD_${name^^}=${kv#*=}" timeout -s KILL 150 "$LITHOS" bench "$sc" --modes lithos --out "$dir" --no-plots -q
+      # NAME=VALUE[,NAME=VALUE...]: each sets LITHOSD_NAME.
+      vars=()
+      IFS=, read -ra pairs <<<"$kv"
+      for p in "${pairs[@]}"; do name=${p%%=*}; vars+=("LITHOSD_${name^^}=${p#*=}"); done
+      env "${vars[@]}" timeout -s KILL 150 "$LITHOS" bench "$sc" --modes lithos --out "$dir" --no-plots -q
     fi | grep -vE "^(alone|mode|-+|report:|$|hybrid|solo)" | sed "s/^/$kv  /"
     grep -h "predictor cache" "$dir"/logs/lithos/lithosd.log 2>/dev/null | sed "s/^/$kv  /"
     # Stream priorities the clients set (client statistics, docs/daemon.md).
