@@ -39,7 +39,9 @@
 #            hp tenant of lithosd, HPCOST_ROUNDS rounds (default 4), each
 #            launch_cost.py pinned to HPCOST_CPUS (default "2,3": two cores,
 #            so that the client's tracker thread does not share the
-#            application's); medians per label last
+#            application's); medians per label last. HPCOST_BASELINE=DIR
+#            (another build carried over: DIR/bin/lithos, DIR/lib/liblithos.so)
+#            adds label hpbase, an hp tenant of that build's lithosd
 #   prio     scripts/daemon/prio_probe.cu: which streams take a priority, and
 #            whether a priority reaches across MPS clients (a short request's
 #            latency beside a flooding process, with each way of raising it)
@@ -138,19 +140,35 @@ fi
 
 if has hpcost; then
   stamp "hpcost"
+  # HPCOST_BASELINE=DIR (another build: DIR/bin/lithos, DIR/lib/liblithos.so,
+  # e.g. an older commit's, carried to the device): its lithosd runs beside
+  # this one and label hpbase is an hp tenant of it, in the same rounds.
+  labels="plain interposed hp"
+  base_pid=""
+  BSOCK=$WORK/lithosd-base.sock
   start_daemon && {
+    if [[ -n ${HPCOST_BASELINE:-} ]]; then
+      sed "s|^socket = .*|socket = \"$BSOCK\"|" "$WORK/lithosd.toml" >"$WORK/lithosd-base.toml"
+      "$HPCOST_BASELINE/bin/lithos" --version
+      "$HPCOST_BASELINE/bin/lithos" daemon --config "$WORK/lithosd-base.toml" --device 0 >>"$WORK/lithosd-base.log" 2>&1 &
+      base_pid=$!
+      for _ in $(seq 1 300); do "$LITHOS" status --socket "$BSOCK" --json >/dev/null 2>&1 && break; sleep 0.1; done
+      labels+=" hpbase"
+    fi
     for r in $(seq 1 "${HPCOST_ROUNDS:-4}"); do
-      for label in plain interposed hp; do
+      for label in $labels; do
         case $label in
           plain) set -- ;;
           interposed) set -- "$LITHOS" run -- ;;
           hp) set -- "$LITHOS" run --tenant svc --daemon "$SOCK" -- ;;
+          hpbase) set -- "$HPCOST_BASELINE/bin/lithos" run --tenant svc --daemon "$BSOCK" -- ;;
         esac
         timeout -s KILL 120 taskset -c "${HPCOST_CPUS:-2,3}" "$@" python3 scripts/daemon/launch_cost.py 20000 5 \
           >"$WORK/hpcost-$label-$r.json" 2>"$WORK/hpcost-$label-$r.err"
         echo "hpcost round $r $label: $(cat "$WORK/hpcost-$label-$r.json")"
       done
     done
+    [[ -n $base_pid ]] && { kill -TERM "$base_pid"; wait "$base_pid"; }
     stop_daemon hpcost
   }
   python3 - "$WORK" <<'PY'
@@ -164,7 +182,7 @@ for f in sorted(glob.glob(sys.argv[1] + "/hpcost-*.json")):
         pass
 base = statistics.median(rows.get("plain", [float("nan")]))
 print("label       host us per launch (median of rounds)   rounds            vs plain")
-for label in ("plain", "interposed", "hp"):
+for label in ("plain", "interposed", "hp", "hpbase"):
     v = rows.get(label, [])
     if v:
         m = statistics.median(v)
