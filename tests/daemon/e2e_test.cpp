@@ -329,7 +329,7 @@ long context_switches(pid_t pid) {
 
 // A high-priority client's tracker (the thread that closes a burst of
 // launches with a completion marker) naps while its streams are quiet, about
-// 1000 wake-ups a second rather than 10000, and the launch that leaves a
+// 1000 wake-ups a second rather than ~5000, and the launch that leaves a
 // stream without a marker wakes it: every burst is still closed, so the
 // daemon sees all of the service's work end.
 TEST_F(DaemonE2E, AnIdleClientsTrackerNapsAndABurstWakesIt) {
