@@ -398,6 +398,12 @@ bool Daemon::check_sockets(std::uint64_t now) {
 void Daemon::drop_client(std::size_t index, std::uint64_t now, bool malformed, const std::string& why) {
   Client& c = *clients_[index];
   (void)why;
+  if (!malformed) {
+    // What it said and what the GPU finished before it went: its last
+    // reports, and completion markers that landed (an exiting client's last
+    // atoms are done, not reclaimed). The rest is reclaimed below.
+    if (drain_submits(c, now)) poll_completions(c, now);
+  }
   for (Stream& s : c.streams) {
     if (!s.open) continue;
     const auto released = log_->close_queue(s.queue, to_time(now));
