@@ -334,13 +334,13 @@ long context_switches(pid_t pid) {
 // daemon sees all of the service's work end.
 TEST_F(DaemonE2E, AnIdleClientsTrackerNapsAndABurstWakesIt) {
   start_daemon();
-  extra_env_ = {"CLIENT_BURST=10"};
-  Proc c = client("svc", 40, 30, 2500);  // four bursts of ten launches, 30 ms apart, then 2.5 s idle
+  extra_env_ = {"CLIENT_BURST=20"};
+  Proc c = client("svc", 80, 30, 2500);  // four bursts of twenty launches, 30 ms apart, then 2.5 s idle
   auto printed = [&] { return launches_of(c).size(); };
   const auto t0 = std::chrono::steady_clock::now();
-  while (printed() < 40 && since(t0) < 10) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  ASSERT_EQ(printed(), 40U);
-  EXPECT_TRUE(wait_for([](const json& st) { return st["counters"]["completions"] == 40; }))
+  while (printed() < 80 && since(t0) < 10) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  ASSERT_EQ(printed(), 80U);
+  EXPECT_TRUE(wait_for([](const json& st) { return st["counters"]["completions"] == 80; }))
       << status()["counters"].dump();
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
   const long before = context_switches(c.pid);
@@ -350,7 +350,7 @@ TEST_F(DaemonE2E, AnIdleClientsTrackerNapsAndABurstWakesIt) {
   ASSERT_EQ(c.wait(), 0) << c.err();
   const json s = stats_of(c);
   ASSERT_TRUE(s.is_object());
-  EXPECT_EQ(s["daemon"]["reported"], 40);
+  EXPECT_EQ(s["daemon"]["reported"], 80);
   EXPECT_GE(s["daemon"]["tracker_wakes"].get<int>(), 1) << s["daemon"].dump();
   EXPECT_GE(s["daemon"]["tracker_markers"].get<int>(), 1) << s["daemon"].dump();
 }
@@ -366,7 +366,9 @@ TEST_F(DaemonE2E, KernelsOfATenantRunningFreeAreNotSplit) {
   start_daemon();
   extra_env_ = {"CLIENT_CUBIN=" LITHOS_CUBIN_FIXTURES "/corpus_kernels.sm90.cubin", "LITHOS_ATOMIZE=1",
                 "LITHOS_ATOMS=4"};
-  Proc c = client("train", 6, 0, kMarkerHoldMs);
+  // 20 ms apart: the daemon has published that the tenant runs free by the
+  // second launch, even on a loaded machine.
+  Proc c = client("train", 6, 20, kMarkerHoldMs);
   ASSERT_EQ(c.wait(), 0) << c.err();
   json params;
   for (const json& j : c.lines())
