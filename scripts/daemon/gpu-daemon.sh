@@ -42,6 +42,11 @@
 #            application's); medians per label last. HPCOST_BASELINE=DIR
 #            (another build carried over: DIR/bin/lithos, DIR/lib/liblithos.so)
 #            adds label hpbase, an hp tenant of that build's lithosd
+#   hpstep   the same in lock step (scripts/daemon/launch_cost_lockstep.py:
+#            one long-lived worker per label, short bursts in turn, so that
+#            the board's drift cancels in the per-round differences), eager
+#            launches and CUDA-graph replays; HPSTEP_ROUNDS, HPSTEP_LAUNCHES,
+#            HPCOST_CPUS and HPCOST_BASELINE as above
 #   prio     scripts/daemon/prio_probe.cu: which streams take a priority, and
 #            whether a priority reaches across MPS clients (a short request's
 #            latency beside a flooding process, with each way of raising it)
@@ -108,7 +113,26 @@ stop_daemon() {
   echo "daemon CPU ($1): $(python3 -c "import sys; c=int(sys.argv[1])/int(sys.argv[2]); w=float(sys.argv[4])-float(sys.argv[3]); print(f'{c:.1f} s over {w:.1f} s = {100*c/w:.0f}% of one core')" "$ticks" "$(getconf CLK_TCK)" "$daemon_t0" "$(date +%s.%N)")"
   kill -TERM "$daemon_pid"; wait "$daemon_pid"; daemon_pid=""
 }
-trap 'stop_daemon end' EXIT
+trap 'stop_base_daemon; stop_daemon end' EXIT
+
+# HPCOST_BASELINE=DIR (another build: DIR/bin/lithos, DIR/lib/liblithos.so,
+# e.g. an older commit's, carried to the device): its lithosd beside this
+# one (socket $BSOCK), for an hp tenant of it in the same rounds.
+base_pid=""
+BSOCK=$WORK/lithosd-base.sock
+start_base_daemon() {
+  [[ -n ${HPCOST_BASELINE:-} ]] || return 1
+  sed "s|^socket = .*|socket = \"$BSOCK\"|" "$WORK/lithosd.toml" >"$WORK/lithosd-base.toml"
+  "$HPCOST_BASELINE/bin/lithos" --version
+  "$HPCOST_BASELINE/bin/lithos" daemon --config "$WORK/lithosd-base.toml" --device 0 >>"$WORK/lithosd-base.log" 2>&1 &
+  base_pid=$!
+  for _ in $(seq 1 300); do "$LITHOS" status --socket "$BSOCK" --json >/dev/null 2>&1 && return 0; sleep 0.1; done
+  echo "the baseline's lithosd did not come up"; return 1
+}
+stop_base_daemon() {
+  [[ -n $base_pid ]] || return 0
+  kill -TERM "$base_pid"; wait "$base_pid"; base_pid=""
+}
 
 cost() {  # label [lithos run args...]
   local label=$1; shift
@@ -144,17 +168,8 @@ if has hpcost; then
   # e.g. an older commit's, carried to the device): its lithosd runs beside
   # this one and label hpbase is an hp tenant of it, in the same rounds.
   labels="plain interposed hp"
-  base_pid=""
-  BSOCK=$WORK/lithosd-base.sock
   start_daemon && {
-    if [[ -n ${HPCOST_BASELINE:-} ]]; then
-      sed "s|^socket = .*|socket = \"$BSOCK\"|" "$WORK/lithosd.toml" >"$WORK/lithosd-base.toml"
-      "$HPCOST_BASELINE/bin/lithos" --version
-      "$HPCOST_BASELINE/bin/lithos" daemon --config "$WORK/lithosd-base.toml" --device 0 >>"$WORK/lithosd-base.log" 2>&1 &
-      base_pid=$!
-      for _ in $(seq 1 300); do "$LITHOS" status --socket "$BSOCK" --json >/dev/null 2>&1 && break; sleep 0.1; done
-      labels+=" hpbase"
-    fi
+    start_base_daemon && labels+=" hpbase"
     for r in $(seq 1 "${HPCOST_ROUNDS:-4}"); do
       for label in $labels; do
         case $label in
@@ -168,7 +183,7 @@ if has hpcost; then
         echo "hpcost round $r $label: $(cat "$WORK/hpcost-$label-$r.json")"
       done
     done
-    [[ -n $base_pid ]] && { kill -TERM "$base_pid"; wait "$base_pid"; }
+    stop_base_daemon
     stop_daemon hpcost
   }
   python3 - "$WORK" <<'PY'
@@ -188,6 +203,26 @@ for label in ("plain", "interposed", "hp", "hpbase"):
         m = statistics.median(v)
         print(f"{label:11s} {m:8.2f}                                {' '.join(f'{x:.2f}' for x in v):17s} {m - base:+.2f} us")
 PY
+fi
+if has hpstep; then
+  # The same in lock step (scripts/daemon/launch_cost_lockstep.py): one
+  # worker per label, all alive at once, bursts of HPSTEP_LAUNCHES (default
+  # 2000) taken in turn for HPSTEP_ROUNDS rounds (default 40), eager
+  # launches and then graph replays; per-round differences from plain.
+  stamp "hpstep"
+  start_daemon && {
+    runs=(--run "plain:" --run "interposed:$LITHOS run --" --run "hp:$LITHOS run --tenant svc --daemon $SOCK --")
+    start_base_daemon && runs+=(--run "hpbase:$HPCOST_BASELINE/bin/lithos run --tenant svc --daemon $BSOCK --")
+    for g in eager graph; do
+      extra=(); [[ $g == graph ]] && extra=(--graph)
+      echo "hpstep $g launches (us per launch, host time; differences per round, median and quartiles):"
+      timeout -s KILL 280 taskset -c "${HPCOST_CPUS:-2,3}" python3 scripts/daemon/launch_cost_lockstep.py "${runs[@]}" \
+        "${extra[@]}" --rounds "${HPSTEP_ROUNDS:-40}" --launches "${HPSTEP_LAUNCHES:-2000}" \
+        --json "$OUT/hpstep-$g.json" --logs "$WORK/hpstep-$g"
+    done
+    stop_base_daemon
+    stop_daemon hpstep
+  }
 fi
 if has prio; then
   stamp "prio"

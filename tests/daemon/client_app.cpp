@@ -36,6 +36,8 @@
 // block_ids) of that cubin on a GRID x 3 grid and prints the bounds of
 // every launch (atom) the fake GPU saw, as {"params":[[lo,hi],...]}.
 // With CLIENT_BURST=N the pause comes after every N launches instead.
+// With CLIENT_PTSZ=1 it launches through cuLaunchKernel_ptsz /
+// cuGraphLaunch_ptsz on the per-thread default stream.
 // With CLIENT_CAPTURE=1 the launches are made inside one stream capture
 // (cuStreamBeginCapture_v2 before the first, cuStreamEndCapture after the
 // last), and it prints {"value_writes":N}, the stream memory writes the
@@ -111,7 +113,11 @@ int main(int argc, char** argv) {
   using LaunchFn = CUresult (*)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                                 CUstream, void**, void**);
   auto init = reinterpret_cast<InitFn>(::dlsym(drv, "cuInit"));
-  auto launch = reinterpret_cast<LaunchFn>(::dlsym(drv, "cuLaunchKernel"));
+  // CLIENT_PTSZ=1: launches through the per-thread-stream entry points on
+  // the per-thread default stream (as code built with
+  // --default-stream per-thread does).
+  const bool ptsz = std::getenv("CLIENT_PTSZ") != nullptr;
+  auto launch = reinterpret_cast<LaunchFn>(::dlsym(drv, ptsz ? "cuLaunchKernel_ptsz" : "cuLaunchKernel"));
   auto sync = reinterpret_cast<CUresult (*)(CUstream)>(::dlsym(drv, "cuStreamSynchronize"));
   auto last_qmd = reinterpret_cast<const std::uint8_t* (*)()>(::dlsym(drv, "fake_last_qmd"));
   auto descriptors = reinterpret_cast<unsigned long (*)()>(::dlsym(drv, "fake_descriptors"));
@@ -120,7 +126,7 @@ int main(int argc, char** argv) {
   if (init == nullptr || launch == nullptr || last_qmd == nullptr || last_priority == nullptr || stats == nullptr)
     return fail("the fake driver or liblithos.so is missing");
   if (init(0) != CUDA_SUCCESS) return fail("cuInit failed");
-  const auto stream = reinterpret_cast<CUstream>(0x5100);
+  const auto stream = ptsz ? CUstream{} : reinterpret_cast<CUstream>(0x5100);
   // CLIENT_PARAMS=1: each launch passes one 8-byte parameter {i, i + 1000},
   // overwritten as soon as the launch returns; the fake GPU records what it
   // saw (a deferred launch must have copied it).
@@ -131,7 +137,7 @@ int main(int argc, char** argv) {
   if (with_params) record_bounds(0);
   CUgraphExec exec = nullptr;
   using GraphLaunchFn = CUresult (*)(CUgraphExec, CUstream);
-  auto graph_launch = reinterpret_cast<GraphLaunchFn>(::dlsym(drv, "cuGraphLaunch"));
+  auto graph_launch = reinterpret_cast<GraphLaunchFn>(::dlsym(drv, ptsz ? "cuGraphLaunch_ptsz" : "cuGraphLaunch"));
   if (std::getenv("CLIENT_GRAPH") != nullptr) {
     using InstantiateFn = CUresult (*)(CUgraphExec*, CUgraph, unsigned long long);
     auto instantiate = reinterpret_cast<InstantiateFn>(::dlsym(drv, "cuGraphInstantiateWithFlags"));

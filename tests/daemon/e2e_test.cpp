@@ -355,6 +355,40 @@ TEST_F(DaemonE2E, AnIdleClientsTrackerNapsAndABurstWakesIt) {
   EXPECT_GE(s["daemon"]["tracker_markers"].get<int>(), 1) << s["daemon"].dump();
 }
 
+// A high-priority service that launches CUDA graphs back to back pays the
+// completion marker (~1.7 us of host time on the H100) only where the
+// stream's last one has landed and is 50 us old, as eager launches do; the
+// tracker closes each burst, so the daemon still sees all of the work end.
+TEST_F(DaemonE2E, GraphLaunchesBackToBackShareTheirMarkers) {
+  start_daemon();
+  extra_env_ = {"CLIENT_GRAPH=1", "CLIENT_BURST=20"};
+  Proc c = client("svc", 80, 30, 300);  // four bursts of twenty graph launches, 30 ms apart
+  ASSERT_EQ(c.wait(), 0) << c.err();
+  EXPECT_TRUE(wait_for([](const json& st) { return st["counters"]["completions"] == 80; }))
+      << status()["counters"].dump();
+  const json s = stats_of(c);
+  ASSERT_TRUE(s.is_object());
+  EXPECT_EQ(s["daemon"]["reported"], 80);
+  EXPECT_LT(s["daemon"]["markers"].get<int>(), 80) << s["daemon"].dump();
+  EXPECT_GE(s["daemon"]["tracker_markers"].get<int>(), 1) << s["daemon"].dump();
+}
+
+// The tracker cannot write a marker onto another thread's per-thread
+// default stream, so launches there write their own, every one: a burst on
+// it is closed by its last launch rather than left open until the next.
+TEST_F(DaemonE2E, LaunchesOnAPerThreadDefaultStreamAreEachMarked) {
+  start_daemon();
+  extra_env_ = {"CLIENT_PTSZ=1", "CLIENT_BURST=20"};
+  Proc c = client("svc", 40, 30, 300);
+  ASSERT_EQ(c.wait(), 0) << c.err();
+  EXPECT_TRUE(wait_for([](const json& st) { return st["counters"]["completions"] == 40; }))
+      << status()["counters"].dump();
+  const json s = stats_of(c);
+  ASSERT_TRUE(s.is_object());
+  EXPECT_EQ(s["daemon"]["reported"], 40);
+  EXPECT_EQ(s["daemon"]["markers"], 40) << s["daemon"].dump();
+}
+
 // A best-effort tenant running free has nothing to protect: its rewritten
 // kernels go out whole (the whole grid in one launch), neither split nor
 // paced by the atomizer's own heuristics (LITHOS_ATOMS=4 would cut each
