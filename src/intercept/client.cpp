@@ -502,26 +502,28 @@ void DaemonClient::report_running(CUstream_st* stream, bool ptsz, const LaunchIn
   m.type = ipc::SubmitType::kLaunch;
   m.flags = ipc::kSubmitRunning | (graph ? ipc::kSubmitGraph : 0) | (li.cooperative ? ipc::kSubmitCooperative : 0);
   m.stream = static_cast<std::uint32_t>(slot);
-  m.seq = s.seq.fetch_add(1, std::memory_order_acq_rel) + 1;
+  // seq_cst with the dirty flag below and the tracker's exchange: a tracker
+  // that clears the flag then reads this launch's seq or leaves the flag set.
+  m.seq = s.seq.fetch_add(1, std::memory_order_seq_cst) + 1;
   m.kernel = kernel;
   if (!graph) describe(m, li, statics);
-  // A marker when the stream's last one has been reached and is at least
-  // kMarkerGapNs old; otherwise the stream is dirty and the tracker writes
-  // one when it goes quiet. Graph launches too: a graph launched back to
-  // back with the last one leaves its marker to the tracker, whose marker
-  // lands behind the graph as the launch's own would have (a marker costs
-  // ~1.7 us of host time per graph launch on the H100). Per-thread default
+  // A marker here for the first launch after the stream was quiet for
+  // kMarkerGapNs (its last marker landed and is as old): a lone launch or
+  // graph is closed at once. A launch in a burst leaves the stream dirty:
+  // the tracker, not this thread, marks it mid-burst and once it goes quiet
+  // (a marker costs ~1.7 us of host time on the H100). Per-thread default
   // streams always get theirs here: the tracker cannot name another
   // thread's per-thread stream.
   const std::uint64_t now = now_ns();
   const std::uint64_t done = layout_->completed[slot].load(std::memory_order_acquire);
   if ((ptsz && stream == nullptr) || (done >= s.last_marker.load(std::memory_order_acquire) &&
-                                      now - s.last_marker_ns.load(std::memory_order_relaxed) >= kMarkerGapNs)) {
+                                      now - s.last_marker_ns.load(std::memory_order_relaxed) >= kMarkerGapNs &&
+                                      now - s.last_launch_ns.load(std::memory_order_relaxed) >= kMarkerGapNs)) {
     m.marker = static_cast<std::uint32_t>(m.seq);
     write_marker(stream, ptsz, static_cast<std::uint32_t>(slot), m.seq, now);
     s.dirty.store(false, std::memory_order_release);
   } else {
-    s.dirty.store(true, std::memory_order_release);
+    s.dirty.store(true, std::memory_order_seq_cst);
     if (tracker_idle_.load(std::memory_order_relaxed) != 0) wake_tracker();
   }
   s.last_launch_ns.store(now, std::memory_order_relaxed);
@@ -728,7 +730,10 @@ void DaemonClient::tracker() noexcept {
       // A per-thread default stream is marked by its own launches (above).
       if (!s.dirty.load(std::memory_order_acquire) || (s.ptsz && s.stream == nullptr)) continue;
       busy = true;
-      if (now - s.last_launch_ns.load(std::memory_order_relaxed) < 50'000) continue;
+      // Quiet for kMarkerGapNs, or a burst whose last marker is as old.
+      if (now - s.last_launch_ns.load(std::memory_order_relaxed) < kMarkerGapNs &&
+          now - s.last_marker_ns.load(std::memory_order_relaxed) < kMarkerGapNs)
+        continue;
       if (layout_->completed[i].load(std::memory_order_acquire) < s.last_marker.load(std::memory_order_acquire))
         continue;  // the last marker is still on its way
       CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
@@ -736,8 +741,8 @@ void DaemonClient::tracker() noexcept {
           cs != CU_STREAM_CAPTURE_STATUS_NONE) {
         continue;
       }
-      s.dirty.store(false, std::memory_order_release);
-      write_marker(s.stream, s.ptsz, i, s.seq.load(std::memory_order_acquire));
+      if (!s.dirty.exchange(false, std::memory_order_seq_cst)) continue;
+      write_marker(s.stream, s.ptsz, i, s.seq.load(std::memory_order_seq_cst));
       tracker_markers_.fetch_add(1, std::memory_order_relaxed);
     }
   }

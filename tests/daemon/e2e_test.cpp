@@ -373,6 +373,31 @@ TEST_F(DaemonE2E, GraphLaunchesBackToBackShareTheirMarkers) {
   EXPECT_GE(s["daemon"]["tracker_markers"].get<int>(), 1) << s["daemon"].dump();
 }
 
+// Mid-burst markers are the tracker's too: the application's thread writes
+// one only for the first launch after its stream was quiet for 50 us, so
+// that a long burst of eager launches pays for almost none (before, one
+// every 50 us of launching), and the daemon still sees every launch end.
+TEST_F(DaemonE2E, LaunchesInABurstLeaveTheirMarkersToTheTracker) {
+  start_daemon();
+  extra_env_ = {"CLIENT_BURST=200"};
+  Proc c = client("svc", 400, 30, 300);  // two bursts of two hundred launches
+  ASSERT_EQ(c.wait(), 0) << c.err();
+  EXPECT_TRUE(wait_for([](const json& st) { return st["counters"]["completions"] == 400; }))
+      << status()["counters"].dump();
+  const json s = stats_of(c);
+  ASSERT_TRUE(s.is_object());
+  const auto launches = launches_of(c);
+  ASSERT_EQ(launches.size(), 400U);
+  // Launches more than 50 us after the one before (a preempted client) may
+  // each write one too.
+  int quiet = 0;
+  for (std::size_t i = 1; i < launches.size(); ++i)
+    quiet += launches[i]["t_ns"].get<std::uint64_t>() - launches[i - 1]["t_ns"].get<std::uint64_t>() >= 50'000;
+  const int inline_markers = s["daemon"]["markers"].get<int>() - s["daemon"]["tracker_markers"].get<int>();
+  EXPECT_LE(inline_markers, 1 + quiet) << s["daemon"].dump();
+  EXPECT_GE(s["daemon"]["tracker_markers"].get<int>(), 2) << s["daemon"].dump();
+}
+
 // The tracker cannot write a marker onto another thread's per-thread
 // default stream, so launches there write their own, every one: a burst on
 // it is closed by its last launch rather than left open until the next.
