@@ -388,9 +388,17 @@ void DaemonClient::write_marker(CUstream_st* stream, bool ptsz, std::uint32_t sl
   if (d.write_value64 == nullptr || dev_base_ == 0) return;
   Internal internal;
   const CUdeviceptr addr = dev_base_ + static_cast<CUdeviceptr>(slot) * sizeof(std::uint64_t);
+  Slot& s = slots_[slot];
+  // The launching thread and the tracker both mark a stream: values go onto
+  // it in increasing order, so that the completion page never goes back (a
+  // smaller value enqueued after a larger one would hide the larger one's
+  // launches from the daemon until the next marker). A value at or below
+  // one already enqueued is covered by it: nothing to write.
+  const std::lock_guard lock(s.marking);
+  if (value <= s.last_marker.load(std::memory_order_relaxed)) return;
   if (d.write_value64(handle_of(stream, ptsz), addr, value, 0) == CUDA_SUCCESS) {
-    slots_[slot].last_marker.store(value, std::memory_order_release);
-    slots_[slot].last_marker_ns.store(now != 0 ? now : now_ns(), std::memory_order_relaxed);
+    s.last_marker.store(value, std::memory_order_release);
+    s.last_marker_ns.store(now != 0 ? now : now_ns(), std::memory_order_relaxed);
     markers_.fetch_add(1, std::memory_order_relaxed);
   }
 }

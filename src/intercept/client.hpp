@@ -160,7 +160,8 @@ class DaemonClient {
     CUstream_st* stream = nullptr;
     bool ptsz = false;
     std::atomic<std::uint64_t> seq{0};          // launches submitted on it
-    std::atomic<std::uint64_t> last_marker{0};  // value of the last marker written
+    std::atomic<std::uint64_t> last_marker{0};  // value of the last marker written (the largest)
+    std::mutex marking;                         // held while a marker is enqueued (write_marker)
     std::atomic<bool> dirty{false};             // launches after the last marker
     std::atomic<std::uint64_t> last_launch_ns{0};
     std::atomic<std::uint64_t> last_marker_ns{0};                           // when the last marker was enqueued
