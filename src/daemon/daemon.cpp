@@ -1,6 +1,7 @@
 #include "daemon/daemon.hpp"
 
 #include <poll.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -168,13 +169,24 @@ Result<std::unique_ptr<Daemon>> Daemon::create(DaemonOptions options) {
 }
 
 Status Daemon::run(const std::atomic<bool>& stop) {
+  // Short sleeps (hp_poll_ns) as asked, not rounded up by the default 50 us
+  // of timer slack.
+  (void)::prctl(PR_SET_TIMERSLACK, 1000UL, 0UL, 0UL, 0UL);
   while (!stop.load(std::memory_order_relaxed)) {
     const std::uint64_t now = now_ns();
     const bool busy = step(now);
     if (busy) continue;
-    // Work in flight or clients waiting: spin (grants within microseconds).
-    // Otherwise sleep, up to 1 ms, woken early by the sockets.
-    if (now - last_event_ns_ < options_.spin_ns) continue;
+    // Best-effort work in flight or waiting: spin (grants within
+    // microseconds). Only high-priority work: short sleeps (no one waits
+    // for a grant). Otherwise sleep, up to 1 ms, woken early by the sockets.
+    if (now - last_be_work_ns_ < options_.spin_ns) continue;
+    if (now - last_event_ns_ < options_.spin_ns) {
+      if (options_.hp_poll_ns > 0) {
+        const timespec nap{0, static_cast<long>(std::min<std::uint64_t>(options_.hp_poll_ns, 999'999'999))};
+        (void)::nanosleep(&nap, nullptr);
+      }
+      continue;
+    }
     trace_.flush();  // idle: what was traced reaches the file
     save_cache(now, false);
     std::vector<pollfd> fds;
@@ -184,7 +196,7 @@ Status Daemon::run(const std::atomic<bool>& stop) {
     // Clients submit through shared memory, which no poll() sees: sleep
     // briefly so that a best-effort launch waits at most about this long
     // after an idle period.
-    (void)::poll(fds.data(), fds.size(), 1);
+    if (::poll(fds.data(), fds.size(), 1) > 0) last_socket_check_ns_ = 0;  // a socket to serve: at the next turn
   }
   shutdown_clients();
   trace_.close();
@@ -217,9 +229,14 @@ void Daemon::save_cache(std::uint64_t now, bool force) {
 bool Daemon::step(std::uint64_t now) {
   ++counters_.loops;
   bool any = false;
-  any |= accept_connections(now);
+  // New connections and closed sockets are looked for once a millisecond
+  // (or at once when the idle poll() saw them): accept4() on a listening
+  // socket costs a socket allocation even when nothing waits, too much for
+  // every turn of the loop.
+  const bool sockets = now - last_socket_check_ns_ > 1'000'000;
+  if (sockets) any |= accept_connections(now);
   any |= serve_pending(now);
-  if (now - last_socket_check_ns_ > 1'000'000 || any) {
+  if (sockets || any) {
     last_socket_check_ns_ = now;
     any |= check_sockets(now);
   }
@@ -248,10 +265,15 @@ bool Daemon::step(std::uint64_t now) {
     trace_.write(log_->events());
     log_->clear_events();
   }
-  // Keep spinning while anything is in flight or waiting.
-  bool inflight = false;
-  for (const auto& t : engine_->state().tenants) inflight = inflight || t.has_work();
+  // Keep spinning while best-effort work is in flight or waiting, and
+  // polling while anything is.
+  bool inflight = false, be_work = false;
+  for (const auto& t : engine_->state().tenants) {
+    inflight = inflight || t.has_work();
+    be_work = be_work || (!t.is_high() && t.has_work());
+  }
   if (any || inflight) last_event_ns_ = now;
+  if (be_work) last_be_work_ns_ = now;
   if (any) ++counters_.busy_loops;
   return any;
 }

@@ -53,6 +53,12 @@ struct DaemonOptions {
   // backs off to sleeping: a be client waiting for a grant is answered
   // within microseconds while work is in flight.
   std::uint64_t spin_ns = 2'000'000;
+  // While only high-priority work is in flight (no best-effort tenant has
+  // work or had any in the last spin_ns, so that no one waits for a grant)
+  // the loop sleeps this long between turns instead of spinning: an hp-only
+  // GPU costs a few percent of a core, not a whole one, and an hp atom's
+  // end is seen at most this much later. 0: spin.
+  std::uint64_t hp_poll_ns = 50'000;
   // A client whose Hello has not arrived this long after it connected is dropped.
   std::uint64_t hello_timeout_ns = 2'000'000'000;
 };
@@ -184,6 +190,7 @@ class Daemon {
   std::vector<sched::AtomDispatch> out_;  // scratch for dispatch
   bool dirty_ = true;                     // something changed since the last dispatch
   std::uint64_t last_event_ns_ = 0;
+  std::uint64_t last_be_work_ns_ = 0;  // when a best-effort tenant last had work
   std::uint64_t last_socket_check_ns_ = 0;
   std::uint64_t last_heartbeat_ns_ = 0;
   static constexpr std::uint64_t kHeartbeatNs = 1'000'000;

@@ -399,6 +399,28 @@ TEST_F(DaemonE2E, LaunchesInABurstLeaveTheirMarkersToTheTracker) {
   EXPECT_GE(s["daemon"]["tracker_markers"].get<int>(), 2) << s["daemon"].dump();
 }
 
+// With only high-priority work in flight no one waits for a grant: the
+// daemon sleeps briefly between turns instead of spinning (it spun a whole
+// core for a service alone on the H100), and still sees every launch end.
+TEST_F(DaemonE2E, TheDaemonSleepsWhileOnlyHighPriorityWorkIsInFlight) {
+  start_daemon();
+  Proc c = client("svc", 1500, 1, 0);  // a launch every millisecond: never 2 ms without an event
+  ASSERT_TRUE(wait_for([](const json& st) { return st["counters"]["running_launches"].get<int>() >= 100; }));
+  const json a = status();
+  const auto t0 = std::chrono::steady_clock::now();
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  const json b = status();
+  const double wall = since(t0);
+  ASSERT_TRUE(a.is_object() && b.is_object());
+  ASSERT_LT(b["counters"]["running_launches"].get<int>(), 1500) << "the client finished inside the window";
+  const double cpu = (b["cpu_s"].get<double>() - a["cpu_s"].get<double>()) / wall;
+  std::printf("daemon CPU with only an hp client: %.3f of a core\n", cpu);
+  EXPECT_LT(cpu, 0.4) << "the daemon used " << cpu << " of a core with only an hp client";
+  ASSERT_EQ(c.wait(), 0) << c.err();
+  EXPECT_TRUE(wait_for([](const json& st) { return st["counters"]["completions"] == 1500; }))
+      << status()["counters"].dump();
+}
+
 // The tracker cannot write a marker onto another thread's per-thread
 // default stream, so launches there write their own, every one: a burst on
 // it is closed by its last launch rather than left open until the next.
