@@ -278,7 +278,7 @@ struct Parser {
   Status daemon_table(const toml::table& d, DaemonConfig& c) const {
     LITHOS_RETURN_IF_ERROR(
         check_keys(d, "[daemon]",
-                   {"socket", "policy", "mps", "atom_us", "throttle_us", "throttle_unborrowed_us",
+                   {"socket", "policy", "mps", "atom_us", "throttle_us", "throttle_unborrowed_us", "hp_poll_us",
                     "best_effort_runs_free", "stream_priorities", "state_dir", "trace", "default_tenant"}));
     auto socket = string(d, "socket");
     if (!socket) return socket.status();
@@ -310,6 +310,9 @@ struct Parser {
     auto unborrowed = number(d, "throttle_unborrowed_us", kMinThrottleUs, kMaxThrottleUs, false);
     if (!unborrowed) return unborrowed.status();
     if (unborrowed->has_value()) c.throttle_unborrowed_us = **unborrowed;
+    auto poll = number(d, "hp_poll_us", 0, kMaxHpPollUs, false);
+    if (!poll) return poll.status();
+    if (poll->has_value()) c.hp_poll_us = **poll;
     if (const toml::node* n = d.get("best_effort_runs_free")) {
       if (!n->is_boolean()) return error(*n, "'best_effort_runs_free' must be true or false");
       c.best_effort_runs_free = n->as_boolean()->get();
@@ -609,6 +612,7 @@ Status apply_env(DaemonConfig& c, const std::function<const char*(const char*)>&
   LITHOS_RETURN_IF_ERROR(env_number("LITHOSD_THROTTLE_US", kMinThrottleUs, kMaxThrottleUs, &c.throttle_us));
   LITHOS_RETURN_IF_ERROR(
       env_number("LITHOSD_THROTTLE_UNBORROWED_US", kMinThrottleUs, kMaxThrottleUs, &c.throttle_unborrowed_us));
+  LITHOS_RETURN_IF_ERROR(env_number("LITHOSD_HP_POLL_US", 0, kMaxHpPollUs, &c.hp_poll_us));
   if (auto v = get("LITHOSD_BEST_EFFORT_RUNS_FREE")) {
     auto b = parse_switch(*v);
     if (!b) return Status::invalid_argument("LITHOSD_BEST_EFFORT_RUNS_FREE: " + quoted(*v) + " is not true or false");
@@ -767,6 +771,7 @@ std::string config_json(const DaemonConfig& c) {
   j += ",\"atom_us\":" + json_number(c.atom_us);
   j += ",\"throttle_us\":" + json_number(c.throttle_us);
   j += ",\"throttle_unborrowed_us\":" + json_number(c.throttle_unborrowed_us);
+  j += ",\"hp_poll_us\":" + json_number(c.hp_poll_us);
   j += std::string(",\"best_effort_runs_free\":") + (c.best_effort_runs_free ? "true" : "false");
   j += std::string(",\"stream_priorities\":") + (c.stream_priorities ? "true" : "false");
   j += ",\"state_dir\":" + json_string(c.state_dir);

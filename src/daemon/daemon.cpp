@@ -169,7 +169,7 @@ Result<std::unique_ptr<Daemon>> Daemon::create(DaemonOptions options) {
 }
 
 Status Daemon::run(const std::atomic<bool>& stop) {
-  // Short sleeps (hp_poll_ns) as asked, not rounded up by the default 50 us
+  // Short sleeps (hp_poll_us) as asked, not rounded up by the default 50 us
   // of timer slack.
   (void)::prctl(PR_SET_TIMERSLACK, 1000UL, 0UL, 0UL, 0UL);
   while (!stop.load(std::memory_order_relaxed)) {
@@ -177,12 +177,13 @@ Status Daemon::run(const std::atomic<bool>& stop) {
     const bool busy = step(now);
     if (busy) continue;
     // Best-effort work in flight or waiting: spin (grants within
-    // microseconds). Only high-priority work: short sleeps (no one waits
-    // for a grant). Otherwise sleep, up to 1 ms, woken early by the sockets.
+    // microseconds). Only high-priority work: spin, or short sleeps when
+    // hp_poll_us asks (no one waits for a grant). Otherwise sleep, up to
+    // 1 ms, woken early by the sockets.
     if (now - last_be_work_ns_ < options_.spin_ns) continue;
     if (now - last_event_ns_ < options_.spin_ns) {
-      if (options_.hp_poll_ns > 0) {
-        const timespec nap{0, static_cast<long>(std::min<std::uint64_t>(options_.hp_poll_ns, 999'999'999))};
+      if (options_.config.hp_poll_us > 0) {  // at most 1 ms (kMaxHpPollUs)
+        const timespec nap{0, static_cast<long>(options_.config.hp_poll_us * 1e3)};
         (void)::nanosleep(&nap, nullptr);
       }
       continue;

@@ -53,14 +53,6 @@ struct DaemonOptions {
   // backs off to sleeping: a be client waiting for a grant is answered
   // within microseconds while work is in flight.
   std::uint64_t spin_ns = 2'000'000;
-  // While only high-priority work is in flight (no best-effort tenant has
-  // work or had any in the last spin_ns, so that no one waits for a grant)
-  // the loop sleeps this long between turns instead of spinning: a fraction
-  // of a core, not a whole one (0.24 of a core in DaemonE2E on a
-  // paravirtualised VM, where each sleep costs a context switch, against
-  // 1.0 spinning), and an hp atom's end is seen at most this much later.
-  // 0: spin.
-  std::uint64_t hp_poll_ns = 50'000;
   // A client whose Hello has not arrived this long after it connected is dropped.
   std::uint64_t hello_timeout_ns = 2'000'000'000;
 };

@@ -159,7 +159,7 @@ class DaemonE2E : public ::testing::Test {
     std::vector<std::string> argv = {LITHOS_EXE, "daemon",   "--slot-map", LITHOS_FAKE_MAP, "--config",
                                      config_,    "--socket", sock_,        "--state-dir",   (dir_ / "state").string()};
     argv.insert(argv.end(), extra.begin(), extra.end());
-    daemon_ = Proc::spawn(argv, {}, (dir_ / ("daemon-" + std::to_string(++daemons_) + ".log")).string());
+    daemon_ = Proc::spawn(argv, daemon_env_, (dir_ / ("daemon-" + std::to_string(++daemons_) + ".log")).string());
     ASSERT_GT(daemon_.pid, 0);
     const auto t0 = std::chrono::steady_clock::now();
     while (!status().is_object()) {
@@ -253,9 +253,10 @@ class DaemonE2E : public ::testing::Test {
   }
 
   fs::path dir_;
-  bool defer_ = false;                  // clients queue best-effort launches (LITHOS_DEFER_LAUNCHES)
-  bool params_ = false;                 // clients pass a parameter per launch (CLIENT_PARAMS)
-  std::vector<std::string> extra_env_;  // more NAME=VALUE for the next clients
+  bool defer_ = false;                   // clients queue best-effort launches (LITHOS_DEFER_LAUNCHES)
+  bool params_ = false;                  // clients pass a parameter per launch (CLIENT_PARAMS)
+  std::vector<std::string> extra_env_;   // more NAME=VALUE for the next clients
+  std::vector<std::string> daemon_env_;  // more NAME=VALUE for the next daemon
   std::string sock_, config_;
   Proc daemon_;
   int daemons_ = 0, clients_ = 0;
@@ -399,10 +400,11 @@ TEST_F(DaemonE2E, LaunchesInABurstLeaveTheirMarkersToTheTracker) {
   EXPECT_GE(s["daemon"]["tracker_markers"].get<int>(), 2) << s["daemon"].dump();
 }
 
-// With only high-priority work in flight no one waits for a grant: the
-// daemon sleeps briefly between turns instead of spinning (it spun a whole
-// core for a service alone on the H100), and still sees every launch end.
-TEST_F(DaemonE2E, TheDaemonSleepsWhileOnlyHighPriorityWorkIsInFlight) {
+// With only high-priority work in flight no one waits for a grant: with
+// hp_poll_us the daemon sleeps briefly between turns instead of spinning (it
+// spins a whole core for a service alone), and still sees every launch end.
+TEST_F(DaemonE2E, TheDaemonSleepsWhileOnlyHighPriorityWorkIsInFlightWhenAsked) {
+  daemon_env_ = {"LITHOSD_HP_POLL_US=50"};
   start_daemon();
   Proc c = client("svc", 1500, 1, 0);  // a launch every millisecond: never 2 ms without an event
   ASSERT_TRUE(wait_for([](const json& st) { return st["counters"]["running_launches"].get<int>() >= 100; }));
