@@ -345,7 +345,7 @@ int DaemonClient::slot_of(CUstream_st* stream, bool ptsz) noexcept {
       ipc::SubmitMsg m;
       m.type = ipc::SubmitType::kStreamOpen;
       m.stream = free;
-      if (!push(m)) return -1;
+      if (!push(m, nullptr, /*spill=*/true)) return -1;
       s.open.store(true);
       it = slot_of_.emplace(key, free).first;
     }
@@ -358,23 +358,55 @@ int DaemonClient::slot_of(CUstream_st* stream, bool ptsz) noexcept {
   }
 }
 
-bool DaemonClient::push(const ipc::SubmitMsg& m, std::atomic<std::uint64_t>* count) noexcept {
+bool DaemonClient::flush_spill_locked(ipc::ChannelLayout* l) noexcept {
+  while (!spill_.empty() && l->submit.push(spill_.front(), &submit_seen_tail_)) spill_.pop_front();
+  spill_size_.store(spill_.size(), std::memory_order_relaxed);
+  return spill_.empty();
+}
+
+void DaemonClient::flush_spill() noexcept {
+  if (spill_size_.load(std::memory_order_relaxed) == 0) return;
+  ipc::ChannelLayout* l = layout_;
+  if (l == nullptr) return;
+  while (submit_lock_.test_and_set(std::memory_order_acquire)) cpu_relax();
+  if (submit_seen_layout_ == l) (void)flush_spill_locked(l);
+  submit_lock_.clear(std::memory_order_release);
+}
+
+bool DaemonClient::push(const ipc::SubmitMsg& m, std::atomic<std::uint64_t>* count, bool spill) noexcept {
   ipc::ChannelLayout* l = layout_;
   if (l == nullptr) return false;
-  // A full ring means the daemon is not reading: wait up to 1 ms, then give up.
+  // A full ring means the daemon is not reading: wait up to 1 ms, then give
+  // up; or, with `spill`, queue the message here at once.
   std::uint64_t start = 0;
   while (true) {
     while (submit_lock_.test_and_set(std::memory_order_acquire)) cpu_relax();
     if (submit_seen_layout_ != l) {
+      // Another channel (a restarted daemon): what was spilled for the
+      // last one is of no use to this one.
       submit_seen_layout_ = l;
       submit_seen_tail_ = 0;
+      spill_.clear();
+      spill_size_.store(0, std::memory_order_relaxed);
     }
-    const bool ok = l->submit.push(m, &submit_seen_tail_);
+    // Nothing overtakes a spilled message.
+    bool ok = (spill_size_.load(std::memory_order_relaxed) == 0 || flush_spill_locked(l)) &&
+              l->submit.push(m, &submit_seen_tail_);
+    if (!ok && spill && spill_.size() < kSpillMax) {
+      try {
+        spill_.push_back(m);
+        spill_size_.store(spill_.size(), std::memory_order_relaxed);
+        spilled_.fetch_add(1, std::memory_order_relaxed);
+        ok = true;
+      } catch (...) {  // out of memory: dropped, as with a full spill
+      }
+    }
     // Counted under the lock without a locked instruction: one right after
     // the ring's stores would wait for them to reach the daemon's core.
     if (ok && count != nullptr) count->store(count->load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     submit_lock_.clear(std::memory_order_release);
     if (ok) return true;
+    if (spill) return false;
     const std::uint64_t now = now_ns();
     if (start == 0) start = now;
     if (now - start > 1'000'000ULL) return false;
@@ -535,7 +567,7 @@ void DaemonClient::report_running(CUstream_st* stream, bool ptsz, const LaunchIn
     if (tracker_idle_.load(std::memory_order_relaxed) != 0) wake_tracker();
   }
   s.last_launch_ns.store(now, std::memory_order_relaxed);
-  if (!push(m, &reported_)) dropped_reports_.fetch_add(1, std::memory_order_relaxed);
+  if (!push(m, &reported_, /*spill=*/true)) dropped_reports_.fetch_add(1, std::memory_order_relaxed);
 }
 
 namespace {
@@ -657,7 +689,7 @@ void DaemonClient::forget_stream(CUstream_st* stream, bool ptsz) noexcept {
     ipc::SubmitMsg m;
     m.type = ipc::SubmitType::kStreamClose;
     m.stream = it->second;
-    (void)push(m);
+    (void)push(m, nullptr, /*spill=*/true);
     slots_[it->second].open.store(false);
     slot_of_.erase(it);
     t_key = ~std::uintptr_t{0};
@@ -699,7 +731,7 @@ void DaemonClient::synced(const std::vector<SyncPoint>& points) noexcept {
     ipc::SubmitMsg m;
     m.type = ipc::SubmitType::kSync;
     m.stream = p.slot;
-    if (push(m)) syncs_.fetch_add(1, std::memory_order_relaxed);
+    if (push(m, nullptr, /*spill=*/true)) syncs_.fetch_add(1, std::memory_order_relaxed);
   }
 }
 
@@ -729,6 +761,12 @@ void DaemonClient::tracker() noexcept {
     if (!alive()) {
       disconnect(State::kGone);
       continue;
+    }
+    // Reports spilled while the ring was full go in as it empties, also
+    // when the application launches no more.
+    if (spill_size_.load(std::memory_order_relaxed) != 0) {
+      flush_spill();
+      busy = true;
     }
     const std::uint64_t now = now_ns();
     for (std::uint32_t i = 0; i < ipc::kMaxStreams; ++i) {
@@ -769,6 +807,7 @@ DaemonClient::Stats DaemonClient::stats() const noexcept {
   s.fallbacks = fallbacks_.load();
   s.reconnects = reconnects_.load();
   s.dropped_reports = dropped_reports_.load();
+  s.spilled = spilled_.load();
   s.syncs = syncs_.load();
   s.priorities_set = priorities_set_.load();
   s.priority_failures = priority_failures_.load();
@@ -817,10 +856,11 @@ std::string DaemonClient::stats_json() const {
       ",\"grant_wait_p50_us_at_most\":" + std::to_string(wait_quantile_us(0.5)) +
       ",\"grant_wait_p99_us_at_most\":" + std::to_string(wait_quantile_us(0.99)) +
       ",\"fallbacks\":" + num(s.fallbacks) + ",\"reconnects\":" + num(s.reconnects) +
-      ",\"dropped_reports\":" + num(s.dropped_reports) + ",\"syncs\":" + num(s.syncs) +
-      ",\"stream_priority\":{\"immediate\":\"" + priority_name(immediate_priority_.load()) +
-      "\",\"enabled\":" + (hw_priority_ ? "true" : "false") + ",\"set\":" + num(s.priorities_set) +
-      ",\"failed\":" + num(s.priority_failures) + "}" + ",\"deferred\":" + DeferredLaunches::instance().stats_json() +
+      ",\"dropped_reports\":" + num(s.dropped_reports) + ",\"spilled\":" + num(s.spilled) +
+      ",\"syncs\":" + num(s.syncs) + ",\"stream_priority\":{\"immediate\":\"" +
+      priority_name(immediate_priority_.load()) + "\",\"enabled\":" + (hw_priority_ ? "true" : "false") +
+      ",\"set\":" + num(s.priorities_set) + ",\"failed\":" + num(s.priority_failures) + "}" +
+      ",\"deferred\":" + DeferredLaunches::instance().stats_json() +
       ",\"graph_replay\":" + GraphReplay::instance().stats_json() + "}";
   return out;
 }

@@ -145,6 +145,7 @@ class DaemonClient {
     std::uint64_t reported = 0, markers = 0, tracker_markers = 0, tracker_wakes = 0, submits = 0, grants = 0;
     std::uint64_t grant_wait_ns = 0, grant_wait_max_ns = 0, fallbacks = 0, reconnects = 0, dropped_reports = 0;
     std::uint64_t syncs = 0;                                  // kSync messages sent
+    std::uint64_t spilled = 0;                                // reports queued in the client while the ring was full
     std::uint64_t priorities_set = 0, priority_failures = 0;  // stream priorities set (apply_priority)
     std::uint64_t ahead = 0, ahead_taken = 0;                 // submitted ahead; taken by their launch
   };
@@ -185,8 +186,18 @@ class DaemonClient {
   // The slot of a stream, opening it (kStreamOpen) on first use; -1 when none is free.
   int slot_of(CUstream_st* stream, bool ptsz) noexcept;
   // Pushes `m` to the submit ring; `count` (reported_, submits_), if given,
-  // grows by one when it went in. Only push writes them.
-  bool push(const ipc::SubmitMsg& m, std::atomic<std::uint64_t>* count = nullptr) noexcept;
+  // grows by one when it went in. Only push writes them. A full ring waits
+  // up to 1 ms for the daemon, then gives up; with `spill` (reports of
+  // launches already made, which must never wait) a full ring queues `m`
+  // in the client instead (spill_, up to kSpillMax), sent ahead of anything
+  // later once the daemon reads again.
+  bool push(const ipc::SubmitMsg& m, std::atomic<std::uint64_t>* count = nullptr, bool spill = false) noexcept;
+  // Moves spilled messages into ring `l` while it has room; true when none
+  // is left. Holds submit_lock_.
+  bool flush_spill_locked(ipc::ChannelLayout* l) noexcept;
+  // The same, taking the lock, when anything is spilled (the tracker).
+  void flush_spill() noexcept;
+  static constexpr std::size_t kSpillMax = 1 << 16;
   // Sets stream priority `p` on slot `slot`'s stream unless it has it
   // already (kKeep: nothing). Called in the launching thread, before the launch.
   void apply_priority(std::uint32_t slot, ipc::StreamPriority p) noexcept;
@@ -229,6 +240,9 @@ class DaemonClient {
   // the ring of that channel; guarded by submit_lock_.
   const ipc::ChannelLayout* submit_seen_layout_ = nullptr;
   std::uint64_t submit_seen_tail_ = 0;
+  std::deque<ipc::SubmitMsg> spill_;        // guarded by submit_lock_
+  std::atomic<std::size_t> spill_size_{0};  // spill_.size(), read without the lock
+  std::atomic<std::uint64_t> spilled_{0};   // messages that went through spill_
   std::mutex slots_mu_;
   std::unordered_map<std::uintptr_t, std::uint32_t> slot_of_;
   Slot slots_[ipc::kMaxStreams];

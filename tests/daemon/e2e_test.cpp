@@ -423,6 +423,37 @@ TEST_F(DaemonE2E, TheDaemonSleepsWhileOnlyHighPriorityWorkIsInFlightWhenAsked) {
       << status()["counters"].dump();
 }
 
+// An hp launch never waits for the daemon, even a stalled one: once the
+// submit ring is full, its reports queue in the client (they waited 1 ms
+// each and were then dropped) and reach the daemon in order when it reads
+// again, so that all of the service's work is accounted.
+TEST_F(DaemonE2E, ReportsWaitInTheClientWhileTheDaemonIsStalled) {
+  start_daemon();
+  extra_env_ = {"CLIENT_BURST=50"};
+  Proc c = client("svc", 6000, 1, 300);  // bursts of fifty launches, 1 ms apart
+  ASSERT_TRUE(wait_for([](const json& st) { return st["counters"]["running_launches"].get<int>() >= 100; }));
+  daemon_.signal(SIGSTOP);  // the ring (1024) fills in about twenty bursts
+  std::this_thread::sleep_for(std::chrono::milliseconds(150));
+  daemon_.signal(SIGCONT);
+  ASSERT_EQ(c.wait(), 0) << c.err();
+  const json s = stats_of(c);
+  ASSERT_TRUE(s.is_object());
+  EXPECT_EQ(s["daemon"]["reported"], 6000) << s["daemon"].dump();
+  EXPECT_EQ(s["daemon"]["dropped_reports"], 0) << s["daemon"].dump();
+  EXPECT_GT(s["daemon"]["spilled"].get<int>(), 0) << s["daemon"].dump();
+  // No launch inside a burst waited for the ring.
+  const auto launches = launches_of(c);
+  ASSERT_EQ(launches.size(), 6000U);
+  int slow = 0;
+  for (std::size_t i = 1; i < launches.size(); ++i) {
+    if (i % 50 == 0) continue;  // the pause between bursts
+    slow += launches[i]["t_ns"].get<std::uint64_t>() - launches[i - 1]["t_ns"].get<std::uint64_t>() >= 900'000;
+  }
+  EXPECT_LT(slow, 20) << slow << " launches inside bursts came 0.9 ms or more after the one before";
+  EXPECT_TRUE(wait_for([](const json& st) { return st["counters"]["running_launches"] == 6000; }))
+      << status()["counters"].dump();
+}
+
 // The tracker cannot write a marker onto another thread's per-thread
 // default stream, so launches there write their own, every one: a burst on
 // it is closed by its last launch rather than left open until the next.
