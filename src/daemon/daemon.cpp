@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstring>
 #include <nlohmann/json.hpp>
+#include <system_error>
 
 #include "daemon/predictor_cache.hpp"
 #include "ipc/socket.hpp"
@@ -73,6 +74,7 @@ lithos::Time Daemon::to_time(std::uint64_t ns) { return lithos::Time(lithos::Dur
 Daemon::Daemon(DaemonOptions options) : options_(std::move(options)) {}
 
 Daemon::~Daemon() {
+  if (cache_.writer.joinable()) cache_.writer.join();
   for (auto& p : pending_) ::close(p->sock);
   for (auto& c : clients_) {
     if (c->sock >= 0) ::close(c->sock);
@@ -209,15 +211,7 @@ Status Daemon::run(const std::atomic<bool>& stop) {
   return Status::ok();
 }
 
-void Daemon::save_cache(std::uint64_t now, bool force) {
-  if (cache_.path.empty() || (!force && now - cache_.saved_ns < kCacheEveryNs)) return;
-  const sched::LatencyPredictor& p = engine_->state().predictor;
-  const std::uint64_t obs =
-      p.stats(sched::PriorityClass::kHigh).observations + p.stats(sched::PriorityClass::kBestEffort).observations;
-  if (obs == cache_.saved_obs) return;
-  const Status s = write_predictor_cache(cache_.path, options_.device, engine_->save_predictions());
-  cache_.saved_ns = now;
-  cache_.saved_obs = obs;
+void Daemon::account_cache_write(const Status& s) {
   if (s.is_ok()) {
     ++cache_.saves;
     cache_.error.clear();
@@ -225,6 +219,47 @@ void Daemon::save_cache(std::uint64_t now, bool force) {
     cache_.error = s.message();
     std::fprintf(stderr, "lithosd: predictor cache: %s (the daemon goes on)\n", s.message().c_str());
   }
+}
+
+void Daemon::collect_cache_write(bool wait) {
+  if (!cache_.writer.joinable()) return;
+  if (!wait) {
+    const std::lock_guard lock(cache_.mu);
+    if (!cache_.done) return;
+  }
+  cache_.writer.join();
+  account_cache_write(cache_.result);
+}
+
+void Daemon::save_cache(std::uint64_t now, bool force) {
+  if (cache_.path.empty()) return;
+  collect_cache_write(force);
+  if (cache_.writer.joinable()) return;  // the last write is still going on
+  if (!force && now - cache_.saved_ns < kCacheEveryNs) return;
+  const sched::LatencyPredictor& p = engine_->state().predictor;
+  const std::uint64_t obs =
+      p.stats(sched::PriorityClass::kHigh).observations + p.stats(sched::PriorityClass::kBestEffort).observations;
+  if (obs == cache_.saved_obs) return;
+  std::string text = engine_->save_predictions();
+  cache_.saved_ns = now;
+  cache_.saved_obs = obs;
+  if (!force) {
+    // fsync() of a file can take tens of milliseconds: not in the loop,
+    // whose clients' submit rings fill meanwhile.
+    cache_.done = false;
+    try {
+      cache_.writer = std::thread([this, text = std::move(text)] {
+        const Status s = write_predictor_cache(cache_.path, options_.device, text);
+        const std::lock_guard lock(cache_.mu);
+        cache_.result = s;
+        cache_.done = true;
+      });
+      return;
+    } catch (const std::system_error&) {  // no thread: write it here
+      text = engine_->save_predictions();
+    }
+  }
+  account_cache_write(write_predictor_cache(cache_.path, options_.device, text));
 }
 
 bool Daemon::step(std::uint64_t now) {

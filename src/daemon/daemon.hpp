@@ -28,8 +28,10 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -198,10 +200,21 @@ class Daemon {
     std::uint64_t saved_ns = 0;   // when last written (or loaded)
     std::uint64_t saved_obs = 0;  // predictor observations when last written
     std::string error;            // the last load or write error ("" = none)
+    // The file is written (fsync included) by a thread of its own, off the
+    // loop that answers clients: `writer`, its outcome under `mu`.
+    std::thread writer;
+    std::mutex mu;
+    bool done = false;
+    Status result = Status::ok();
   } cache_;
-  // Writes the cache when `force` or when the predictor learnt something
-  // and the last write is older than kCacheEveryNs.
+  // Writes the cache when `force` (at once, in this thread: at exit) or when
+  // the predictor learnt something and the last write is older than
+  // kCacheEveryNs (in the background).
   void save_cache(std::uint64_t now, bool force);
+  // Accounts the background write once it has finished (joins it); with
+  // `wait`, waits for it.
+  void collect_cache_write(bool wait);
+  void account_cache_write(const Status& s);
   static constexpr std::uint64_t kCacheEveryNs = 30'000'000'000ULL;
 };
 

@@ -757,6 +757,11 @@ TEST_F(DaemonE2E, PredictorCacheKeptAcrossRestarts) {
   ASSERT_TRUE(wait_for([](const json& st) { return st["counters"]["completions"] == 30; })) << status().dump();
   const auto learnt = status()["predictor"]["entries"].get<std::size_t>();
   EXPECT_GE(learnt, 1U);
+  // Idle, the daemon writes what it learnt (in a thread of its own) without
+  // stopping.
+  ASSERT_TRUE(wait_for([](const json& st) { return st["predictor"]["cache"]["saves"].get<int>() >= 1; }))
+      << status()["predictor"].dump();
+  EXPECT_EQ(read_all(cache.string()).rfind("# lithos.predictor-cache/1 tpcs=4 ", 0), 0U);
   daemon_.signal(SIGTERM);
   ASSERT_EQ(daemon_.wait(10), 0) << daemon_.err();
   const std::string text = read_all(cache.string());
