@@ -240,7 +240,7 @@ void Daemon::save_cache(std::uint64_t now, bool force) {
   const std::uint64_t obs =
       p.stats(sched::PriorityClass::kHigh).observations + p.stats(sched::PriorityClass::kBestEffort).observations;
   if (obs == cache_.saved_obs) return;
-  std::string text = engine_->save_predictions();
+  auto text = std::make_shared<const std::string>(engine_->save_predictions());
   cache_.saved_ns = now;
   cache_.saved_obs = obs;
   if (!force) {
@@ -248,18 +248,17 @@ void Daemon::save_cache(std::uint64_t now, bool force) {
     // whose clients' submit rings fill meanwhile.
     cache_.done = false;
     try {
-      cache_.writer = std::thread([this, text = std::move(text)] {
-        const Status s = write_predictor_cache(cache_.path, options_.device, text);
+      cache_.writer = std::thread([this, text] {
+        const Status s = write_predictor_cache(cache_.path, options_.device, *text);
         const std::lock_guard lock(cache_.mu);
         cache_.result = s;
         cache_.done = true;
       });
       return;
-    } catch (const std::system_error&) {  // no thread: write it here
-      text = engine_->save_predictions();
+    } catch (const std::system_error&) {  // no thread: written here
     }
   }
-  account_cache_write(write_predictor_cache(cache_.path, options_.device, text));
+  account_cache_write(write_predictor_cache(cache_.path, options_.device, *text));
 }
 
 bool Daemon::step(std::uint64_t now) {
