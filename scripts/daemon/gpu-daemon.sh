@@ -76,6 +76,13 @@ has() { [[ " $PHASES " == *" $1 "* ]]; }
 stamp() { echo "[$(date +%T)] $*"; }
 "$LITHOS" --version
 nvidia-smi --query-gpu=name,uuid,driver_version --format=csv,noheader
+# The CPUs this job may use and whether its cgroup was throttled (a CPU
+# quota stalls a spinning daemon and the clients alike).
+cgroup_cpu() {
+  echo "cpus: $(nproc) online to us; cgroup cpu.max: $(cat /sys/fs/cgroup/cpu.max 2>/dev/null || echo n/a);" \
+    "cpu.stat: $(grep -E 'nr_periods|nr_throttled|throttled_usec' /sys/fs/cgroup/cpu.stat 2>/dev/null | tr '\n' ' ')"
+}
+cgroup_cpu
 
 SOCK=$WORK/lithosd.sock
 daemon_pid=""
@@ -108,6 +115,8 @@ stop_daemon() {
   [[ -n $daemon_pid ]] || return 0
   "$LITHOS" status --socket "$SOCK" --json >"$WORK/status-$1.json" 2>/dev/null
   "$LITHOS" status --socket "$SOCK" >"$WORK/status-$1.txt" 2>/dev/null
+  python3 -c 'import json,sys; c=json.load(open(sys.argv[1]))["counters"]; print("daemon stalls ('"$1"'):", {k: c.get(k) for k in ("loops", "busy_loops", "max_spin_gap_us", "spin_gaps_over_1ms", "max_submit_depth")})' \
+    "$WORK/status-$1.json" 2>/dev/null
   # The daemon's CPU time over its life (utime + stime, /proc/PID/stat).
   local ticks; ticks=$(awk '{print $14 + $15}' "/proc/$daemon_pid/stat")
   echo "daemon CPU ($1): $(python3 -c "import sys; c=int(sys.argv[1])/int(sys.argv[2]); w=float(sys.argv[4])-float(sys.argv[3]); print(f'{c:.1f} s over {w:.1f} s = {100*c/w:.0f}% of one core')" "$ticks" "$(getconf CLK_TCK)" "$daemon_t0" "$(date +%s.%N)")"
@@ -162,6 +171,7 @@ if has hotpath; then
   done
 fi
 
+has hotpath && cgroup_cpu
 if has hpcost; then
   stamp "hpcost"
   # HPCOST_BASELINE=DIR (another build: DIR/bin/lithos, DIR/lib/liblithos.so,
@@ -351,7 +361,7 @@ if has tune; then
       for p in "${pairs[@]}"; do name=${p%%=*}; vars+=("LITHOSD_${name^^}=${p#*=}"); done
       env "${vars[@]}" timeout -s KILL 150 "$LITHOS" bench "$sc" --modes lithos --out "$dir" --no-plots -q
     fi | grep -vE "^(alone|mode|-+|report:|$|hybrid|solo)" | sed "s/^/$kv  /"
-    grep -h "predictor cache" "$dir"/logs/lithos/lithosd.log 2>/dev/null | sed "s/^/$kv  /"
+    grep -hE "predictor cache|lithosd: CPU" "$dir"/logs/lithos/lithosd.log 2>/dev/null | sed "s/^/$kv  /"
     # Stream priorities the clients set (client statistics, docs/daemon.md).
     grep -rhoE '"class":"[a-z-]+"|"stream_priority":\{[^}]*\}' "$dir"/logs 2>/dev/null | paste -d' ' - - | sort | uniq -c |
       sed "s/^/$kv  /"

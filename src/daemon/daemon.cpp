@@ -174,8 +174,11 @@ Status Daemon::run(const std::atomic<bool>& stop) {
   // Short sleeps (hp_poll_us) as asked, not rounded up by the default 50 us
   // of timer slack.
   (void)::prctl(PR_SET_TIMERSLACK, 1000UL, 0UL, 0UL, 0UL);
+  std::uint64_t last_turn = 0;  // 0: the last turn slept
   while (!stop.load(std::memory_order_relaxed)) {
     const std::uint64_t now = now_ns();
+    if (last_turn != 0) note_spin_gap(now - last_turn);
+    last_turn = now;
     const bool busy = step(now);
     if (busy) continue;
     // Best-effort work in flight or waiting: spin (grants within
@@ -187,9 +190,11 @@ Status Daemon::run(const std::atomic<bool>& stop) {
       if (options_.config.hp_poll_us > 0) {  // at most 1 ms (kMaxHpPollUs)
         const timespec nap{0, static_cast<long>(options_.config.hp_poll_us * 1e3)};
         (void)::nanosleep(&nap, nullptr);
+        last_turn = 0;
       }
       continue;
     }
+    last_turn = 0;
     trace_.flush();  // idle: what was traced reaches the file
     save_cache(now, false);
     std::vector<pollfd> fds;
@@ -205,10 +210,20 @@ Status Daemon::run(const std::atomic<bool>& stop) {
   trace_.close();
   save_cache(now_ns(), true);
   const double up = static_cast<double>(now_ns() - started_ns_) / 1e9, cpu = cpu_seconds();
-  std::fprintf(stderr, "lithosd: CPU %.2f s over %.1f s (%.1f%% of one core), %llu grants, %llu completions\n", cpu, up,
-               up > 0 ? 100.0 * cpu / up : 0.0, static_cast<unsigned long long>(counters_.grants),
-               static_cast<unsigned long long>(counters_.completions));
+  std::fprintf(stderr,
+               "lithosd: CPU %.2f s over %.1f s (%.1f%% of one core), %llu grants, %llu completions; longest gap "
+               "between spinning turns %.0f us (%llu over 1 ms), deepest submit ring %llu\n",
+               cpu, up, up > 0 ? 100.0 * cpu / up : 0.0, static_cast<unsigned long long>(counters_.grants),
+               static_cast<unsigned long long>(counters_.completions),
+               static_cast<double>(counters_.max_spin_gap_ns) / 1e3,
+               static_cast<unsigned long long>(counters_.spin_gaps_over_1ms),
+               static_cast<unsigned long long>(counters_.max_submit_depth));
   return Status::ok();
+}
+
+void Daemon::note_spin_gap(std::uint64_t gap_ns) {
+  counters_.max_spin_gap_ns = std::max(counters_.max_spin_gap_ns, gap_ns);
+  if (gap_ns > 1'000'000) ++counters_.spin_gaps_over_1ms;
 }
 
 void Daemon::account_cache_write(const Status& s) {
@@ -497,6 +512,7 @@ void Daemon::shutdown_clients() {
 bool Daemon::drain_submits(Client& c, std::uint64_t now) {
   ipc::SubmitMsg m;
   bool corrupt = false;
+  counters_.max_submit_depth = std::max(counters_.max_submit_depth, c.channel.layout().submit.size());
   // A bounded batch per loop keeps one chatty client from starving others.
   for (int n = 0; n < 256 && c.channel.layout().submit.pop(&m, &corrupt); ++n) {
     if (Status s = handle_submit(c, m, now); !s.is_ok()) return false;
@@ -756,7 +772,10 @@ std::string Daemon::status_json(std::uint64_t now) const {
                    {"completions", counters_.completions},
                    {"reclaimed_atoms", counters_.reclaimed_atoms},
                    {"loops", counters_.loops},
-                   {"busy_loops", counters_.busy_loops}};
+                   {"busy_loops", counters_.busy_loops},
+                   {"max_spin_gap_us", static_cast<double>(counters_.max_spin_gap_ns) / 1e3},
+                   {"spin_gaps_over_1ms", counters_.spin_gaps_over_1ms},
+                   {"max_submit_depth", counters_.max_submit_depth}};
   const sched::Engine::Counters& ec = engine_->counters();
   j["engine"] = {{"launches", ec.launches},         {"atoms", ec.atoms},         {"split_launches", ec.split_launches},
                  {"stolen_atoms", ec.stolen_atoms}, {"throttled", ec.throttled}, {"widened", ec.widened},

@@ -84,6 +84,13 @@ struct DaemonCounters {
   std::uint64_t status_requests = 0;
   std::uint64_t loops = 0;
   std::uint64_t busy_loops = 0;  // loops that handled something
+  // Stalls: the longest time between two turns of the loop while it spun
+  // (no sleep between them), and how many such gaps exceeded 1 ms; the
+  // deepest a client's submit ring was found (kRingSlots: full, its client
+  // spilled or waited).
+  std::uint64_t max_spin_gap_ns = 0;
+  std::uint64_t spin_gaps_over_1ms = 0;
+  std::uint64_t max_submit_depth = 0;
 };
 
 class Daemon {
@@ -214,6 +221,7 @@ class Daemon {
   // Accounts the background write once it has finished (joins it); with
   // `wait`, waits for it.
   void collect_cache_write(bool wait);
+  void note_spin_gap(std::uint64_t gap_ns);
   void account_cache_write(const Status& s);
   static constexpr std::uint64_t kCacheEveryNs = 30'000'000'000ULL;
 };

@@ -105,6 +105,14 @@ struct QueueState {
   std::uint32_t ordinal = 0;         // launches since the last sync()
   std::uint32_t inflight_atoms = 0;
   Time tail_end{};  // predicted end of its last in-flight atom
+  // Its atoms run in order, so one that ends early or late moves every atom
+  // behind it by as much. Kept here rather than in each atom (a queue of
+  // immediate launches may have thousands in flight, and a completion must
+  // not cost one step per atom): `shift` is the sum of those errors since the
+  // queue last ran dry, `floor` its last completion, before which nothing in
+  // it ends (EngineState::predicted_end).
+  Duration shift{0};
+  Time floor{};
 };
 
 struct TenantState {
@@ -142,7 +150,7 @@ struct InflightAtom {
   bool last = false;
   bool whole = false;  // the launch's only atom
   Time dispatched{};
-  Time predicted_end{};
+  Time end_base{};                // predicted end minus its queue's shift (EngineState::predicted_end)
   std::uint32_t tenant_slot = 0;  // its index in TenantState::inflight
 };
 
@@ -171,6 +179,13 @@ struct EngineState {
   // runs past now + lookahead. Also returns the earliest time at which a
   // TPC excluded only by time would become eligible.
   TpcSet borrowable(TenantId t, Time now, Time* next_change) const;
+  // When an in-flight atom is predicted to end: as dispatched, moved by the
+  // errors of the atoms that ended before it in its queue, never before the
+  // queue's last completion.
+  Time predicted_end(const InflightAtom& a) const {
+    const QueueState& q = queues[static_cast<std::size_t>(a.queue)];
+    return std::max(q.floor, a.end_base + q.shift);
+  }
   // Predicted duration of `blocks` blocks of `launch` on `tpcs` TPCs.
   std::optional<Duration> predict(const PendingLaunch& launch, std::uint64_t blocks, int tpcs) const;
   // `n` TPCs of `from`, preferring those no other tenant than `t` holds, then

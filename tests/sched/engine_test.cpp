@@ -283,7 +283,7 @@ RuleCheck run_rules(const std::string& policy, std::uint64_t seed) {
     for (const TenantState& t : st.tenants) {
       held_before[t.id] = st.held(t.id);
       for (AtomId id : t.inflight) {
-        if (st.atoms[id].predicted_end > now + cfg.policy.steal_lookahead) long_busy[t.id] |= st.atoms[id].tpcs;
+        if (st.predicted_end(st.atoms[id]) > now + cfg.policy.steal_lookahead) long_busy[t.id] |= st.atoms[id].tpcs;
       }
     }
     std::map<QueueId, std::pair<std::uint32_t, Time>> queue_before;  // in flight, predicted tail
@@ -690,6 +690,50 @@ TEST(LithosRules, ThrottleFollowsAtomsThatEndEarlyOrLate) {
   e->dispatch(time_at(us(100)), more);
   EXPECT_EQ(more.size(), 1U);
   EXPECT_EQ(e->state().queues[q].tail_end, time_at(us(220)));
+}
+
+// The atoms behind one that ends early or late move by its error, and none
+// is predicted to end before the queue's last completion; immediate launches
+// (lithosd's hp tenants) may have tens of thousands in flight in one queue,
+// and each completion moves them all in one step.
+TEST(LithosRules, AtomsBehindACompletionMoveByItsError) {
+  auto e = make_engine("lithos");
+  const QueueId q = *e->add_queue(*e->add_tenant(high("hp", 66)));
+  LaunchDesc k = kernel(1, 1000);
+  k.duration_hint = us(10);
+  const TpcSet all = e->state().device_tpcs;
+  constexpr int kInFlight = 100000;
+  std::vector<AtomId> atoms;
+  for (int i = 0; i < kInFlight; ++i) {
+    auto d = e->submit_running(q, k, all, Time{});
+    ASSERT_TRUE(d.is_ok());
+    atoms.push_back(d->atom);
+  }
+  const EngineState& st = e->state();
+  auto end_of = [&](int i) { return st.predicted_end(st.atoms[atoms[static_cast<std::size_t>(i)]]); };
+  EXPECT_EQ(end_of(0), time_at(us(10)));
+  EXPECT_EQ(end_of(kInFlight - 1), time_at(us(10.0 * kInFlight)));
+  // The first ends 5 us early: everything behind it moves up by 5 us.
+  e->atom_finished(atoms[0], Time{}, time_at(us(5)));
+  EXPECT_EQ(end_of(1), time_at(us(15)));
+  EXPECT_EQ(st.queues[q].tail_end, time_at(us(10.0 * kInFlight - 5)));
+  // The second ends 100 us late: the rest move back by 100 us.
+  e->atom_finished(atoms[1], Time{}, time_at(us(115)));
+  EXPECT_EQ(end_of(2), time_at(us(125)));
+  // The third ends 5 us early, at 120 us: the fourth is due at 130 us.
+  e->atom_finished(atoms[2], Time{}, time_at(us(120)));
+  EXPECT_EQ(end_of(3), time_at(us(130)));
+  // Every other one ends at once, at 200 us: those behind are never
+  // predicted to end before 200 us, and the queue's tail follows.
+  for (int i = 3; i < kInFlight / 2; ++i)
+    e->atom_finished(atoms[static_cast<std::size_t>(i)], Time{}, time_at(us(200)));
+  EXPECT_GE(end_of(kInFlight / 2), time_at(us(200)));
+  EXPECT_EQ(end_of(kInFlight - 1), st.queues[q].tail_end);
+  for (int i = kInFlight / 2; i < kInFlight; ++i)
+    e->atom_finished(atoms[static_cast<std::size_t>(i)], Time{}, time_at(us(300)));
+  EXPECT_EQ(st.queues[q].inflight_atoms, 0U);
+  EXPECT_EQ(st.queues[q].tail_end, time_at(us(300)));
+  EXPECT_FALSE(st.tenants[0].has_work());
 }
 
 // Launches made at once (lithosd's hp tenants, and be tenants running
