@@ -115,7 +115,7 @@ stop_daemon() {
   [[ -n $daemon_pid ]] || return 0
   "$LITHOS" status --socket "$SOCK" --json >"$WORK/status-$1.json" 2>/dev/null
   "$LITHOS" status --socket "$SOCK" >"$WORK/status-$1.txt" 2>/dev/null
-  python3 -c 'import json,sys; c=json.load(open(sys.argv[1]))["counters"]; print("daemon stalls ('"$1"'):", {k: c.get(k) for k in ("loops", "busy_loops", "max_spin_gap_us", "spin_gaps_over_1ms", "max_submit_depth")})' \
+  python3 -c 'import json,sys; c=json.load(open(sys.argv[1]))["counters"]; print("daemon stalls ('"$1"'):", {k: c.get(k) for k in ("loops", "busy_loops", "max_spin_gap_us", "spin_gaps_over_1ms", "max_step_us", "max_submit_depth")})' \
     "$WORK/status-$1.json" 2>/dev/null
   # The daemon's CPU time over its life (utime + stime, /proc/PID/stat).
   local ticks; ticks=$(awk '{print $14 + $15}' "/proc/$daemon_pid/stat")

@@ -180,6 +180,7 @@ Status Daemon::run(const std::atomic<bool>& stop) {
     if (last_turn != 0) note_spin_gap(now - last_turn);
     last_turn = now;
     const bool busy = step(now);
+    counters_.max_step_ns = std::max(counters_.max_step_ns, now_ns() - now);
     if (busy) continue;
     // Best-effort work in flight or waiting: spin (grants within
     // microseconds). Only high-priority work: spin, or short sleeps when
@@ -210,14 +211,14 @@ Status Daemon::run(const std::atomic<bool>& stop) {
   trace_.close();
   save_cache(now_ns(), true);
   const double up = static_cast<double>(now_ns() - started_ns_) / 1e9, cpu = cpu_seconds();
-  std::fprintf(stderr,
-               "lithosd: CPU %.2f s over %.1f s (%.1f%% of one core), %llu grants, %llu completions; longest gap "
-               "between spinning turns %.0f us (%llu over 1 ms), deepest submit ring %llu\n",
-               cpu, up, up > 0 ? 100.0 * cpu / up : 0.0, static_cast<unsigned long long>(counters_.grants),
-               static_cast<unsigned long long>(counters_.completions),
-               static_cast<double>(counters_.max_spin_gap_ns) / 1e3,
-               static_cast<unsigned long long>(counters_.spin_gaps_over_1ms),
-               static_cast<unsigned long long>(counters_.max_submit_depth));
+  std::fprintf(
+      stderr,
+      "lithosd: CPU %.2f s over %.1f s (%.1f%% of one core), %llu grants, %llu completions; longest gap "
+      "between spinning turns %.0f us (%llu over 1 ms; longest turn %.0f us), deepest submit ring %llu\n",
+      cpu, up, up > 0 ? 100.0 * cpu / up : 0.0, static_cast<unsigned long long>(counters_.grants),
+      static_cast<unsigned long long>(counters_.completions), static_cast<double>(counters_.max_spin_gap_ns) / 1e3,
+      static_cast<unsigned long long>(counters_.spin_gaps_over_1ms), static_cast<double>(counters_.max_step_ns) / 1e3,
+      static_cast<unsigned long long>(counters_.max_submit_depth));
   return Status::ok();
 }
 
@@ -775,6 +776,7 @@ std::string Daemon::status_json(std::uint64_t now) const {
                    {"busy_loops", counters_.busy_loops},
                    {"max_spin_gap_us", static_cast<double>(counters_.max_spin_gap_ns) / 1e3},
                    {"spin_gaps_over_1ms", counters_.spin_gaps_over_1ms},
+                   {"max_step_us", static_cast<double>(counters_.max_step_ns) / 1e3},
                    {"max_submit_depth", counters_.max_submit_depth}};
   const sched::Engine::Counters& ec = engine_->counters();
   j["engine"] = {{"launches", ec.launches},         {"atoms", ec.atoms},         {"split_launches", ec.split_launches},

@@ -89,6 +89,7 @@ struct DaemonCounters {
   // deepest a client's submit ring was found (kRingSlots: full, its client
   // spilled or waited).
   std::uint64_t max_spin_gap_ns = 0;
+  std::uint64_t max_step_ns = 0;  // the longest turn's own work (a gap far above it: the thread was not running)
   std::uint64_t spin_gaps_over_1ms = 0;
   std::uint64_t max_submit_depth = 0;
 };
