@@ -449,6 +449,7 @@ if has stack; then
   stamp "stack"
   timeout -s KILL 580 "$LITHOS" bench inference-stacking --modes "${STACK_MODES:-alone,mps,static-partition,lithos}" \
     --out "$OUT/stack" --no-plots -q | grep -vE "^(report:|$)"
+  grep -h "lithosd: CPU" "$OUT"/stack/logs/lithos/lithosd.log 2>/dev/null
   pack_logs "$OUT/stack"
 fi
 if has hol; then
