@@ -63,6 +63,10 @@
 #            (each NAME=VALUE sets LITHOSD_NAME; LITHOS_X=V, a client variable,
 #            is set as it is), default solo-training with
 #            every launch granted, and hybrid-stacking; one alone run each
+#   versus   VERSUS_SCENARIO (default hybrid-stacking) under mode lithos with
+#            this build and with HPCOST_BASELINE's (another build carried
+#            over), interleaved VERSUS_ROUNDS times (default 2) against one
+#            alone run; lithosd's CPU and stall line after each
 # TUNE entries may also be env:NAME=VALUE (mode lithos with that variable set,
 # e.g. env:LITHOS_DEFER_LAUNCHES=0).
 set -uo pipefail
@@ -366,6 +370,25 @@ if has tune; then
     grep -rhoE '"class":"[a-z-]+"|"stream_priority":\{[^}]*\}' "$dir"/logs 2>/dev/null | paste -d' ' - - | sort | uniq -c |
       sed "s/^/$kv  /"
     pack_logs "$dir"
+  done
+  pack_logs "$base"
+fi
+
+if has versus && [[ -n ${HPCOST_BASELINE:-} ]]; then
+  sc=${VERSUS_SCENARIO:-hybrid-stacking}
+  stamp "versus $sc"
+  base=$OUT/versus-$sc-alone
+  timeout -s KILL 200 "$LITHOS" bench "$sc" --modes alone --out "$base" --no-plots -q | grep -E "^alone"
+  for r in $(seq 1 "${VERSUS_ROUNDS:-2}"); do
+    for who in this baseline; do
+      bin=$LITHOS; [[ $who == baseline ]] && bin=$HPCOST_BASELINE/bin/lithos
+      dir=$OUT/versus-$sc-$who-$r
+      mkdir -p "$dir/runs" && cp "$base"/runs/alone-*.json "$dir/runs/"
+      timeout -s KILL 150 "$bin" bench "$sc" --modes lithos --out "$dir" --no-plots -q | grep -E "^lithos" |
+        sed "s/^/$who ($("$bin" --version | grep -oE '\([0-9a-f-]+(-dirty)?\)'), round $r)  /"
+      grep -h "lithosd: CPU" "$dir"/logs/lithos/lithosd.log 2>/dev/null | sed "s/^/$who  /"
+      pack_logs "$dir"
+    done
   done
   pack_logs "$base"
 fi

@@ -82,11 +82,10 @@ struct DaemonConfig {
   double throttle_unborrowed_us = 0;
   // While only high-priority work is in flight (no best-effort tenant has
   // work or had any in the last 2 ms, so no one waits for a grant) the
-  // daemon's loop sleeps this long between turns instead of spinning; 0
-  // (the default): it spins. Measured on the H100 (docs/daemon.md): 50 us
-  // took a service alone from 52% of a core to 8%, but a tight loop of hp
-  // launches then lost 0.3-0.6% of its reports to a full submit ring.
-  double hp_poll_us = 0;
+  // daemon's loop sleeps this long between turns instead of spinning; 0:
+  // it spins. Measured on the H100 (docs/daemon.md): 50 us took a service
+  // alone from 50-52% of a core to 8%, with the same P99 in three sets.
+  double hp_poll_us = 50;
   // sched::PolicyConfig::runs_free: best-effort tenants launch without grants
   // while no high-priority tenant has a stream open.
   bool best_effort_runs_free = true;

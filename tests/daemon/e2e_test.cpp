@@ -400,11 +400,11 @@ TEST_F(DaemonE2E, LaunchesInABurstLeaveTheirMarkersToTheTracker) {
   EXPECT_GE(s["daemon"]["tracker_markers"].get<int>(), 2) << s["daemon"].dump();
 }
 
-// With only high-priority work in flight no one waits for a grant: with
-// hp_poll_us the daemon sleeps briefly between turns instead of spinning (it
-// spins a whole core for a service alone), and still sees every launch end.
-TEST_F(DaemonE2E, TheDaemonSleepsWhileOnlyHighPriorityWorkIsInFlightWhenAsked) {
-  daemon_env_ = {"LITHOSD_HP_POLL_US=50"};
+// With only high-priority work in flight no one waits for a grant: by
+// default (hp_poll_us = 50) the daemon sleeps briefly between turns instead
+// of spinning (it spun a whole core for a service alone), and still sees
+// every launch end.
+TEST_F(DaemonE2E, TheDaemonSleepsWhileOnlyHighPriorityWorkIsInFlight) {
   start_daemon();
   Proc c = client("svc", 1500, 1, 0);  // a launch every millisecond: never 2 ms without an event
   ASSERT_TRUE(wait_for([](const json& st) { return st["counters"]["running_launches"].get<int>() >= 100; }));
