@@ -312,15 +312,22 @@ if has graphs; then
 fi
 
 if has detect; then
-  stamp "detect"
-  LITHOSD_TRACE=$WORK/detect.jsonl start_daemon && {
-    timeout -s KILL 120 "$LITHOS" run --tenant svc --daemon "$SOCK" -- \
-      python3 scripts/daemon/detect_delay.py probe 2000 "$WORK/detect-probe.json" 2>"$WORK/detect.err"
-    echo "probe exit $?"
-    stop_daemon detect
-    python3 scripts/daemon/detect_delay.py analyse "$WORK/detect.jsonl" "$WORK/detect-probe.json" | tee "$WORK/detect.json"
-    rm -f "$WORK/detect.jsonl"
-  }
+  # Once per hp_poll_us value in DETECT_POLLS (default: the configured one).
+  for poll in ${DETECT_POLLS:-default}; do
+    stamp "detect (hp_poll_us $poll)"
+    sfx=""; vars=(LITHOSD_TRACE="$WORK/detect.jsonl")
+    [[ $poll != default ]] && { sfx=-poll$poll; vars+=(LITHOSD_HP_POLL_US="$poll"); }
+    export "${vars[@]}"
+    start_daemon && {
+      timeout -s KILL 120 "$LITHOS" run --tenant svc --daemon "$SOCK" -- \
+        python3 scripts/daemon/detect_delay.py probe 2000 "$WORK/detect-probe$sfx.json" 2>"$WORK/detect$sfx.err"
+      echo "probe exit $?"
+      stop_daemon "detect$sfx"
+      python3 scripts/daemon/detect_delay.py analyse "$WORK/detect.jsonl" "$WORK/detect-probe$sfx.json" | tee "$WORK/detect$sfx.json"
+      rm -f "$WORK/detect.jsonl"
+    }
+    unset LITHOSD_TRACE LITHOSD_HP_POLL_US
+  done
 fi
 
 if has widen; then

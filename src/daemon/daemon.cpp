@@ -188,8 +188,8 @@ Status Daemon::run(const std::atomic<bool>& stop) {
     // 1 ms, woken early by the sockets.
     if (now - last_be_work_ns_ < options_.spin_ns) continue;
     if (now - last_event_ns_ < options_.spin_ns) {
-      if (options_.config.hp_poll_us > 0) {  // at most 1 ms (kMaxHpPollUs)
-        const timespec nap{0, static_cast<long>(options_.config.hp_poll_us * 1e3)};
+      if (const std::uint64_t ns = hp_nap_ns(now); ns > 0) {
+        const timespec nap{0, static_cast<long>(ns)};
         (void)::nanosleep(&nap, nullptr);
         last_turn = 0;
       }
@@ -220,6 +220,29 @@ Status Daemon::run(const std::atomic<bool>& stop) {
       static_cast<unsigned long long>(counters_.spin_gaps_over_1ms), static_cast<double>(counters_.max_step_ns) / 1e3,
       static_cast<unsigned long long>(counters_.max_submit_depth));
   return Status::ok();
+}
+
+// While only high-priority work is in flight: how long the loop may sleep
+// before its next turn. hp_poll_us at most (0: it spins), and it wakes
+// kWakeBeforeEndNs before the predicted end of the first atom in flight on
+// any stream, then spins until it is seen: a CUDA graph of milliseconds costs
+// no CPU, and its end is still seen within microseconds (the predictor's own
+// samples and the per-TPC timers depend on it). An atom past its predicted
+// end keeps the loop spinning until it completes.
+std::uint64_t Daemon::hp_nap_ns(std::uint64_t now) const {
+  auto nap = static_cast<std::uint64_t>(options_.config.hp_poll_us * 1e3);  // at most 1 ms (kMaxHpPollUs)
+  if (nap == 0) return 0;
+  const sched::EngineState& st = engine_->state();
+  for (const auto& c : clients_) {
+    for (const Stream& s : c->streams) {
+      if (!s.open || s.inflight.empty()) continue;
+      const auto end = st.predicted_end(st.atoms[s.inflight.front().atom]).time_since_epoch().count();
+      const auto wake = static_cast<std::uint64_t>(std::max<std::int64_t>(end, 0));
+      if (wake <= now + kWakeBeforeEndNs) return 0;
+      nap = std::min(nap, wake - kWakeBeforeEndNs - now);
+    }
+  }
+  return nap;
 }
 
 void Daemon::note_spin_gap(std::uint64_t gap_ns) {

@@ -223,6 +223,8 @@ class Daemon {
   // `wait`, waits for it.
   void collect_cache_write(bool wait);
   void note_spin_gap(std::uint64_t gap_ns);
+  std::uint64_t hp_nap_ns(std::uint64_t now) const;
+  static constexpr std::uint64_t kWakeBeforeEndNs = 20'000;
   void account_cache_write(const Status& s);
   static constexpr std::uint64_t kCacheEveryNs = 30'000'000'000ULL;
 };
