@@ -198,6 +198,12 @@ Status Daemon::run(const std::atomic<bool>& stop) {
     last_turn = 0;
     trace_.flush();  // idle: what was traced reaches the file
     save_cache(now, false);
+    // Clients ring through their sockets while this is set; a message pushed
+    // before they could see it is looked for once more here.
+    if (!set_idle(true)) {
+      set_idle(false);
+      continue;
+    }
     std::vector<pollfd> fds;
     fds.push_back({listen_fd_, POLLIN, 0});
     for (auto& p : pending_) fds.push_back({p->sock, POLLIN, 0});
@@ -206,6 +212,7 @@ Status Daemon::run(const std::atomic<bool>& stop) {
     // briefly so that a best-effort launch waits at most about this long
     // after an idle period.
     if (::poll(fds.data(), fds.size(), 1) > 0) last_socket_check_ns_ = 0;  // a socket to serve: at the next turn
+    set_idle(false);
   }
   shutdown_clients();
   trace_.close();
@@ -243,6 +250,23 @@ std::uint64_t Daemon::hp_nap_ns(std::uint64_t now) const {
     }
   }
   return nap;
+}
+
+// Sets (or clears) ipc::kChannelDaemonIdle on every client's channel.
+// Setting: false when a submit ring already holds a message (pushed before
+// its client could see the flag): then the loop must not sleep.
+bool Daemon::set_idle(bool idle) {
+  bool quiet = true;
+  for (auto& c : clients_) {
+    ipc::ChannelLayout& l = c->channel.layout();
+    if (idle) {
+      l.header.flags.fetch_or(ipc::kChannelDaemonIdle, std::memory_order_seq_cst);
+      quiet = quiet && l.submit.size() == 0;
+    } else {
+      l.header.flags.fetch_and(~static_cast<std::uint32_t>(ipc::kChannelDaemonIdle), std::memory_order_relaxed);
+    }
+  }
+  return quiet;
 }
 
 void Daemon::note_spin_gap(std::uint64_t gap_ns) {
@@ -482,6 +506,7 @@ bool Daemon::check_sockets(std::uint64_t now) {
     if (::poll(&p, 1, 0) <= 0) continue;
     char buf[64];
     const ssize_t n = ::recv(clients_[i]->sock, buf, sizeof buf, MSG_DONTWAIT);
+    if (n > 0) counters_.doorbells += static_cast<std::uint64_t>(n);  // a client woke the idle loop
     if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR) || (p.revents & (POLLHUP | POLLERR)) != 0) {
       drop_client(i, now, false, "its socket closed");
       --i;
@@ -800,7 +825,8 @@ std::string Daemon::status_json(std::uint64_t now) const {
                    {"max_spin_gap_us", static_cast<double>(counters_.max_spin_gap_ns) / 1e3},
                    {"spin_gaps_over_1ms", counters_.spin_gaps_over_1ms},
                    {"max_step_us", static_cast<double>(counters_.max_step_ns) / 1e3},
-                   {"max_submit_depth", counters_.max_submit_depth}};
+                   {"max_submit_depth", counters_.max_submit_depth},
+                   {"doorbells", counters_.doorbells}};
   const sched::Engine::Counters& ec = engine_->counters();
   j["engine"] = {{"launches", ec.launches},         {"atoms", ec.atoms},         {"split_launches", ec.split_launches},
                  {"stolen_atoms", ec.stolen_atoms}, {"throttled", ec.throttled}, {"widened", ec.widened},

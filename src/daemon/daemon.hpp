@@ -92,6 +92,7 @@ struct DaemonCounters {
   std::uint64_t max_step_ns = 0;  // the longest turn's own work (a gap far above it: the thread was not running)
   std::uint64_t spin_gaps_over_1ms = 0;
   std::uint64_t max_submit_depth = 0;
+  std::uint64_t doorbells = 0;  // bytes clients wrote to wake the sleeping loop (ipc::kChannelDaemonIdle)
 };
 
 class Daemon {
@@ -223,6 +224,7 @@ class Daemon {
   // `wait`, waits for it.
   void collect_cache_write(bool wait);
   void note_spin_gap(std::uint64_t gap_ns);
+  bool set_idle(bool idle);
   std::uint64_t hp_nap_ns(std::uint64_t now) const;
   static constexpr std::uint64_t kWakeBeforeEndNs = 20'000;
   void account_cache_write(const Status& s);

@@ -361,7 +361,22 @@ int DaemonClient::slot_of(CUstream_st* stream, bool ptsz) noexcept {
 bool DaemonClient::flush_spill_locked(ipc::ChannelLayout* l) noexcept {
   while (!spill_.empty() && l->submit.push(spill_.front(), &submit_seen_tail_)) spill_.pop_front();
   spill_size_.store(spill_.size(), std::memory_order_relaxed);
+  ring_if_idle(l);
   return spill_.empty();
+}
+
+// The daemon sleeps in poll() after 2 ms without work and does not see the
+// ring: wake it through the socket (ipc::kChannelDaemonIdle). One load of a
+// line that the launch path reads anyway; the byte is written once per sleep.
+void DaemonClient::ring_if_idle(ipc::ChannelLayout* l) noexcept {
+  if ((l->header.flags.load(std::memory_order_relaxed) & ipc::kChannelDaemonIdle) == 0) return;
+  if ((l->header.flags.fetch_and(~static_cast<std::uint32_t>(ipc::kChannelDaemonIdle), std::memory_order_acq_rel) &
+       ipc::kChannelDaemonIdle) == 0)
+    return;  // another push rang
+  const char bell = 'd';
+  const int fd = sock_;
+  if (fd >= 0) (void)::send(fd, &bell, 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+  doorbells_.fetch_add(1, std::memory_order_relaxed);
 }
 
 void DaemonClient::flush_spill() noexcept {
@@ -392,6 +407,7 @@ bool DaemonClient::push(const ipc::SubmitMsg& m, std::atomic<std::uint64_t>* cou
     // Nothing overtakes a spilled message.
     bool ok = (spill_size_.load(std::memory_order_relaxed) == 0 || flush_spill_locked(l)) &&
               l->submit.push(m, &submit_seen_tail_);
+    if (ok) ring_if_idle(l);
     if (!ok && spill && spill_.size() < kSpillMax) {
       try {
         spill_.push_back(m);
@@ -808,6 +824,7 @@ DaemonClient::Stats DaemonClient::stats() const noexcept {
   s.reconnects = reconnects_.load();
   s.dropped_reports = dropped_reports_.load();
   s.spilled = spilled_.load();
+  s.doorbells = doorbells_.load();
   s.syncs = syncs_.load();
   s.priorities_set = priorities_set_.load();
   s.priority_failures = priority_failures_.load();
@@ -857,7 +874,7 @@ std::string DaemonClient::stats_json() const {
       ",\"grant_wait_p99_us_at_most\":" + std::to_string(wait_quantile_us(0.99)) +
       ",\"fallbacks\":" + num(s.fallbacks) + ",\"reconnects\":" + num(s.reconnects) +
       ",\"dropped_reports\":" + num(s.dropped_reports) + ",\"spilled\":" + num(s.spilled) +
-      ",\"syncs\":" + num(s.syncs) + ",\"stream_priority\":{\"immediate\":\"" +
+      ",\"doorbells\":" + num(s.doorbells) + ",\"syncs\":" + num(s.syncs) + ",\"stream_priority\":{\"immediate\":\"" +
       priority_name(immediate_priority_.load()) + "\",\"enabled\":" + (hw_priority_ ? "true" : "false") +
       ",\"set\":" + num(s.priorities_set) + ",\"failed\":" + num(s.priority_failures) + "}" +
       ",\"deferred\":" + DeferredLaunches::instance().stats_json() +

@@ -146,6 +146,7 @@ class DaemonClient {
     std::uint64_t grant_wait_ns = 0, grant_wait_max_ns = 0, fallbacks = 0, reconnects = 0, dropped_reports = 0;
     std::uint64_t syncs = 0;                                  // kSync messages sent
     std::uint64_t spilled = 0;                                // reports queued in the client while the ring was full
+    std::uint64_t doorbells = 0;                              // sleeping daemon woken through the socket
     std::uint64_t priorities_set = 0, priority_failures = 0;  // stream priorities set (apply_priority)
     std::uint64_t ahead = 0, ahead_taken = 0;                 // submitted ahead; taken by their launch
   };
@@ -197,6 +198,8 @@ class DaemonClient {
   // Moves spilled messages into ring `l` while it has room; true when none
   // is left. Holds submit_lock_.
   bool flush_spill_locked(ipc::ChannelLayout* l) noexcept;
+  // After a push: wakes a daemon that sleeps in poll() (ipc::kChannelDaemonIdle).
+  void ring_if_idle(ipc::ChannelLayout* l) noexcept;
   // The same, taking the lock, when anything is spilled (the tracker).
   void flush_spill() noexcept;
   static constexpr std::size_t kSpillMax = 1 << 16;
@@ -245,6 +248,7 @@ class DaemonClient {
   std::deque<ipc::SubmitMsg> spill_;        // guarded by submit_lock_
   std::atomic<std::size_t> spill_size_{0};  // spill_.size(), read without the lock
   std::atomic<std::uint64_t> spilled_{0};   // messages that went through spill_
+  std::atomic<std::uint64_t> doorbells_{0};
   std::mutex slots_mu_;
   std::unordered_map<std::uintptr_t, std::uint32_t> slot_of_;
   Slot slots_[ipc::kMaxStreams];

@@ -223,6 +223,12 @@ enum ChannelFlags : std::uint32_t {
   // after, as a high-priority tenant's. Set after the allocation is
   // published, cleared before it changes back.
   kChannelRunsFree = 1U << 2,
+  // Set by the daemon while it sleeps in poll() (nothing in flight, nothing
+  // to do for 2 ms), which sees sockets but not the rings: a client that
+  // pushes a message then clears the flag and writes one byte to its socket,
+  // so that the daemon wakes at once rather than at the end of its poll (up
+  // to 1 ms). A doorbell missed in a race costs that millisecond, no more.
+  kChannelDaemonIdle = 1U << 3,
 };
 
 struct ChannelHeader {

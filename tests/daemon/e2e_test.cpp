@@ -423,6 +423,29 @@ TEST_F(DaemonE2E, TheDaemonSleepsWhileOnlyHighPriorityWorkIsInFlight) {
       << status()["counters"].dump();
 }
 
+// After 2 ms without work the daemon sleeps in poll(), which sees sockets
+// but not the shared-memory rings, for up to 1 ms at a time. A client that
+// submits meanwhile rings it awake through its socket
+// (ipc::kChannelDaemonIdle), so a best-effort launch after a pause waits
+// for its grant as briefly as one in a burst.
+TEST_F(DaemonE2E, AClientWakesASleepingDaemon) {
+  daemon_env_ = {"LITHOSD_BEST_EFFORT_RUNS_FREE=false"};
+  start_daemon();
+  constexpr int kLaunches = 40;
+  Proc c = client("train", kLaunches, 10, 0);  // a launch every 10 ms: the daemon sleeps before each
+  ASSERT_EQ(c.wait(), 0) << c.err();
+  const json s = stats_of(c);
+  ASSERT_TRUE(s.is_object());
+  const json st = status();
+  std::printf("doorbells: client %s, daemon %s; grant wait mean %s us, p50 <= %s us, max %s us\n",
+              s["daemon"]["doorbells"].dump().c_str(), st["counters"]["doorbells"].dump().c_str(),
+              s["daemon"]["grant_wait_mean_us"].dump().c_str(), s["daemon"]["grant_wait_p50_us_at_most"].dump().c_str(),
+              s["daemon"]["grant_wait_max_us"].dump().c_str());
+  // Nearly every launch found the daemon asleep and woke it.
+  EXPECT_GE(s["daemon"]["doorbells"].get<int>(), kLaunches / 2) << s["daemon"].dump();
+  EXPECT_GE(st["counters"]["doorbells"].get<int>(), kLaunches / 2) << st["counters"].dump();
+}
+
 // An hp launch never waits for the daemon, even a stalled one: once the
 // submit ring is full, its reports queue in the client (they waited 1 ms
 // each and were then dropped) and reach the daemon in order when it reads
