@@ -361,13 +361,13 @@ int DaemonClient::slot_of(CUstream_st* stream, bool ptsz) noexcept {
 bool DaemonClient::flush_spill_locked(ipc::ChannelLayout* l) noexcept {
   while (!spill_.empty() && l->submit.push(spill_.front(), &submit_seen_tail_)) spill_.pop_front();
   spill_size_.store(spill_.size(), std::memory_order_relaxed);
-  ring_if_idle(l);
   return spill_.empty();
 }
 
 // The daemon sleeps in poll() after 2 ms without work and does not see the
 // ring: wake it through the socket (ipc::kChannelDaemonIdle). One load of a
-// line that the launch path reads anyway; the byte is written once per sleep.
+// line that the launch path reads anyway; the byte is written once per sleep,
+// after the submit lock is let go (a system call).
 void DaemonClient::ring_if_idle(ipc::ChannelLayout* l) noexcept {
   if ((l->header.flags.load(std::memory_order_relaxed) & ipc::kChannelDaemonIdle) == 0) return;
   if ((l->header.flags.fetch_and(~static_cast<std::uint32_t>(ipc::kChannelDaemonIdle), std::memory_order_acq_rel) &
@@ -386,6 +386,7 @@ void DaemonClient::flush_spill() noexcept {
   while (submit_lock_.test_and_set(std::memory_order_acquire)) cpu_relax();
   if (submit_seen_layout_ == l) (void)flush_spill_locked(l);
   submit_lock_.clear(std::memory_order_release);
+  ring_if_idle(l);
 }
 
 bool DaemonClient::push(const ipc::SubmitMsg& m, std::atomic<std::uint64_t>* count, bool spill) noexcept {
@@ -407,7 +408,6 @@ bool DaemonClient::push(const ipc::SubmitMsg& m, std::atomic<std::uint64_t>* cou
     // Nothing overtakes a spilled message.
     bool ok = (spill_size_.load(std::memory_order_relaxed) == 0 || flush_spill_locked(l)) &&
               l->submit.push(m, &submit_seen_tail_);
-    if (ok) ring_if_idle(l);
     if (!ok && spill && spill_.size() < kSpillMax) {
       try {
         spill_.push_back(m);
@@ -421,7 +421,10 @@ bool DaemonClient::push(const ipc::SubmitMsg& m, std::atomic<std::uint64_t>* cou
     // the ring's stores would wait for them to reach the daemon's core.
     if (ok && count != nullptr) count->store(count->load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     submit_lock_.clear(std::memory_order_release);
-    if (ok) return true;
+    if (ok) {
+      ring_if_idle(l);
+      return true;
+    }
     if (spill) return false;
     const std::uint64_t now = now_ns();
     if (start == 0) start = now;
