@@ -194,11 +194,15 @@ class DaemonClient {
   // launches already made, which must never wait) a full ring queues `m`
   // in the client instead (spill_, up to kSpillMax), sent ahead of anything
   // later once the daemon reads again.
-  bool push(const ipc::SubmitMsg& m, std::atomic<std::uint64_t>* count = nullptr, bool spill = false) noexcept;
+  // `bell`: a launch that will wait for its grant; it wakes a daemon asleep
+  // in poll() (ring_if_idle).
+  bool push(const ipc::SubmitMsg& m, std::atomic<std::uint64_t>* count = nullptr, bool spill = false,
+            bool bell = false) noexcept;
   // Moves spilled messages into ring `l` while it has room; true when none
   // is left. Holds submit_lock_.
   bool flush_spill_locked(ipc::ChannelLayout* l) noexcept;
-  // After a push: wakes a daemon that sleeps in poll() (ipc::kChannelDaemonIdle).
+  // After a push of a launch that waits for its grant: wakes a daemon that
+  // sleeps in poll() (ipc::kChannelDaemonIdle).
   void ring_if_idle(ipc::ChannelLayout* l) noexcept;
   // The same, taking the lock, when anything is spilled (the tracker).
   void flush_spill() noexcept;

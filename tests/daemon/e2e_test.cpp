@@ -424,10 +424,9 @@ TEST_F(DaemonE2E, TheDaemonSleepsWhileOnlyHighPriorityWorkIsInFlight) {
 }
 
 // After 2 ms without work the daemon sleeps in poll(), which sees sockets
-// but not the shared-memory rings, for up to 1 ms at a time. A client that
-// submits meanwhile rings it awake through its socket
-// (ipc::kChannelDaemonIdle), so a best-effort launch after a pause waits
-// for its grant as briefly as one in a burst.
+// but not the shared-memory rings, for up to 1 ms at a time. A client whose
+// launch waits for a grant rings it awake through its socket
+// (ipc::kChannelDaemonIdle) rather than leaving it to the end of the poll.
 TEST_F(DaemonE2E, AClientWakesASleepingDaemon) {
   daemon_env_ = {"LITHOSD_BEST_EFFORT_RUNS_FREE=false"};
   start_daemon();
