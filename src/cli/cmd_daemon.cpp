@@ -333,6 +333,12 @@ int run_status(const std::string& socket_arg, bool json) {
       static_cast<unsigned long long>(k.value("clients_gone", 0ULL)),
       static_cast<unsigned long long>(k.value("clients_dropped", 0ULL)),
       static_cast<unsigned long long>(k.value("reclaimed_atoms", 0ULL)));
+  std::printf(
+      "loop: longest gap between spinning turns %.0f us (%llu over 1 ms), longest turn %.0f us, deepest submit "
+      "ring %llu, doorbells %llu\n",
+      k.value("max_spin_gap_us", 0.0), static_cast<unsigned long long>(k.value("spin_gaps_over_1ms", 0ULL)),
+      k.value("max_step_us", 0.0), static_cast<unsigned long long>(k.value("max_submit_depth", 0ULL)),
+      static_cast<unsigned long long>(k.value("doorbells", 0ULL)));
   for (const char* cls : {"high", "best-effort"}) {
     const auto& p = j["predictor"][cls];
     std::printf("predictor (%s): %llu observations, %.1f%% off by more than 50 us, mean |error| %.1f us, P99 %.1f us\n",

@@ -443,6 +443,12 @@ TEST_F(DaemonE2E, AClientWakesASleepingDaemon) {
   // Nearly every launch found the daemon asleep and woke it.
   EXPECT_GE(s["daemon"]["doorbells"].get<int>(), kLaunches / 2) << s["daemon"].dump();
   EXPECT_GE(st["counters"]["doorbells"].get<int>(), kLaunches / 2) << st["counters"].dump();
+  // `lithos status` says so, beside the loop's other counters.
+  Proc human = Proc::spawn({LITHOS_EXE, "status", "--socket", sock_}, {}, (dir_ / "status-loop.txt").string());
+  ASSERT_EQ(human.wait(), 0) << human.err();
+  const std::string text = read_all(human.out);
+  EXPECT_NE(text.find("loop: longest gap between spinning turns "), std::string::npos) << text;
+  EXPECT_NE(text.find("doorbells " + st["counters"]["doorbells"].dump() + "\n"), std::string::npos) << text;
 }
 
 // An hp launch never waits for the daemon, even a stalled one: once the
