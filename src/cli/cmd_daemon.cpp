@@ -49,6 +49,7 @@ struct DaemonArgs {
   double atom_us = 0;
   double throttle_us = 0;
   double throttle_unborrowed_us = 0;
+  int max_stolen_atoms = -1;
   std::string runs_free;          // "" = not given
   std::string stream_priorities;  // "" = not given
   std::string state_dir;
@@ -191,6 +192,7 @@ int run_daemon(const DaemonArgs& a) {
   if (a.atom_us > 0) cfg.atom_us = a.atom_us;
   if (a.throttle_us > 0) cfg.throttle_us = a.throttle_us;
   if (a.throttle_unborrowed_us > 0) cfg.throttle_unborrowed_us = a.throttle_unborrowed_us;
+  if (a.max_stolen_atoms >= 0) cfg.max_stolen_atoms = static_cast<std::uint32_t>(a.max_stolen_atoms);
   if (!a.runs_free.empty()) cfg.best_effort_runs_free = daemon::parse_switch(a.runs_free).value_or(true);
   if (!a.stream_priorities.empty()) cfg.stream_priorities = daemon::parse_switch(a.stream_priorities).value_or(false);
   if (!a.state_dir.empty()) cfg.state_dir = a.state_dir;
@@ -397,6 +399,11 @@ CommandRunner add_daemon_command(CLI::App& app) {
                   "The same bound for a best-effort atom on TPCs no one can claim back (no one's; lithos "
                   "policy), microseconds (default: the same as --throttle-us; never below it)")
       ->check(CLI::Range(10.0, 100000.0));
+  sub->add_option("--max-stolen-atoms", args->max_stolen_atoms,
+                  "Atoms one tenant may have in flight on borrowed TPCs (lithos policy; default 2). 1: an owner "
+                  "that comes back waits for at most the one atom running on its TPCs; 0: no borrowing of "
+                  "owned TPCs")
+      ->check(CLI::Range(0, static_cast<int>(daemon::kMaxStolenAtoms)));
   sub->add_option("--best-effort-runs-free", args->runs_free,
                   "true (default): best-effort launches go out without waiting for grants while no high-priority "
                   "tenant has a stream open; false: they always wait")

@@ -276,10 +276,10 @@ struct Parser {
   }
 
   Status daemon_table(const toml::table& d, DaemonConfig& c) const {
-    LITHOS_RETURN_IF_ERROR(
-        check_keys(d, "[daemon]",
-                   {"socket", "policy", "mps", "atom_us", "throttle_us", "throttle_unborrowed_us", "hp_poll_us",
-                    "best_effort_runs_free", "stream_priorities", "state_dir", "trace", "default_tenant"}));
+    LITHOS_RETURN_IF_ERROR(check_keys(
+        d, "[daemon]",
+        {"socket", "policy", "mps", "atom_us", "throttle_us", "throttle_unborrowed_us", "hp_poll_us",
+         "max_stolen_atoms", "best_effort_runs_free", "stream_priorities", "state_dir", "trace", "default_tenant"}));
     auto socket = string(d, "socket");
     if (!socket) return socket.status();
     if (socket->has_value()) {
@@ -310,6 +310,9 @@ struct Parser {
     auto unborrowed = number(d, "throttle_unborrowed_us", kMinThrottleUs, kMaxThrottleUs, false);
     if (!unborrowed) return unborrowed.status();
     if (unborrowed->has_value()) c.throttle_unborrowed_us = **unborrowed;
+    auto stolen = number(d, "max_stolen_atoms", 0, kMaxStolenAtoms, true);
+    if (!stolen) return stolen.status();
+    if (stolen->has_value()) c.max_stolen_atoms = static_cast<std::uint32_t>(**stolen);
     auto poll = number(d, "hp_poll_us", 0, kMaxHpPollUs, false);
     if (!poll) return poll.status();
     if (poll->has_value()) c.hp_poll_us = **poll;
@@ -613,6 +616,16 @@ Status apply_env(DaemonConfig& c, const std::function<const char*(const char*)>&
   LITHOS_RETURN_IF_ERROR(
       env_number("LITHOSD_THROTTLE_UNBORROWED_US", kMinThrottleUs, kMaxThrottleUs, &c.throttle_unborrowed_us));
   LITHOS_RETURN_IF_ERROR(env_number("LITHOSD_HP_POLL_US", 0, kMaxHpPollUs, &c.hp_poll_us));
+  if (auto v = get("LITHOSD_MAX_STOLEN_ATOMS")) {
+    char* end = nullptr;
+    errno = 0;
+    const unsigned long n = std::strtoul(v->c_str(), &end, 10);
+    if (v->empty() || end == v->c_str() || *end != '\0' || errno != 0 || (*v)[0] == '-' || n > kMaxStolenAtoms) {
+      return Status::invalid_argument("LITHOSD_MAX_STOLEN_ATOMS: " + quoted(*v) + " is not an integer in [0, " +
+                                      std::to_string(kMaxStolenAtoms) + "]");
+    }
+    c.max_stolen_atoms = static_cast<std::uint32_t>(n);
+  }
   if (auto v = get("LITHOSD_BEST_EFFORT_RUNS_FREE")) {
     auto b = parse_switch(*v);
     if (!b) return Status::invalid_argument("LITHOSD_BEST_EFFORT_RUNS_FREE: " + quoted(*v) + " is not true or false");
@@ -651,6 +664,10 @@ Status validate(const DaemonConfig& c, int device_tpcs) {
   // 0, the default: the same as throttle_us.
   if (c.throttle_unborrowed_us != 0)
     LITHOS_RETURN_IF_ERROR(throttle_ok("throttle_unborrowed_us", c.throttle_unborrowed_us));
+  if (c.max_stolen_atoms > kMaxStolenAtoms) {
+    return Status::invalid_argument("max_stolen_atoms = " + std::to_string(c.max_stolen_atoms) +
+                                    " is out of range [0, " + std::to_string(kMaxStolenAtoms) + "]");
+  }
   if (c.tenants.empty()) return Status::invalid_argument("no tenants");
   if (c.tenants.size() > kMaxTenants) {
     return Status::invalid_argument("at most " + std::to_string(kMaxTenants) + " tenants");
@@ -771,6 +788,7 @@ std::string config_json(const DaemonConfig& c) {
   j += ",\"atom_us\":" + json_number(c.atom_us);
   j += ",\"throttle_us\":" + json_number(c.throttle_us);
   j += ",\"throttle_unborrowed_us\":" + json_number(c.throttle_unborrowed_us);
+  j += ",\"max_stolen_atoms\":" + std::to_string(c.max_stolen_atoms);
   j += ",\"hp_poll_us\":" + json_number(c.hp_poll_us);
   j += std::string(",\"best_effort_runs_free\":") + (c.best_effort_runs_free ? "true" : "false");
   j += std::string(",\"stream_priorities\":") + (c.stream_priorities ? "true" : "false");

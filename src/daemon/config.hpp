@@ -11,6 +11,7 @@
 #include <sys/types.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
@@ -41,7 +42,8 @@ inline constexpr double kMaxAtomUs = 100000;
 // The outstanding-work throttle: predicted work one queue may have in flight.
 inline constexpr double kMinThrottleUs = 10;
 inline constexpr double kMaxThrottleUs = 100000;
-inline constexpr double kMaxHpPollUs = 1000;  // [daemon] hp_poll_us
+inline constexpr double kMaxHpPollUs = 1000;            // [daemon] hp_poll_us
+inline constexpr std::uint32_t kMaxStolenAtoms = 1024;  // [daemon] max_stolen_atoms
 // Tenant names travel in ipc::Hello/Welcome (64 bytes with the terminating NUL).
 inline constexpr std::size_t kMaxTenantName = 63;
 // The tenant every undeclared process lands in, unless the file says otherwise.
@@ -80,6 +82,13 @@ struct DaemonConfig {
   // atom on TPCs no one can claim back (lithos policy); 0 (the default) or
   // anything below throttle_us: throttle_us.
   double throttle_unborrowed_us = 0;
+  // sched::PolicyConfig::max_stolen_atoms (lithos policy): the atoms one
+  // tenant may have in flight on borrowed TPCs. With 2 the next atom is
+  // already queued on the GPU when an owner comes back, and the owner's
+  // first kernel can wait for it as well as for the atom running
+  // (docs/daemon.md); 1 bounds that wait by one atom, at the cost of a gap
+  // between a borrower's atoms. 0: no borrowing of owned TPCs at all.
+  std::uint32_t max_stolen_atoms = 2;
   // While only high-priority work is in flight (no best-effort tenant has
   // work or had any in the last 2 ms, so no one waits for a grant) the
   // daemon's loop sleeps this long between turns instead of spinning; 0:

@@ -93,6 +93,7 @@ Result<std::unique_ptr<sched::Engine>> make_engine(const DaemonConfig& config, c
   ec.throttle = lithos::Duration(static_cast<std::int64_t>(config.throttle_us * 1e3));
   ec.throttle_unborrowed = lithos::Duration(static_cast<std::int64_t>(config.throttle_unborrowed_us * 1e3));
   ec.policy.runs_free = config.best_effort_runs_free;
+  ec.policy.max_stolen_atoms = config.max_stolen_atoms;
   auto engine = std::make_unique<sched::Engine>(ec, std::move(policy));
   for (const TenantConfig& t : config.tenants) {
     auto id = engine->add_tenant(t.spec());
@@ -107,6 +108,7 @@ Result<sched::ReplayResult> replay_trace(const Trace& trace) {
   c.atom_us = trace.header.atom_us;
   c.throttle_us = trace.header.throttle_us;
   c.throttle_unborrowed_us = trace.header.throttle_unborrowed_us;
+  c.max_stolen_atoms = trace.header.max_stolen_atoms;
   c.best_effort_runs_free = trace.header.best_effort_runs_free;
   c.socket = trace.header.socket;
   c.default_tenant = trace.header.default_tenant;

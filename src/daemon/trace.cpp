@@ -303,6 +303,12 @@ Result<TraceHeader> parse_header(std::string_view line) {
         throw std::runtime_error("'throttle_unborrowed_us' must be a number");
       h.throttle_unborrowed_us = c.at("throttle_unborrowed_us").get<double>();
     }
+    if (c.contains("max_stolen_atoms")) {
+      const json& m = c.at("max_stolen_atoms");
+      if (!m.is_number_unsigned() || m.get<std::uint64_t>() > 0xffffffffULL)
+        throw std::runtime_error("'max_stolen_atoms' must be a non-negative integer");
+      h.max_stolen_atoms = m.get<std::uint32_t>();
+    }
     if (c.contains("best_effort_runs_free")) {
       if (!c.at("best_effort_runs_free").is_boolean())
         throw std::runtime_error("'best_effort_runs_free' must be true or false");

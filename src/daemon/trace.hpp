@@ -7,6 +7,7 @@
 // recalibrated from real runs.
 #pragma once
 
+#include <cstdint>
 #include <cstdio>
 #include <string>
 #include <string_view>
@@ -30,6 +31,7 @@ struct TraceHeader {
   double atom_us = 0;
   double throttle_us = 0;
   double throttle_unborrowed_us = 0;
+  std::uint32_t max_stolen_atoms = 2;  // absent in traces written before it existed (always 2 then)
   bool best_effort_runs_free = false;  // absent in traces written before it existed (never free then)
   std::string predictions;             // the predictor cache the daemon started from ("" = cold)
   std::string socket;

@@ -146,6 +146,7 @@ Result<TraceScenario> trace_to_scenario(const Trace& trace, const std::string& n
        << "\nthrottle_us = " << trace.header.throttle_us << "\n";
   if (trace.header.throttle_unborrowed_us > 0)
     toml << "throttle_unborrowed_us = " << trace.header.throttle_unborrowed_us << "\n";
+  toml << "max_stolen_atoms = " << trace.header.max_stolen_atoms << "\n";
   for (const auto& [tid, spec] : tenants) {
     std::string lines;
     std::size_t reqs = 0;

@@ -90,7 +90,7 @@ TEST(DaemonConfig, ShippedExampleParsesAndValidates) {
   EXPECT_EQ(svc.match, (std::vector<std::string>{"triton_server", "serve*"}));
   ASSERT_TRUE(svc.fallback.has_value());
   EXPECT_EQ(*svc.fallback, sched::TpcSet::range(0, 44));
-  EXPECT_EQ(svc.where, "lithosd.toml:17:1");
+  EXPECT_EQ(svc.where, "lithosd.toml:18:1");
 
   const sched::TenantSpec spec = svc.spec();
   EXPECT_EQ(spec.name, "svc");
@@ -271,6 +271,10 @@ TEST(DaemonConfig, ParseErrorsNameFileAndLine) {
        "f.toml:2:", "'throttle_us' = 5 is out of range [10, 100000]"},
       {"throttle_unborrowed_us too large", "[daemon]\nthrottle_unborrowed_us = 1e6\n",
        "f.toml:2:", "'throttle_unborrowed_us' = 1e+06 is out of range [10, 100000]"},
+      {"max_stolen_atoms too large", "[daemon]\nmax_stolen_atoms = 2000\n",
+       "f.toml:2:", "'max_stolen_atoms' = 2000 is out of range [0, 1024]"},
+      {"max_stolen_atoms not an integer", "[daemon]\nmax_stolen_atoms = 1.5\n",
+       "f.toml:2:", "'max_stolen_atoms' must be an integer"},
       {"best_effort_runs_free not a boolean", "[daemon]\nbest_effort_runs_free = \"yes\"\n",
        "f.toml:2:", "'best_effort_runs_free' must be true or false"},
       {"stream_priorities not a boolean", "[daemon]\nstream_priorities = 1\n",
@@ -376,6 +380,7 @@ mps = "off"
 atom_us = 800
 throttle_us = 300
 throttle_unborrowed_us = 2000
+max_stolen_atoms = 1
 best_effort_runs_free = false
 stream_priorities = true
 state_dir = "/tmp/file-state"
@@ -385,6 +390,8 @@ trace = "/tmp/file-trace.jsonl"
   EXPECT_DOUBLE_EQ(c->throttle_us, 300);
   EXPECT_DOUBLE_EQ(c->throttle_unborrowed_us, 2000);
   EXPECT_DOUBLE_EQ(default_config().throttle_unborrowed_us, 0);  // the same as throttle_us
+  EXPECT_EQ(c->max_stolen_atoms, 1U);
+  EXPECT_EQ(default_config().max_stolen_atoms, 2U);
   EXPECT_FALSE(c->best_effort_runs_free);
   EXPECT_TRUE(default_config().best_effort_runs_free);
   EXPECT_TRUE(c->stream_priorities);
@@ -398,6 +405,7 @@ trace = "/tmp/file-trace.jsonl"
       {"LITHOSD_TRACE", "/tmp/env.jsonl"},
       {"LITHOSD_THROTTLE_US", "1000"},
       {"LITHOSD_THROTTLE_UNBORROWED_US", "5000"},
+      {"LITHOSD_MAX_STOLEN_ATOMS", "0"},
       {"LITHOSD_BEST_EFFORT_RUNS_FREE", "on"},
       {"LITHOSD_STREAM_PRIORITIES", "off"},
   };
@@ -413,6 +421,7 @@ trace = "/tmp/file-trace.jsonl"
   EXPECT_DOUBLE_EQ(all.atom_us, 250.5);
   EXPECT_DOUBLE_EQ(all.throttle_us, 1000);
   EXPECT_DOUBLE_EQ(all.throttle_unborrowed_us, 5000);
+  EXPECT_EQ(all.max_stolen_atoms, 0U);
   EXPECT_TRUE(all.best_effort_runs_free);
   EXPECT_FALSE(all.stream_priorities);
   EXPECT_EQ(all.state_dir, "/tmp/env-state");
@@ -431,11 +440,13 @@ trace = "/tmp/file-trace.jsonl"
 
   // Bad values are errors that name the variable.
   const std::pair<const char*, std::string> bad[] = {
-      {"LITHOSD_POLICY", "fifo"},   {"LITHOSD_MPS", "maybe"},
-      {"LITHOSD_ATOM_US", "fast"},  {"LITHOSD_ATOM_US", "10"},
-      {"LITHOSD_ATOM_US", "5e9"},   {"LITHOSD_ATOM_US", "100x"},
-      {"LITHOSD_ATOM_US", "nan"},   {"LITHOSD_SOCKET", std::string(300, 's')},
-      {"LITHOSD_THROTTLE_US", "1"}, {"LITHOSD_BEST_EFFORT_RUNS_FREE", "sometimes"},
+      {"LITHOSD_POLICY", "fifo"},         {"LITHOSD_MPS", "maybe"},
+      {"LITHOSD_ATOM_US", "fast"},        {"LITHOSD_ATOM_US", "10"},
+      {"LITHOSD_ATOM_US", "5e9"},         {"LITHOSD_ATOM_US", "100x"},
+      {"LITHOSD_ATOM_US", "nan"},         {"LITHOSD_SOCKET", std::string(300, 's')},
+      {"LITHOSD_THROTTLE_US", "1"},       {"LITHOSD_BEST_EFFORT_RUNS_FREE", "sometimes"},
+      {"LITHOSD_MAX_STOLEN_ATOMS", "-1"}, {"LITHOSD_MAX_STOLEN_ATOMS", "2000"},
+      {"LITHOSD_MAX_STOLEN_ATOMS", "1x"},
   };
   for (const auto& [name, value] : bad) {
     const std::string& v = value;

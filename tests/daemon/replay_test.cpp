@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,12 +26,14 @@ struct Logged {
   std::vector<sched::EngineEvent> events;
 };
 
-// A short run of a built-in scenario under `policy`, logged.
-Logged simulate(const std::string& name, const std::string& policy) {
+// A short run of a built-in scenario under `policy`, logged (with
+// `max_stolen_atoms` when given).
+Logged simulate(const std::string& name, const std::string& policy, std::optional<std::uint32_t> max_stolen = {}) {
   Logged out;
   auto sc = sim::load_scenario(name);
   EXPECT_TRUE(sc.is_ok()) << sc.status().message();
   out.scenario = std::move(sc).value();
+  if (max_stolen) out.scenario.engine.policy.max_stolen_atoms = *max_stolen;
   out.scenario.duration_s = 0.6;
   out.scenario.warmup_s = 0.1;
   sim::RunOptions opt;
@@ -52,6 +56,7 @@ DaemonConfig config_for(const sim::Scenario& sc, const std::string& policy) {
   c.policy = policy;
   c.atom_us = static_cast<double>(sc.engine.atoms.target.count()) / 1e3;
   c.throttle_us = static_cast<double>(sc.engine.throttle.count()) / 1e3;
+  c.max_stolen_atoms = sc.engine.policy.max_stolen_atoms;
   for (const sim::TenantConfig& t : sc.tenants) {
     TenantConfig tc;
     tc.name = t.name;
@@ -103,15 +108,24 @@ TEST(DaemonReplay, ADifferentlyConfiguredDaemonDecidesDifferently) {
   EXPECT_FALSE(r2.same);
   EXPECT_EQ(r2.first_difference, 0U) << r2.difference;  // the first tenant already differs
 
+  DaemonConfig fewer_stolen = base;
+  fewer_stolen.max_stolen_atoms = 1;
+  auto e4 = make_engine(fewer_stolen, sched::DeviceShape::h100_sxm());
+  ASSERT_TRUE(e4.is_ok());
+  const sched::ReplayResult r4 = sched::replay(log.events, **e4, sched::ReplayTenants::kCheck);
+  EXPECT_FALSE(r4.same);
+  EXPECT_NE(r4.difference.find("dispatch"), std::string::npos) << r4.difference;
+
   auto e3 = make_engine(base, sched::DeviceShape::h100_sxm());
   ASSERT_TRUE(e3.is_ok());
   EXPECT_TRUE(sched::replay(log.events, **e3, sched::ReplayTenants::kCheck).same);
 }
 
 // The trace's text form keeps everything replay needs: a simulator log
-// written as trace lines and read back replays the same.
+// written as trace lines and read back replays the same. (One borrowed atom
+// per tenant, not the default: the header must carry the setting.)
 TEST(DaemonTrace, TextRoundTripKeepsEveryDecision) {
-  const Logged log = simulate("inference-stacking", "lithos");
+  const Logged log = simulate("inference-stacking", "lithos", 1U);
   // A daemon's trace logs all its tenants; this log has the scenario's, so
   // the header names one of them as the default tenant.
   DaemonConfig cfg = config_for(log.scenario, "lithos");
@@ -126,6 +140,7 @@ TEST(DaemonTrace, TextRoundTripKeepsEveryDecision) {
   ASSERT_TRUE(t.is_ok()) << t.status().message();
   ASSERT_EQ(t->events.size(), log.events.size());
   EXPECT_EQ(t->header.device.topology.to_string(), sched::DeviceShape::h100_sxm().topology.to_string());
+  EXPECT_EQ(t->header.max_stolen_atoms, 1U);
   auto r = replay_trace(*t);
   ASSERT_TRUE(r.is_ok()) << r.status().message();
   EXPECT_TRUE(r->same) << r->difference;
@@ -144,6 +159,11 @@ TEST(DaemonTrace, MalformedTracesAreErrorsNamingTheLine) {
       {header + "\n{\"e\":\"sync\"}\n", "t:3: missing 'queue'"},
       {header + "not json\n", "t:2: not a JSON object"},
       {header + "{\"e\":\"teleport\"}\n", "t:2: unknown event 'teleport'"},
+      {"{\"schema\":\"" + std::string(kTraceSchema) +
+           "\",\"config\":{\"policy\":\"lithos\",\"atom_us\":500,\"throttle_us\":100,\"max_stolen_atoms\":-1,"
+           "\"socket\":\"/tmp/s\",\"default_tenant\":\"default\"},"
+           "\"device\":{\"name\":\"x\",\"tpcs\":66,\"topology\":\"\"}}\n",
+       "'max_stolen_atoms' must be a non-negative integer"},
       {header + "{\"e\":\"sync\",\"queue\":\"one\"}\n", "t:2: 'queue' must be an integer"},
       {header + "{\"e\":\"dispatch\",\"t\":5,\"atoms\":[{\"atom\":1}]}\n", "t:2: missing 'launch'"},
       {header + "{\"e\":\"atom_finished\",\"atom\":1,\"start\":2}\n", "t:2: missing 't'"},
