@@ -62,7 +62,10 @@
 #            in traced mode-lithos runs: PIPE_RUNS entries SCENARIO[:NAME=VALUE,...]
 #            (each NAME=VALUE sets LITHOSD_NAME; LITHOS_X=V, a client variable,
 #            is set as it is), default solo-training with
-#            every launch granted, and hybrid-stacking; one alone run each
+#            every launch granted, and hybrid-stacking; one alone run each;
+#            PIPE_TENANT names the queue's tenant (default train; be for the
+#            head-of-line scenarios); PIPE_KEEP_TRACE=1 keeps each trace
+#            (trace.jsonl.gz)
 #   versus   VERSUS_SCENARIO (default hybrid-stacking) under mode lithos with
 #            this build and with HPCOST_BASELINE's (another build carried
 #            over), interleaved VERSUS_ROUNDS times (default 2) against one
@@ -461,8 +464,9 @@ if best:
 else:
     print("no client statistics")
 PY
-    python3 scripts/daemon/pipeline_gaps.py "$WORK/pipe.jsonl" --tenant train | sed "s/^/[$run]  /"
-    python3 scripts/daemon/pipeline_gaps.py "$WORK/pipe.jsonl" --tenant train --json >"$dir/pipeline_gaps.json"
+    python3 scripts/daemon/pipeline_gaps.py "$WORK/pipe.jsonl" --tenant "${PIPE_TENANT:-train}" | sed "s/^/[$run]  /"
+    python3 scripts/daemon/pipeline_gaps.py "$WORK/pipe.jsonl" --tenant "${PIPE_TENANT:-train}" --json >"$dir/pipeline_gaps.json"
+    [[ -n ${PIPE_KEEP_TRACE:-} ]] && gzip -c "$WORK/pipe.jsonl" >"$dir/trace.jsonl.gz"
     rm -f "$WORK/pipe.jsonl"
     pack_logs "$dir"
   done

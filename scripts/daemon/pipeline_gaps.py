@@ -66,7 +66,7 @@ def analyse(lines, tenants):
         if queue_tenant.get(r["queue"]) in want:
             by_queue.setdefault(r["queue"], []).append(r)
     out = {"queues": {}, "tpcs": {}, "atoms": 0}
-    ratios, no_pred, tpc_time = [], 0, {}
+    ratios, no_pred, tpc_time, ran_all = [], 0, {}, []
     span = client = daemon = 0
     gaps = {"client": [], "daemon": []}  # each drained stretch, by whose it was
     for q, rs in by_queue.items():
@@ -94,6 +94,7 @@ def analyse(lines, tenants):
                                  "idle_client_ms": q_client / 1e6, "idle_daemon_ms": q_daemon / 1e6}
         for r in rs:
             ran = r["end"] - r["start"]
+            ran_all.append(ran)
             n = count_tpcs(r["tpcs"])
             tpc_time[n] = tpc_time.get(n, 0) + ran
             if r["pred"] is None:
@@ -110,6 +111,10 @@ def analyse(lines, tenants):
                          "ms_by_length": by_length(v)}
                      for k, v in gaps.items()}
     out["no_prediction_frac"] = no_pred / out["atoms"] if out["atoms"] else None
+    # How long one atom ran (observed start to end): what an owner coming
+    # back may wait for.
+    out["atom_us"] = {k: (quantile(ran_all, q) or 0) / 1e3 for k, q in (("p50", 0.5), ("p90", 0.9), ("p99", 0.99))}
+    out["atom_us"]["max"] = max(ran_all, default=0) / 1e3
     out["ran_over_pred"] = {"p10": quantile(ratios, 0.1), "p50": quantile(ratios, 0.5), "p90": quantile(ratios, 0.9),
                             "mean": statistics.fmean(ratios) if ratios else None}
     return out
@@ -169,6 +174,8 @@ def main():
     fmt = lambda x: "-" if x is None else f"{x:.2f}"  # noqa: E731
     print(f"no prediction {100 * (out['no_prediction_frac'] or 0):.1f}% of atoms; ran/predicted p10 {fmt(r['p10'])} "
           f"p50 {fmt(r['p50'])} p90 {fmt(r['p90'])} mean {fmt(r['mean'])}")
+    a = out["atom_us"]
+    print(f"atom run time p50 {a['p50']:.0f} us, p90 {a['p90']:.0f} us, p99 {a['p99']:.0f} us, max {a['max']:.0f} us")
     print("TPCs granted (share of run time): " + ", ".join(f"{k}: {100 * v:.1f}%" for k, v in out["tpcs"].items()))
     for q, v in out["queues"].items():
         print(f"  queue {q} ({v['tenant']}): {v['atoms']} atoms over {v['span_ms']:.0f} ms, "
