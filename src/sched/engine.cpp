@@ -404,8 +404,15 @@ AtomDispatch Engine::carve(QueueState& q, PendingLaunch& head, const Placement& 
       std::uint64_t want = static_cast<std::uint64_t>(n_waves) * wave_blocks;
       const std::uint64_t unit = std::max<std::uint64_t>(head.plan.unit, 1);
       want = std::max(unit, (want + unit - 1) / unit * unit);
-      // A remainder under half an atom rides along with this one.
-      if (want + want / 2 < blocks) blocks = want;
+      // The rest of the launch rides along with this atom only if it adds
+      // no wave: an atom never runs longer than its whole waves, which is
+      // what an owner taking its TPCs back may have to wait for. (Before,
+      // a remainder under half an atom rode along: on the H100 such atoms
+      // ran up to 1.5x the target, and twice its length where the
+      // remainder began a new wave of long blocks.)
+      const auto waves_of = [&](std::uint64_t b) { return (b + wave_blocks - 1) / wave_blocks; };
+      if (blocks > want && waves_of(blocks) > std::max(waves_of(want), static_cast<std::uint64_t>(n_waves)))
+        blocks = want;
     }
   }
 

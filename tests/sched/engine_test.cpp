@@ -453,6 +453,43 @@ TEST(LithosRules, AtomsRespectTheFloorAndCoverTheGrid) {
   EXPECT_LE(atoms, 40);
 }
 
+// An owner taking its TPCs back waits for the borrower's atom in flight, so
+// no atom may run more waves than the target gives: the rest of a launch
+// rides along with the atom before it only if it adds no wave.
+TEST(LithosRules, AnAtomNeverRunsMoreWavesThanItsTarget) {
+  EngineConfig cfg;
+  cfg.atoms.target = us(400);
+  cfg.atoms.per_atom_cost = us(20);
+  cfg.atoms.tolerated_overhead = 0.08;  // floor 250 us
+  auto e = make_engine("lithos", cfg);
+  const QueueId q = *e->add_queue(*e->add_tenant(best_effort("be")));
+  FakeHardware hw(*e);
+  // Teach the predictor: 10 waves of 66 TPCs x 16 blocks in 1 ms (100 us a
+  // wave), so an atom is 4 waves (4224 blocks).
+  ASSERT_TRUE(e->submit(q, kernel(42, 10560), Time{}).is_ok());
+  ASSERT_EQ(hw.dispatch(Time{}, ms(1)).size(), 1U);
+  hw.finish_until(time_at(ms(2)));
+  e->sync(q);
+
+  // 5 waves and 100 blocks: one atom of 4 waves, then the rest (2 waves),
+  // where the old rule sent 6 waves at once (the rest was under half an atom).
+  ASSERT_TRUE(e->submit(q, kernel(42, 5380), time_at(ms(2))).is_ok());
+  std::vector<AtomDispatch> got;
+  Time now = time_at(ms(2));
+  for (int i = 0; i < 100 && (got.empty() || !got.back().last); ++i) {
+    hw.finish_until(now);
+    for (const auto& d : hw.dispatch(now, us(400))) got.push_back(d);
+    now = std::min(hw.next_end(), e->next_wakeup());
+  }
+  ASSERT_EQ(got.size(), 2U);
+  EXPECT_EQ(got[0].blocks.size(), 4224U);
+  EXPECT_EQ(got[1].blocks.size(), 5380U - 4224U);
+  for (const auto& d : got) {
+    ASSERT_TRUE(d.predicted.has_value());
+    EXPECT_LE(*d.predicted, us(400)) << "atom " << d.index;
+  }
+}
+
 TEST(LithosRules, CooperativeKernelsAreNeverSplit) {
   auto e = make_engine("lithos");
   const QueueId q = *e->add_queue(*e->add_tenant(best_effort("be")));
