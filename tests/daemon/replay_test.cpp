@@ -34,6 +34,10 @@ Logged simulate(const std::string& name, const std::string& policy, std::optiona
   EXPECT_TRUE(sc.is_ok()) << sc.status().message();
   out.scenario = std::move(sc).value();
   if (max_stolen) out.scenario.engine.policy.max_stolen_atoms = *max_stolen;
+  // The engine's cost of one more atom, which sets the floor of an atom's
+  // length: lithosd uses the Engine's default (20 us), the simulator its
+  // GPU model's (15 us) unless told. The same setting on both sides.
+  out.scenario.engine.atoms.per_atom_cost = sched::AtomConfig{}.per_atom_cost;
   out.scenario.duration_s = 0.6;
   out.scenario.warmup_s = 0.1;
   sim::RunOptions opt;
