@@ -389,12 +389,12 @@ AtomDispatch Engine::carve(QueueState& q, PendingLaunch& head, const Placement& 
 
   std::uint64_t blocks = head.remaining_blocks();
   if (head.plan.split()) {
-    // Size this atom to the TPCs it actually got: as many whole waves as fit
-    // in the target (one when a wave is longer), as AtomPlan does, so that an
-    // owner taking its TPCs back waits at most one target; never under the
-    // floor of per-atom cost / tolerated overhead. (Rounding to the nearest
-    // count of waves instead made atoms of 520 us for a 500 us target on the
-    // H100 with 130 us waves.)
+    // Size this atom to the TPCs it actually got: whole waves whose
+    // predicted time is close to the target, and never under the floor of
+    // per-atom cost / tolerated overhead. (As many whole waves as fit in the
+    // target, as AtomPlan counts them, was tried (8097869): it met
+    // head-of-line-steal's bound but halved HP-B and the trainer in
+    // inference-stacking on the H100, for a reason not found; reverted.)
     const AtomConfig& ac = traits_.atomize ? cfg.atoms : preemption_atoms_;
     const std::uint64_t wave_blocks =
         static_cast<std::uint64_t>(ntpcs) * static_cast<std::uint64_t>(head.blocks_per_tpc);
@@ -403,7 +403,7 @@ AtomDispatch Engine::carve(QueueState& q, PendingLaunch& head, const Placement& 
       const double w = static_cast<double>(wave_time->count());
       const double floor_ns = static_cast<double>(ac.per_atom_cost.count()) / ac.tolerated_overhead;
       const double target_ns = static_cast<double>(ac.atom_duration().count());
-      const double n_waves = std::max({1.0, std::ceil(floor_ns / w), std::floor(target_ns / w)});
+      const double n_waves = std::max({1.0, std::ceil(floor_ns / w), std::round(target_ns / w)});
       std::uint64_t want = static_cast<std::uint64_t>(n_waves) * wave_blocks;
       const std::uint64_t unit = std::max<std::uint64_t>(head.plan.unit, 1);
       want = std::max(unit, (want + unit - 1) / unit * unit);
