@@ -410,12 +410,17 @@ TEST(LithosRules, ActiveOwnerLendsOnlyBeyondItsDemand) {
   EXPECT_EQ(e->state().tenants[hp].demand(), 60);
 }
 
-TEST(LithosRules, AtomsRespectTheFloorAndCoverTheGrid) {
+// Atoms aimed at 400 us, at 20 us an atom and 8% tolerated: a floor of 250 us.
+EngineConfig atoms_400us() {
   EngineConfig cfg;
   cfg.atoms.target = us(400);
   cfg.atoms.per_atom_cost = us(20);
-  cfg.atoms.tolerated_overhead = 0.08;  // floor 250 us
-  auto e = make_engine("lithos", cfg);
+  cfg.atoms.tolerated_overhead = 0.08;
+  return cfg;
+}
+
+TEST(LithosRules, AtomsRespectTheFloorAndCoverTheGrid) {
+  auto e = make_engine("lithos", atoms_400us());
   const QueueId q = *e->add_queue(*e->add_tenant(best_effort("be")));
   // Teach the predictor: 26400 blocks at 16/TPC = 25 waves on 66 TPCs; 10 ms.
   LaunchDesc big = kernel(42, 26400);
@@ -454,14 +459,10 @@ TEST(LithosRules, AtomsRespectTheFloorAndCoverTheGrid) {
 }
 
 // An owner taking its TPCs back waits for the borrower's atom in flight, so
-// no atom may run more waves than the target gives: the rest of a launch
+// an atom runs no more waves than its target gives: the rest of a launch
 // rides along with the atom before it only if it adds no wave.
-TEST(LithosRules, AnAtomNeverRunsMoreWavesThanItsTarget) {
-  EngineConfig cfg;
-  cfg.atoms.target = us(400);
-  cfg.atoms.per_atom_cost = us(20);
-  cfg.atoms.tolerated_overhead = 0.08;  // floor 250 us
-  auto e = make_engine("lithos", cfg);
+TEST(LithosRules, TheRestOfALaunchRidesAlongOnlyIfItAddsNoWave) {
+  auto e = make_engine("lithos", atoms_400us());
   const QueueId q = *e->add_queue(*e->add_tenant(best_effort("be")));
   FakeHardware hw(*e);
   // Teach the predictor: 10 waves of 66 TPCs x 16 blocks in 1 ms (100 us a
