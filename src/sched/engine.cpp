@@ -393,8 +393,9 @@ AtomDispatch Engine::carve(QueueState& q, PendingLaunch& head, const Placement& 
     // predicted time is close to the target, and never under the floor of
     // per-atom cost / tolerated overhead. (As many whole waves as fit in the
     // target, as AtomPlan counts them, was tried (8097869): it met
-    // head-of-line-steal's bound but halved HP-B and the trainer in
-    // inference-stacking on the H100, for a reason not found; reverted.)
+    // head-of-line-steal's bound but hurt HP-B and the trainer in
+    // inference-stacking on three of four H100 boards, twice by half, for a
+    // reason not found; reverted.)
     const AtomConfig& ac = traits_.atomize ? cfg.atoms : preemption_atoms_;
     const std::uint64_t wave_blocks =
         static_cast<std::uint64_t>(ntpcs) * static_cast<std::uint64_t>(head.blocks_per_tpc);
@@ -414,8 +415,7 @@ AtomDispatch Engine::carve(QueueState& q, PendingLaunch& head, const Placement& 
       // ran up to 1.5x the target, and twice its length where the
       // remainder began a new wave of long blocks.)
       const auto waves_of = [&](std::uint64_t b) { return (b + wave_blocks - 1) / wave_blocks; };
-      if (blocks > want && waves_of(blocks) > std::max(waves_of(want), static_cast<std::uint64_t>(n_waves)))
-        blocks = want;
+      if (blocks > want && waves_of(blocks) > waves_of(want)) blocks = want;
     }
   }
 
