@@ -51,6 +51,7 @@ struct DaemonArgs {
   double throttle_unborrowed_us = 0;
   int max_stolen_atoms = -1;
   std::string runs_free;          // "" = not given
+  std::string share_unowned;      // "" = not given
   std::string stream_priorities;  // "" = not given
   std::string state_dir;
   std::string trace;
@@ -193,6 +194,7 @@ int run_daemon(const DaemonArgs& a) {
   if (a.throttle_us > 0) cfg.throttle_us = a.throttle_us;
   if (a.throttle_unborrowed_us > 0) cfg.throttle_unborrowed_us = a.throttle_unborrowed_us;
   if (a.max_stolen_atoms >= 0) cfg.max_stolen_atoms = static_cast<std::uint32_t>(a.max_stolen_atoms);
+  if (!a.share_unowned.empty()) cfg.share_unowned = daemon::parse_switch(a.share_unowned).value_or(true);
   if (!a.runs_free.empty()) cfg.best_effort_runs_free = daemon::parse_switch(a.runs_free).value_or(true);
   if (!a.stream_priorities.empty()) cfg.stream_priorities = daemon::parse_switch(a.stream_priorities).value_or(false);
   if (!a.state_dir.empty()) cfg.state_dir = a.state_dir;
@@ -325,10 +327,11 @@ int run_status(const std::string& socket_arg, bool json) {
   }
   const auto& k = j["counters"];
   std::printf(
-      "\ngrants %llu (%.0f/s), completions %llu, hp launches accounted %llu; clients: %llu accepted, "
-      "%llu refused, %llu gone, %llu dropped (malformed); atoms reclaimed %llu\n",
+      "\ngrants %llu (%.0f/s), completions %llu (%llu seen several under one marker), hp launches accounted "
+      "%llu; clients: %llu accepted, %llu refused, %llu gone, %llu dropped (malformed); atoms reclaimed %llu\n",
       static_cast<unsigned long long>(k.value("grants", 0ULL)), k.value("grants_per_s", 0.0),
       static_cast<unsigned long long>(k.value("completions", 0ULL)),
+      static_cast<unsigned long long>(k.value("shared_completions", 0ULL)),
       static_cast<unsigned long long>(k.value("running_launches", 0ULL)),
       static_cast<unsigned long long>(k.value("clients_accepted", 0ULL)),
       static_cast<unsigned long long>(k.value("clients_refused", 0ULL)),
@@ -404,6 +407,11 @@ CommandRunner add_daemon_command(CLI::App& app) {
                   "that comes back waits for at most the one atom running on its TPCs; 0: no borrowing of "
                   "owned TPCs")
       ->check(CLI::Range(0, static_cast<int>(daemon::kMaxStolenAtoms)));
+  sub->add_option("--share-unowned", args->share_unowned,
+                  "true (default): a high-priority tenant's launches may use every TPC no quota holds, also "
+                  "under a best-effort atom (the two share those SMs); false: only those no other tenant's atom "
+                  "holds at the moment (lithos policy; its CUDA graphs keep the first set)")
+      ->check(CLI::IsMember({"true", "false", "1", "0", "yes", "no", "on", "off"}));
   sub->add_option("--best-effort-runs-free", args->runs_free,
                   "true (default): best-effort launches go out without waiting for grants while no high-priority "
                   "tenant has a stream open; false: they always wait")

@@ -276,10 +276,10 @@ struct Parser {
   }
 
   Status daemon_table(const toml::table& d, DaemonConfig& c) const {
-    LITHOS_RETURN_IF_ERROR(check_keys(
-        d, "[daemon]",
-        {"socket", "policy", "mps", "atom_us", "throttle_us", "throttle_unborrowed_us", "hp_poll_us",
-         "max_stolen_atoms", "best_effort_runs_free", "stream_priorities", "state_dir", "trace", "default_tenant"}));
+    LITHOS_RETURN_IF_ERROR(check_keys(d, "[daemon]",
+                                      {"socket", "policy", "mps", "atom_us", "throttle_us", "throttle_unborrowed_us",
+                                       "hp_poll_us", "max_stolen_atoms", "share_unowned", "best_effort_runs_free",
+                                       "stream_priorities", "state_dir", "trace", "default_tenant"}));
     auto socket = string(d, "socket");
     if (!socket) return socket.status();
     if (socket->has_value()) {
@@ -316,6 +316,10 @@ struct Parser {
     auto poll = number(d, "hp_poll_us", 0, kMaxHpPollUs, false);
     if (!poll) return poll.status();
     if (poll->has_value()) c.hp_poll_us = **poll;
+    if (const toml::node* n = d.get("share_unowned")) {
+      if (!n->is_boolean()) return error(*n, "'share_unowned' must be true or false");
+      c.share_unowned = n->as_boolean()->get();
+    }
     if (const toml::node* n = d.get("best_effort_runs_free")) {
       if (!n->is_boolean()) return error(*n, "'best_effort_runs_free' must be true or false");
       c.best_effort_runs_free = n->as_boolean()->get();
@@ -626,6 +630,11 @@ Status apply_env(DaemonConfig& c, const std::function<const char*(const char*)>&
     }
     c.max_stolen_atoms = static_cast<std::uint32_t>(n);
   }
+  if (auto v = get("LITHOSD_SHARE_UNOWNED")) {
+    auto b = parse_switch(*v);
+    if (!b) return Status::invalid_argument("LITHOSD_SHARE_UNOWNED: " + quoted(*v) + " is not true or false");
+    c.share_unowned = *b;
+  }
   if (auto v = get("LITHOSD_BEST_EFFORT_RUNS_FREE")) {
     auto b = parse_switch(*v);
     if (!b) return Status::invalid_argument("LITHOSD_BEST_EFFORT_RUNS_FREE: " + quoted(*v) + " is not true or false");
@@ -790,6 +799,7 @@ std::string config_json(const DaemonConfig& c) {
   j += ",\"throttle_unborrowed_us\":" + json_number(c.throttle_unborrowed_us);
   j += ",\"max_stolen_atoms\":" + std::to_string(c.max_stolen_atoms);
   j += ",\"hp_poll_us\":" + json_number(c.hp_poll_us);
+  j += std::string(",\"share_unowned\":") + (c.share_unowned ? "true" : "false");
   j += std::string(",\"best_effort_runs_free\":") + (c.best_effort_runs_free ? "true" : "false");
   j += std::string(",\"stream_priorities\":") + (c.stream_priorities ? "true" : "false");
   j += ",\"state_dir\":" + json_string(c.state_dir);

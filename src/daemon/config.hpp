@@ -95,6 +95,12 @@ struct DaemonConfig {
   // it spins. Measured on the H100 (docs/daemon.md): 50 us took a service
   // alone from 50-52% of a core to 8%, with the same P99 in three sets.
   double hp_poll_us = 50;
+  // sched::PolicyConfig::share_unowned (lithos policy): a high-priority
+  // tenant's launches, which never wait, may use every TPC no quota holds,
+  // also those under a best-effort atom (true), or only those no other
+  // tenant's atom holds when they go out (false). Its CUDA graphs get the
+  // first set either way: their descriptors keep it for every replay.
+  bool share_unowned = true;
   // sched::PolicyConfig::runs_free: best-effort tenants launch without grants
   // while no high-priority tenant has a stream open.
   bool best_effort_runs_free = true;

@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <system_error>
 
@@ -93,6 +94,7 @@ Result<std::unique_ptr<sched::Engine>> make_engine(const DaemonConfig& config, c
   ec.throttle = lithos::Duration(static_cast<std::int64_t>(config.throttle_us * 1e3));
   ec.throttle_unborrowed = lithos::Duration(static_cast<std::int64_t>(config.throttle_unborrowed_us * 1e3));
   ec.policy.runs_free = config.best_effort_runs_free;
+  ec.policy.share_unowned = config.share_unowned;
   ec.policy.max_stolen_atoms = config.max_stolen_atoms;
   auto engine = std::make_unique<sched::Engine>(ec, std::move(policy));
   for (const TenantConfig& t : config.tenants) {
@@ -477,11 +479,7 @@ void Daemon::welcome(int sock, const ipc::Hello& hello_in, std::uint64_t now) {
   const sched::TpcSet fb = fallback_of(tenant);
   h.fallback[0].store(fb.word(0), std::memory_order_relaxed);
   h.fallback[1].store(fb.word(1), std::memory_order_relaxed);
-  const sched::TpcSet alloc = allocation_of(tenant);
-  const std::uint64_t words[2] = {alloc.word(0), alloc.word(1)};
-  c->channel.publish_allocation(words);
-  c->alloc_words[0] = words[0];
-  c->alloc_words[1] = words[1];
+  publish_allocation(*c);
 
   w.status = ipc::WelcomeStatus::kOk;
   w.client_id = c->id;
@@ -625,7 +623,9 @@ Status Daemon::handle_submit(Client& c, const ipc::SubmitMsg& m, std::uint64_t n
   s.next_marker = std::max(s.next_marker, m.seq);
   if ((m.flags & ipc::kSubmitRunning) != 0) {
     // Already on the GPU: account it on the tenant's allocation.
-    auto a = log_->submit_running(s.queue, d, allocation_of(c.tenant), to_time(now));
+    // A graph ran on the lasting set (its descriptors keep it).
+    auto a =
+        log_->submit_running(s.queue, d, allocation_of(c.tenant, (m.flags & ipc::kSubmitGraph) != 0), to_time(now));
     if (!a) return a.status();
     s.inflight.push_back({m.seq, a->atom, now});
     ++counters_.running_launches;
@@ -647,16 +647,25 @@ bool Daemon::poll_completions(Client& c, std::uint64_t now) {
     // first), so reports are matched against it when they arrive too.
     const std::uint64_t v = c.channel.layout().completed[i].load(std::memory_order_acquire);
     s.completed = std::max(s.completed, v);
-    while (!s.inflight.empty() && s.inflight.front().key <= s.completed) {
-      const Stream::InFlight f = s.inflight.front();
-      s.inflight.pop_front();
-      // The atom ran from when the stream was free for it until now.
-      const std::uint64_t start = std::max(f.since_ns, s.last_end_ns);
-      log_->atom_finished(f.atom, to_time(start), to_time(now));
-      s.last_end_ns = now;
-      ++counters_.completions;
-      any = true;
+    // The launches this value covers ran, one after another, from when the
+    // stream was free for the first until now: each gets its predicted share
+    // of that time (busy_share.hpp), not the first all of it.
+    covered_.clear();
+    for (const Stream::InFlight& f : s.inflight) {
+      if (f.key > s.completed) break;
+      const sched::InflightAtom& a = engine_->state().atoms[f.atom];
+      covered_.push_back({.since_ns = f.since_ns, .predicted_ns = static_cast<double>(a.predicted.count())});
     }
+    if (covered_.empty()) continue;
+    share_busy_interval(s.last_end_ns, now, covered_);
+    for (const CoveredLaunch& piece : covered_) {
+      log_->atom_finished(s.inflight.front().atom, to_time(piece.start_ns), to_time(piece.end_ns));
+      s.inflight.pop_front();
+    }
+    s.last_end_ns = now;
+    counters_.completions += covered_.size();
+    if (covered_.size() > 1) counters_.shared_completions += covered_.size();
+    any = true;
   }
   if (any) dirty_ = true;
   return any;
@@ -707,9 +716,20 @@ void Daemon::deliver(Client& c, const ipc::GrantMsg& g) {
 // The policy's immediate_set (under lithos: everything but the quotas of
 // other high-priority tenants; a single service gets the whole GPU)
 // for launches that do not wait; a waiting best-effort tenant's fallback.
-sched::TpcSet Daemon::allocation_of(sched::TenantId t) const {
+sched::TpcSet Daemon::allocation_of(sched::TenantId t, bool lasting) const {
   if (!engine_->state().tenants[t].is_high() && !engine_->runs_free(t)) return fallback_of(t);
-  return engine_->immediate_set(t, to_time(now_ns()));
+  return engine_->immediate_set(t, to_time(now_ns()), lasting);
+}
+
+// A client's two sets (now, and for a graph whose set lasts), written when
+// either changed.
+void Daemon::publish_allocation(Client& c) {
+  const sched::TpcSet now_set = allocation_of(c.tenant);
+  const sched::TpcSet lasting = allocation_of(c.tenant, /*lasting=*/true);
+  const std::uint64_t words[4] = {now_set.word(0), now_set.word(1), lasting.word(0), lasting.word(1)};
+  if (std::equal(std::begin(words), std::end(words), std::begin(c.alloc_words))) return;
+  c.channel.publish_allocation(words, words + 2);
+  std::copy(std::begin(words), std::end(words), std::begin(c.alloc_words));
 }
 
 // Where a client runs without the daemon: its configured fallback, else its
@@ -737,13 +757,7 @@ void Daemon::publish_allocations() {
       h.flags.fetch_and(~static_cast<std::uint32_t>(ipc::kChannelRunsFree), std::memory_order_acq_rel);
       c->runs_free = false;
     }
-    const sched::TpcSet a = allocation_of(c->tenant);
-    if (a.word(0) != c->alloc_words[0] || a.word(1) != c->alloc_words[1]) {
-      const std::uint64_t words[2] = {a.word(0), a.word(1)};
-      c->channel.publish_allocation(words);
-      c->alloc_words[0] = words[0];
-      c->alloc_words[1] = words[1];
-    }
+    publish_allocation(*c);
     if (free && !c->runs_free) {
       h.flags.fetch_or(ipc::kChannelRunsFree, std::memory_order_acq_rel);
       c->runs_free = true;
@@ -821,6 +835,7 @@ std::string Daemon::status_json(std::uint64_t now) const {
                    {"grants", counters_.grants},
                    {"grants_per_s", static_cast<double>(counters_.grants) / up},
                    {"completions", counters_.completions},
+                   {"shared_completions", counters_.shared_completions},
                    {"reclaimed_atoms", counters_.reclaimed_atoms},
                    {"loops", counters_.loops},
                    {"busy_loops", counters_.busy_loops},

@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "common/status.hpp"
+#include "daemon/busy_share.hpp"
 #include "daemon/config.hpp"
 #include "daemon/trace.hpp"
 #include "ipc/channel.hpp"
@@ -80,6 +81,9 @@ struct DaemonCounters {
   std::uint64_t running_launches = 0;  // high priority, accounted
   std::uint64_t grants = 0;
   std::uint64_t completions = 0;
+  // Completions seen several at once under one marker value (hp bursts),
+  // whose busy time was shared by their predictions (busy_share.hpp).
+  std::uint64_t shared_completions = 0;
   std::uint64_t reclaimed_atoms = 0;  // released because their client died
   std::uint64_t status_requests = 0;
   std::uint64_t loops = 0;
@@ -151,9 +155,9 @@ class Daemon {
     std::string program;
     std::uint64_t since_ns = 0;
     std::vector<Stream> streams = std::vector<Stream>(ipc::kMaxStreams);
-    std::deque<ipc::GrantMsg> overflow;             // grants waiting for room in the ring
-    std::uint64_t alloc_words[2] = {~0ULL, ~0ULL};  // last published allocation
-    bool runs_free = false;                         // kChannelRunsFree as last published
+    std::deque<ipc::GrantMsg> overflow;                           // grants waiting for room in the ring
+    std::uint64_t alloc_words[4] = {~0ULL, ~0ULL, ~0ULL, ~0ULL};  // last published allocations (now, lasting)
+    bool runs_free = false;                                       // kChannelRunsFree as last published
     std::uint64_t grants = 0, launches = 0;
   };
   struct Target {  // where a be launch's grants go
@@ -178,7 +182,8 @@ class Daemon {
   // High priority, and best effort while it runs free: where its launches
   // go now (the policy's immediate_set); otherwise best effort: its
   // fallback set.
-  sched::TpcSet allocation_of(sched::TenantId t) const;
+  sched::TpcSet allocation_of(sched::TenantId t, bool lasting = false) const;
+  void publish_allocation(Client& c);
   sched::TpcSet fallback_of(sched::TenantId t) const;
   static lithos::Time to_time(std::uint64_t ns);
 
@@ -193,6 +198,7 @@ class Daemon {
   std::uint32_t next_client_ = 1;
   std::unordered_map<sched::LaunchId, Target> targets_;
   std::vector<sched::AtomDispatch> out_;  // scratch for dispatch
+  std::vector<CoveredLaunch> covered_;    // scratch for poll_completions
   bool dirty_ = true;                     // something changed since the last dispatch
   std::uint64_t last_event_ns_ = 0;
   std::uint64_t last_be_work_ns_ = 0;  // when a best-effort tenant last had work

@@ -459,17 +459,18 @@ void DaemonClient::write_marker(CUstream_st* stream, bool ptsz, std::uint32_t sl
   }
 }
 
-bool DaemonClient::allocation(sched::TpcSet* out) const noexcept {
+bool DaemonClient::allocation(sched::TpcSet* out, bool lasting) const noexcept {
   const ipc::ChannelLayout* l = layout_;
   if (l == nullptr || out == nullptr) return false;
+  const std::size_t w = lasting ? 2 : 0;
   for (int tries = 0; tries < 64; ++tries) {
     const std::uint64_t s1 = l->header.alloc_seq.load(std::memory_order_acquire);
     if ((s1 & 1U) != 0) {
       cpu_relax();
       continue;
     }
-    const std::uint64_t a = l->header.alloc[0].load(std::memory_order_acquire);
-    const std::uint64_t b = l->header.alloc[1].load(std::memory_order_acquire);
+    const std::uint64_t a = l->header.alloc[w].load(std::memory_order_acquire);
+    const std::uint64_t b = l->header.alloc[w + 1].load(std::memory_order_acquire);
     if (l->header.alloc_seq.load(std::memory_order_acquire) == s1) {
       *out = sched::TpcSet::from_words(a, b);
       return !out->empty();

@@ -67,8 +67,10 @@ class DaemonClient {
   // daemon is gone now): decides the fallback behaviour.
   bool registered_once() const noexcept { return registered_once_.load(std::memory_order_acquire); }
 
-  // High priority: the tenant's allocation now (false: none published).
-  bool allocation(sched::TpcSet* out) const noexcept;
+  // High priority: the tenant's allocation now (false: none published);
+  // `lasting`: the one for a launch whose set lasts, a CUDA graph's
+  // (ipc::ChannelHeader::alloc).
+  bool allocation(sched::TpcSet* out, bool lasting = false) const noexcept;
   // Best effort: true while the daemon lets this tenant run free
   // (ipc::kChannelRunsFree): its launches go out at once on *out, the
   // allocation, and are reported as a high-priority tenant's are.

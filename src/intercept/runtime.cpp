@@ -379,7 +379,7 @@ std::uintptr_t Runtime::stream_key(CUstream_st* stream, bool ptsz) noexcept {
   return reinterpret_cast<std::uintptr_t>(stream);
 }
 
-std::optional<Runtime::Choice> Runtime::choose(CUstream_st* stream, bool ptsz, SkipReason* why) noexcept {
+std::optional<Runtime::Choice> Runtime::choose(CUstream_st* stream, bool ptsz, SkipReason* why, bool lasting) noexcept {
   const Backend b = backend_.load(std::memory_order_acquire);
   if (b == Backend::kIdle) {
     // No mask to write: none asked for, the request failed, or the set is
@@ -408,10 +408,10 @@ std::optional<Runtime::Choice> Runtime::choose(CUstream_st* stream, bool ptsz, S
     return Choice{slots_for(f.grant & live_), f.grant & live_};
   }
   // A high-priority tenant of lithosd: its current allocation (the last one
-  // published if the daemon went away).
+  // published if the daemon went away), the lasting one for a graph.
   if (DaemonClient& dc = DaemonClient::instance(); dc.registered_once() && dc.high() && map_) {
     sched::TpcSet a;
-    if (dc.allocation(&a)) {
+    if (dc.allocation(&a, lasting)) {
       a &= live_;
       if (a.empty() || a == live_) {
         *why = SkipReason::kWholeLiveSet;
@@ -798,7 +798,7 @@ Runtime::GraphCall Runtime::begin_graph(CUgraphExec_st* exec, CUstream_st* strea
   f.needs = {};
   if (backend_.load(std::memory_order_acquire) != Backend::kDescriptor) return call;
   SkipReason why = SkipReason::kNotRequested;
-  const auto choice = choose(stream, ptsz, &why);
+  const auto choice = choose(stream, ptsz, &why, /*lasting=*/true);
   if (choice) {
     f.has_mask = true;
     f.mask = choice->slots;

@@ -236,7 +236,9 @@ class Runtime {
     gpu::SlotMask slots;
     sched::TpcSet tpcs;
   };
-  std::optional<Choice> choose(CUstream_st* stream, bool ptsz, SkipReason* why) noexcept;
+  // `lasting`: the set stays with what the launch builds (a CUDA graph's
+  // descriptors), so a high-priority tenant of lithosd gets its lasting set.
+  std::optional<Choice> choose(CUstream_st* stream, bool ptsz, SkipReason* why, bool lasting = false) noexcept;
   // The merged needs of a graph's kernel nodes (child graphs included).
   sched::LaunchNeeds graph_needs(void* graph) noexcept;
   // The descriptor mask enabling exactly `tpcs` (every TPC live), cached per

@@ -139,27 +139,32 @@ Result<Channel> Channel::attach(int fd) {
 // words change. The fence orders the odd store before the word stores for a
 // reader that sees a new word; the final release store orders the words
 // before the even value.
-void Channel::publish_allocation(const std::uint64_t words[2]) {
+void Channel::publish_allocation(const std::uint64_t words[2]) { publish_allocation(words, words); }
+
+void Channel::publish_allocation(const std::uint64_t now[2], const std::uint64_t lasting[2]) {
   ChannelHeader& h = layout_->header;
   // `| 1`: should the peer have left the sequence odd, this still ends even
   // and past every value a reader saw before.
   const std::uint64_t odd = h.alloc_seq.load(std::memory_order_relaxed) | 1U;
   h.alloc_seq.store(odd, std::memory_order_relaxed);
   std::atomic_thread_fence(std::memory_order_release);
-  h.alloc[0].store(words[0], std::memory_order_relaxed);
-  h.alloc[1].store(words[1], std::memory_order_relaxed);
+  h.alloc[0].store(now[0], std::memory_order_relaxed);
+  h.alloc[1].store(now[1], std::memory_order_relaxed);
+  h.alloc[2].store(lasting[0], std::memory_order_relaxed);
+  h.alloc[3].store(lasting[1], std::memory_order_relaxed);
   h.alloc_seq.store(odd + 1, std::memory_order_release);
 }
 
 // Seqlock reader: an even sequence, the words, then the same sequence again
 // means no write overlapped the two loads.
-bool Channel::read_allocation(std::uint64_t out[2]) const {
+bool Channel::read_allocation(std::uint64_t out[2], bool lasting) const {
   const ChannelHeader& h = layout_->header;
+  const std::size_t w = lasting ? 2 : 0;
   for (int i = 0; i < kSeqlockTries; ++i) {
     const std::uint64_t s1 = h.alloc_seq.load(std::memory_order_acquire);
     if ((s1 & 1U) == 0) {
-      const std::uint64_t a = h.alloc[0].load(std::memory_order_relaxed);
-      const std::uint64_t b = h.alloc[1].load(std::memory_order_relaxed);
+      const std::uint64_t a = h.alloc[w].load(std::memory_order_relaxed);
+      const std::uint64_t b = h.alloc[w + 1].load(std::memory_order_relaxed);
       // Orders the word loads before the second sequence load.
       std::atomic_thread_fence(std::memory_order_acquire);
       if (h.alloc_seq.load(std::memory_order_relaxed) == s1) {

@@ -56,8 +56,11 @@ class Channel {
   // daemon); readers retry a bounded number of times and return false when
   // they never saw a stable value (the writer is stuck, or the peer scribbles
   // on alloc_seq).
+  // `lasting`: the set for launches whose set lasts (ChannelHeader::alloc);
+  // the one-set forms publish / read the same set for both.
   void publish_allocation(const std::uint64_t words[2]);
-  bool read_allocation(std::uint64_t out[2]) const;
+  void publish_allocation(const std::uint64_t now[2], const std::uint64_t lasting[2]);
+  bool read_allocation(std::uint64_t out[2], bool lasting = false) const;
 
   // The fallback set: written once before the client is welcomed and rarely
   // after, so two plain atomics are enough (a reader racing a rewrite may see

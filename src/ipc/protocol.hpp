@@ -30,7 +30,7 @@
 namespace lithos::ipc {
 
 inline constexpr std::uint32_t kMagic = 0x4c495448;  // "LITH"
-inline constexpr std::uint32_t kVersion = 2;
+inline constexpr std::uint32_t kVersion = 3;
 inline constexpr std::uint32_t kMaxStreams = 256;  // completion slots per client
 inline constexpr std::uint32_t kRingSlots = 1024;  // messages per ring (power of two)
 inline constexpr std::size_t kNameBytes = 64;
@@ -241,9 +241,13 @@ struct ChannelHeader {
   std::uint64_t daemon_epoch = 0;
   std::atomic<std::uint64_t> heartbeat_ns{0};  // daemon's monotonic clock, refreshed while it runs
   // The tenant's current allocation (high class: where its launches go),
-  // under a seqlock: odd `alloc_seq` = being written.
+  // under a seqlock: odd `alloc_seq` = being written. Words 0-1: where a
+  // launch goes now; words 2-3: where a launch whose set lasts goes (a CUDA
+  // graph, whose descriptors keep the set of the launch that built them for
+  // every later replay): a set that does not depend on what other tenants
+  // run at that moment (sched::Policy::immediate_set).
   std::atomic<std::uint64_t> alloc_seq{0};
-  std::atomic<std::uint64_t> alloc[2] = {0, 0};
+  std::atomic<std::uint64_t> alloc[4] = {0, 0, 0, 0};
   // Where this client runs if the daemon goes away (best effort: its quota
   // or the TPCs no quota holds; never the whole GPU).
   std::atomic<std::uint64_t> fallback[2] = {0, 0};

@@ -272,9 +272,9 @@ void Engine::sync(QueueId queue) {
   if (queue < state_.queues.size()) state_.queues[queue].ordinal = 0;
 }
 
-TpcSet Engine::immediate_set(TenantId t, Time now) const {
+TpcSet Engine::immediate_set(TenantId t, Time now, bool lasting) const {
   if (static_cast<std::size_t>(t) >= state_.tenants.size()) return TpcSet{};
-  return policy_->immediate_set(state_, t, now) & state_.device_tpcs;
+  return policy_->immediate_set(state_, t, now, lasting) & state_.device_tpcs;
 }
 
 HwPriority Engine::immediate_priority(TenantId t) const {
@@ -454,6 +454,7 @@ AtomDispatch Engine::carve(QueueState& q, PendingLaunch& head, const Placement& 
   a.last = d.last;
   a.whole = d.index == 0 && d.last;
   a.dispatched = now;
+  a.predicted = d.predicted.value_or(Duration{0});
   const Duration guess = d.predicted.value_or(cfg.throttle);
   q.tail_end = std::max(now, q.tail_end) + guess;
   a.end_base = q.tail_end - q.shift;

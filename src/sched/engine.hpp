@@ -150,6 +150,7 @@ struct InflightAtom {
   bool last = false;
   bool whole = false;  // the launch's only atom
   Time dispatched{};
+  Duration predicted{};           // its predicted run time when dispatched; 0: none
   Time end_base{};                // predicted end minus its queue's shift (EngineState::predicted_end)
   std::uint32_t tenant_slot = 0;  // its index in TenantState::inflight
 };
@@ -232,7 +233,8 @@ class Engine {
 
   // Where tenant `t`'s launches that never wait for a decision go now
   // (Policy::immediate_set); the empty set for an unknown tenant.
-  TpcSet immediate_set(TenantId t, Time now) const;
+  // `lasting`: for a launch whose set outlives the moment (a CUDA graph).
+  TpcSet immediate_set(TenantId t, Time now, bool lasting = false) const;
   // The hardware priority of those launches (Policy::immediate_priority);
   // kNormal for an unknown tenant.
   HwPriority immediate_priority(TenantId t) const;

@@ -10,8 +10,9 @@ int Policy::rank(const EngineState& state, TenantId tenant) const {
   return state.tenants[static_cast<std::size_t>(tenant)].is_high() ? 0 : 1;
 }
 
-TpcSet Policy::immediate_set(const EngineState& state, TenantId tenant, Time now) const {
+TpcSet Policy::immediate_set(const EngineState& state, TenantId tenant, Time now, bool lasting) const {
   (void)now;
+  (void)lasting;
   const TpcSet& owned = state.tenants[static_cast<std::size_t>(tenant)].owned;
   return owned.empty() ? state.device_tpcs : owned;
 }

@@ -105,8 +105,10 @@ class Policy {
   // runtime launches it at once and reports it after (lithosd's
   // high-priority tenants; Engine::submit_running), so the set is published
   // ahead, whenever it changes. Reads state only. Default: the TPCs the
-  // tenant owns, else every TPC of the device.
-  virtual TpcSet immediate_set(const EngineState& state, TenantId tenant, Time now) const;
+  // tenant owns, else every TPC of the device. `lasting`: for a launch whose
+  // set outlives the moment (a CUDA graph's descriptors keep it for every
+  // later replay), so it must not depend on what others run now.
+  virtual TpcSet immediate_set(const EngineState& state, TenantId tenant, Time now, bool lasting) const;
   // The hardware priority those launches go with (the runtime sets it on
   // the launch's stream before it launches: stream priorities reach across
   // MPS clients). Reads state only. Default: kNormal, the application's own
@@ -142,6 +144,13 @@ struct PolicyConfig {
   Duration idle_grace = us(20);        // lithos: an owner stays active this long after its work drained
   bool lend_surplus = true;            // lithos: lend an active owner's TPCs beyond its peak demand
   bool runs_free = true;               // lithos: best effort runs free while no high-priority tenant has a queue
+  // lithos: where launches that never wait (immediate_set; lithosd's
+  // high-priority tenants) may run besides their own quota. true: every TPC
+  // no one owns, also under another tenant's atom (the two share those
+  // SMs); false: only unowned TPCs free of other tenants' atoms (past
+  // steal_lookahead), as place() picks them for a queued launch, so that an
+  // atom and a service never share an SM.
+  bool share_unowned = true;
 };
 
 struct PolicyInfo {

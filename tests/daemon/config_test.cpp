@@ -90,7 +90,7 @@ TEST(DaemonConfig, ShippedExampleParsesAndValidates) {
   EXPECT_EQ(svc.match, (std::vector<std::string>{"triton_server", "serve*"}));
   ASSERT_TRUE(svc.fallback.has_value());
   EXPECT_EQ(*svc.fallback, sched::TpcSet::range(0, 44));
-  EXPECT_EQ(svc.where, "lithosd.toml:18:1");
+  EXPECT_EQ(svc.where, "lithosd.toml:19:1");
 
   const sched::TenantSpec spec = svc.spec();
   EXPECT_EQ(spec.name, "svc");
@@ -277,6 +277,8 @@ TEST(DaemonConfig, ParseErrorsNameFileAndLine) {
        "f.toml:2:", "'max_stolen_atoms' must be an integer"},
       {"best_effort_runs_free not a boolean", "[daemon]\nbest_effort_runs_free = \"yes\"\n",
        "f.toml:2:", "'best_effort_runs_free' must be true or false"},
+      {"share_unowned not a boolean", "[daemon]\nshare_unowned = 1\n",
+       "f.toml:2:", "'share_unowned' must be true or false"},
       {"stream_priorities not a boolean", "[daemon]\nstream_priorities = 1\n",
        "f.toml:2:", "'stream_priorities' must be true or false"},
       {"socket too long", "[daemon]\nsocket = \"/" + std::string(200, 's') + "\"\n", "f.toml:2:", "at most 107 bytes"},
@@ -381,6 +383,7 @@ atom_us = 800
 throttle_us = 300
 throttle_unborrowed_us = 2000
 max_stolen_atoms = 1
+share_unowned = false
 best_effort_runs_free = false
 stream_priorities = true
 state_dir = "/tmp/file-state"
@@ -392,6 +395,8 @@ trace = "/tmp/file-trace.jsonl"
   EXPECT_DOUBLE_EQ(default_config().throttle_unborrowed_us, 0);  // the same as throttle_us
   EXPECT_EQ(c->max_stolen_atoms, 1U);
   EXPECT_EQ(default_config().max_stolen_atoms, 2U);
+  EXPECT_FALSE(c->share_unowned);
+  EXPECT_TRUE(default_config().share_unowned);
   EXPECT_FALSE(c->best_effort_runs_free);
   EXPECT_TRUE(default_config().best_effort_runs_free);
   EXPECT_TRUE(c->stream_priorities);
@@ -408,6 +413,7 @@ trace = "/tmp/file-trace.jsonl"
       {"LITHOSD_MAX_STOLEN_ATOMS", "0"},
       {"LITHOSD_BEST_EFFORT_RUNS_FREE", "on"},
       {"LITHOSD_STREAM_PRIORITIES", "off"},
+      {"LITHOSD_SHARE_UNOWNED", "yes"},
   };
   const auto getenv_fn = [&](const char* name) -> const char* {
     auto it = env.find(name);
@@ -422,6 +428,7 @@ trace = "/tmp/file-trace.jsonl"
   EXPECT_DOUBLE_EQ(all.throttle_us, 1000);
   EXPECT_DOUBLE_EQ(all.throttle_unborrowed_us, 5000);
   EXPECT_EQ(all.max_stolen_atoms, 0U);
+  EXPECT_TRUE(all.share_unowned);
   EXPECT_TRUE(all.best_effort_runs_free);
   EXPECT_FALSE(all.stream_priorities);
   EXPECT_EQ(all.state_dir, "/tmp/env-state");
@@ -446,7 +453,7 @@ trace = "/tmp/file-trace.jsonl"
       {"LITHOSD_ATOM_US", "nan"},         {"LITHOSD_SOCKET", std::string(300, 's')},
       {"LITHOSD_THROTTLE_US", "1"},       {"LITHOSD_BEST_EFFORT_RUNS_FREE", "sometimes"},
       {"LITHOSD_MAX_STOLEN_ATOMS", "-1"}, {"LITHOSD_MAX_STOLEN_ATOMS", "2000"},
-      {"LITHOSD_MAX_STOLEN_ATOMS", "1x"},
+      {"LITHOSD_MAX_STOLEN_ATOMS", "1x"}, {"LITHOSD_SHARE_UNOWNED", "2"},
   };
   for (const auto& [name, value] : bad) {
     const std::string& v = value;

@@ -98,6 +98,17 @@ TEST(IpcChannel, AttachSeesTheSameMemory) {
   ASSERT_TRUE(client->read_allocation(got));
   EXPECT_EQ(got[0], 0xabcU);
   EXPECT_EQ(got[1], 0xdefU);
+  ASSERT_TRUE(client->read_allocation(got, /*lasting=*/true));  // the one-set form: the same for both
+  EXPECT_EQ(got[0], 0xabcU);
+  EXPECT_EQ(got[1], 0xdefU);
+  const std::uint64_t now_set[2] = {0x1, 0x2}, lasting[2] = {0x3, 0x4};
+  daemon->publish_allocation(now_set, lasting);
+  ASSERT_TRUE(client->read_allocation(got));
+  EXPECT_EQ(got[0], 0x1U);
+  EXPECT_EQ(got[1], 0x2U);
+  ASSERT_TRUE(client->read_allocation(got, /*lasting=*/true));
+  EXPECT_EQ(got[0], 0x3U);
+  EXPECT_EQ(got[1], 0x4U);
   EXPECT_EQ(client->layout().header.alloc_seq.load() % 2, 0U);
 }
 

@@ -805,6 +805,44 @@ TEST(LithosRules, ImmediateSetLeavesOtherOwnersQuotasAlone) {
   EXPECT_EQ(m->immediate_set(*m->add_tenant(high("a", 40)), Time{}), all);
 }
 
+// With share_unowned off, a high-priority tenant's launches made at once go
+// to its quota and to the unowned TPCs no best-effort atom holds (as place()
+// picks them), and a graph's lasting set still reaches every unowned TPC.
+TEST(LithosRules, ImmediateSetSkipsUnownedTpcsUnderAtomsWhenNotShared) {
+  EngineConfig cfg;
+  cfg.policy.share_unowned = false;
+  auto e = make_engine("lithos", cfg);
+  const TenantId a = *e->add_tenant(high("a", 40));
+  const TenantId c = *e->add_tenant(best_effort("c"));
+  (void)*e->add_queue(a);  // a service is there: c does not run free
+  const QueueId qc = *e->add_queue(c);
+  const TpcSet all = TpcSet::range(0, 66);
+  EXPECT_EQ(e->immediate_set(a, Time{}), all) << "nothing runs: every unowned TPC is free";
+  LaunchDesc k = kernel(1, 1000);
+  k.duration_hint = ms(1);
+  ASSERT_TRUE(e->submit(qc, k, Time{}).is_ok());
+  std::vector<AtomDispatch> out;
+  e->dispatch(Time{}, out);
+  ASSERT_EQ(out.size(), 1U);
+  EXPECT_EQ(out[0].tpcs & TpcSet::range(40, 66), TpcSet::range(40, 66)) << "c runs on every unowned TPC";
+  EXPECT_EQ(e->immediate_set(a, Time{}), TpcSet::range(0, 40)) << "c's atom holds the unowned TPCs";
+  EXPECT_EQ(e->immediate_set(a, Time{}, /*lasting=*/true), all) << "a graph's set must not depend on the moment";
+  EXPECT_EQ(e->immediate_set(a, time_at(us(950))), all) << "it ends within the steal lookahead: free";
+  (void)e->atom_finished(out[0].atom, Time{}, time_at(us(500)));
+  EXPECT_EQ(e->immediate_set(a, time_at(us(500))), all);
+
+  // Shared (the default): the unowned TPCs under c's atom as well.
+  auto s = make_engine("lithos");
+  const TenantId sa = *s->add_tenant(high("a", 40));
+  const TenantId sc = *s->add_tenant(best_effort("c"));
+  (void)*s->add_queue(sa);
+  ASSERT_TRUE(s->submit(*s->add_queue(sc), k, Time{}).is_ok());
+  out.clear();
+  s->dispatch(Time{}, out);
+  ASSERT_EQ(out.size(), 1U);
+  EXPECT_EQ(s->immediate_set(sa, Time{}), all);
+}
+
 // The throttle holds a best-effort queue's borrowed work to `throttle` and
 // its work on no one's TPCs to `throttle_unborrowed`: the atoms that could
 // delay an owner start soon after their grant, the others keep the queue

@@ -82,13 +82,20 @@ HwPriority LithosPolicy::immediate_priority(const EngineState& state, TenantId t
   return state.tenants[static_cast<std::size_t>(tenant)].is_high() ? HwPriority::kHigh : HwPriority::kLow;
 }
 
-TpcSet LithosPolicy::immediate_set(const EngineState& state, TenantId tenant, Time now) const {
+TpcSet LithosPolicy::immediate_set(const EngineState& state, TenantId tenant, Time now, bool lasting) const {
   const TenantState& me = state.tenants[static_cast<std::size_t>(tenant)];
   TpcSet out = state.device_tpcs;
-  (void)now;
   if (runs_free(state, tenant)) return out;  // no service to protect: the whole GPU
   for (const TenantState& o : state.tenants) {
     if (o.id != me.id && o.is_high()) out -= o.owned;
+  }
+  if (!state.config.policy.share_unowned && !lasting && !me.owned.empty()) {
+    // Its quota, and of the TPCs no one owns those place() would pick for
+    // it now: not under another tenant's atom that runs on past the
+    // lookahead. (An empty quota keeps every unowned TPC: the set must not
+    // be empty, and a tenant with no quota has nothing else to run on.)
+    const TpcSet unowned = out - me.owned;
+    out = me.owned | (unowned & state.borrowable(tenant, now, nullptr));
   }
   return out.empty() ? me.owned : out;
 }

@@ -45,8 +45,10 @@ class LithosPolicy final : public Policy {
   // CUDA graph whose mask is fixed for every later replay, so only a set
   // that never reaches into another owner's quota keeps quotas guarantees.
   // (Best-effort work still borrows idle quotas, atom by atom, in place().)
+  // With PolicyConfig::share_unowned off, of the TPCs no one owns only
+  // those no other tenant's atom holds now, except for a `lasting` set.
   // A best-effort tenant running free: the whole device.
-  TpcSet immediate_set(const EngineState& state, TenantId tenant, Time now) const override;
+  TpcSet immediate_set(const EngineState& state, TenantId tenant, Time now, bool lasting) const override;
   // High for high-priority tenants (their launches never wait, so hardware
   // priority is what puts their blocks ahead of best-effort blocks queued
   // at the same time), low for best effort running free.
