@@ -66,6 +66,10 @@
 #            PIPE_TENANT names the queue's tenant (default train; be for the
 #            head-of-line scenarios); PIPE_KEEP_TRACE=1 keeps each trace
 #            (trace.jsonl.gz)
+#   matrix   MATRIX_SCENARIOS each alone once, then MATRIX_ENTRIES
+#            (this|base[:NAME=VALUE,...]: this build or HPCOST_BASELINE's,
+#            with LITHOSD_NAME=VALUE) under mode lithos, interleaved
+#            MATRIX_ROUNDS times (default 2)
 #   versus   VERSUS_SCENARIO (default hybrid-stacking) under mode lithos with
 #            this build and with HPCOST_BASELINE's (another build carried
 #            over), interleaved VERSUS_ROUNDS times (default 2) against one
@@ -401,6 +405,39 @@ if has versus && [[ -n ${HPCOST_BASELINE:-} ]]; then
     done
   done
   pack_logs "$base"
+fi
+
+if has matrix; then
+  # MATRIX_SCENARIOS (names or .toml paths) each once alone, then
+  # MATRIX_ENTRIES under mode lithos, interleaved MATRIX_ROUNDS times
+  # (default 2). An entry is this|base[:NAME=VALUE,...]: this build or
+  # HPCOST_BASELINE's, each NAME=VALUE setting LITHOSD_NAME.
+  for sc in ${MATRIX_SCENARIOS:-hybrid-stacking}; do
+    tag=$(basename "$sc" .toml)
+    stamp "matrix $tag"
+    base=$OUT/matrix-$tag-alone
+    timeout -s KILL 240 "$LITHOS" bench "$sc" --modes alone --out "$base" --no-plots -q | grep -E "^alone"
+    for r in $(seq 1 "${MATRIX_ROUNDS:-2}"); do
+      n=0
+      for entry in ${MATRIX_ENTRIES:-this base}; do
+        n=$((n + 1))
+        who=${entry%%:*}; sets=""; [[ $entry == *:* ]] && sets=${entry#*:}
+        bin=$LITHOS; [[ $who == base ]] && bin=${HPCOST_BASELINE:?matrix: base needs HPCOST_BASELINE}/bin/lithos
+        vars=(); IFS=, read -ra pairs <<<"$sets"
+        for p in "${pairs[@]}"; do
+          [[ -z $p ]] && continue
+          name=${p%%=*}; vars+=("LITHOSD_${name^^}=${p#*=}")
+        done
+        dir=$OUT/matrix-$tag-$r-$n
+        mkdir -p "$dir/runs" && cp "$base"/runs/alone-*.json "$dir/runs/"
+        env "${vars[@]}" timeout -s KILL 200 "$bin" bench "$sc" --modes lithos --out "$dir" --no-plots -q |
+          grep -E "^lithos" | sed "s/^/$entry ($("$bin" --version | grep -oE '\([0-9a-f-]+(-dirty)?\)'), round $r)  /"
+        grep -h "lithosd: CPU" "$dir"/logs/lithos/lithosd.log 2>/dev/null | sed "s/^/$entry  /"
+        pack_logs "$dir"
+      done
+    done
+    pack_logs "$base"
+  done
 fi
 
 if has ahead; then
