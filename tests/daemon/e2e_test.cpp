@@ -398,6 +398,11 @@ TEST_F(DaemonE2E, LaunchesInABurstLeaveTheirMarkersToTheTracker) {
   const int inline_markers = s["daemon"]["markers"].get<int>() - s["daemon"]["tracker_markers"].get<int>();
   EXPECT_LE(inline_markers, 2 + quiet) << s["daemon"].dump() << " (" << quiet << " gaps of 20 us or more)";
   EXPECT_GE(s["daemon"]["tracker_markers"].get<int>(), 2) << s["daemon"].dump();
+  // Launches closed together by one marker share the time it covered
+  // (busy_share.hpp): the daemon saw some, and every launch was a sample.
+  const json st = status();
+  EXPECT_GT(st["counters"]["shared_completions"].get<int>(), 0) << st["counters"].dump();
+  EXPECT_EQ(st["predictor"]["high"]["observations"].get<int>(), 400) << st["predictor"].dump();
 }
 
 // With only high-priority work in flight no one waits for a grant: by
