@@ -57,17 +57,27 @@ TpcSet EngineState::borrowable(TenantId t, Time now, Time* next_change) const {
     cand -= (held(o.id) | o.owned.take_lowest(o.demand())) & o.owned;
   }
   // Not under another tenant's in-flight atom that runs past the lookahead
-  // (the per-TPC timers: an atom's TPCs are busy until its predicted end).
-  const Time horizon = now + config.policy.steal_lookahead;
+  // (the per-TPC timers: an atom's TPCs are busy until its predicted end),
+  // nor under one already past its predicted end: it is still running (its
+  // end has not been seen), so it counts as busy for as long again as it
+  // was predicted to run, and only then as gone (a marker that never lands
+  // must not hold TPCs for ever). Counting an overdue atom as ending at once
+  // lent the TPCs under an hp launch that ran longer than predicted, slowed
+  // by the very atoms lent beside it: on the H100, inference-stacking's
+  // trainer and HP-B fell into that together in some runs, the trainer at a
+  // third of its speed and HP-B's P99 doubled. An end that is seen is a
+  // completion, which makes the Engine decide again.
   for (const TenantState& o : tenants) {
     if (o.id == t) continue;
     for (AtomId id : o.inflight) {
       const InflightAtom& a = atoms[id];
       if (!a.tpcs.intersects(cand)) continue;
       const Time end = predicted_end(a);
-      if (end <= horizon) continue;
+      Time busy_until = end - config.policy.steal_lookahead;
+      if (end <= now) busy_until = end + std::max(Duration{0}, end - a.dispatched);  // overdue
+      if (now >= busy_until) continue;
       cand -= a.tpcs;
-      if (next_change != nullptr) *next_change = std::min(*next_change, end - config.policy.steal_lookahead);
+      if (next_change != nullptr) *next_change = std::min(*next_change, busy_until);
     }
   }
   return cand;

@@ -843,6 +843,45 @@ TEST(LithosRules, ImmediateSetSkipsUnownedTpcsUnderAtomsWhenNotShared) {
   EXPECT_EQ(s->immediate_set(sa, Time{}), all);
 }
 
+// An hp launch that runs past its predicted end still holds its TPCs: no
+// best-effort atom is placed on them until it is seen ending, or until it
+// is overdue by as long again as it was predicted to run (a marker that
+// never lands must not hold them for ever). Before, an overdue launch's
+// TPCs counted as free at once.
+TEST(LithosRules, AnOverdueLaunchKeepsItsTpcsForAsLongAgain) {
+  auto e = make_engine("lithos");
+  const TenantId a = *e->add_tenant(high("a", 40));
+  const TenantId c = *e->add_tenant(best_effort("c"));
+  const QueueId qa = *e->add_queue(a);
+  const QueueId qc = *e->add_queue(c);
+  LaunchDesc hp = kernel(1, 1000);
+  hp.duration_hint = ms(1);
+  auto running = e->submit_running(qa, hp, TpcSet::range(0, 66), Time{});
+  ASSERT_TRUE(running.is_ok());
+  LaunchDesc be = kernel(2, 100);
+  be.duration_hint = us(50);
+  ASSERT_TRUE(e->submit(qc, be, Time{}).is_ok());
+  std::vector<AtomDispatch> out;
+  e->dispatch(time_at(us(500)), out);
+  EXPECT_TRUE(out.empty()) << "the hp launch runs until 1 ms";
+  e->dispatch(time_at(us(1500)), out);
+  EXPECT_TRUE(out.empty()) << "overdue by 0.5 ms: still running";
+  EXPECT_LE(e->next_wakeup(), time_at(ms(2))) << "the Engine looks again when it counts as gone";
+  e->dispatch(time_at(us(2100)), out);
+  ASSERT_EQ(out.size(), 1U) << "overdue by more than its own 1 ms: counted as gone";
+  EXPECT_EQ(out[0].tpcs & TpcSet::range(0, 40), TpcSet{}) << "a is active: its quota is not lent";
+  // Seen ending, its TPCs are free at once.
+  (void)e->atom_finished(running->atom, Time{}, time_at(us(2200)));
+  (void)e->atom_finished(out[0].atom, time_at(us(2100)), time_at(us(2200)));
+  auto again = e->submit_running(qa, hp, TpcSet::range(0, 66), time_at(us(2200)));
+  ASSERT_TRUE(again.is_ok());
+  (void)e->atom_finished(again->atom, time_at(us(2200)), time_at(us(2300)));
+  ASSERT_TRUE(e->submit(qc, be, time_at(us(2300))).is_ok());
+  out.clear();
+  e->dispatch(time_at(us(2300)), out);
+  EXPECT_EQ(out.size(), 1U);
+}
+
 // The throttle holds a best-effort queue's borrowed work to `throttle` and
 // its work on no one's TPCs to `throttle_unborrowed`: the atoms that could
 // delay an owner start soon after their grant, the others keep the queue
