@@ -399,12 +399,10 @@ AtomDispatch Engine::carve(QueueState& q, PendingLaunch& head, const Placement& 
 
   std::uint64_t blocks = head.remaining_blocks();
   if (head.plan.split()) {
-    // Size this atom to the TPCs it actually got, and never under the floor
-    // of per-atom cost / tolerated overhead. On borrowed TPCs, whose owner
-    // may come back and wait for it, as many whole waves as fit in the
-    // target (as AtomPlan counts them), so that the wait is at most one
-    // target; elsewhere, whole waves whose predicted time is nearest to it.
-    // (As many as fit for every atom was tried (8097869): it met
+    // Size this atom to the TPCs it actually got: whole waves whose
+    // predicted time is close to the target, and never under the floor of
+    // per-atom cost / tolerated overhead. (As many whole waves as fit in the
+    // target, as AtomPlan counts them, was tried (8097869): it met
     // head-of-line-steal's bound but hurt HP-B and the trainer in
     // inference-stacking on three of four H100 boards, twice by half, for a
     // reason not found; reverted.)
@@ -416,9 +414,7 @@ AtomDispatch Engine::carve(QueueState& q, PendingLaunch& head, const Placement& 
       const double w = static_cast<double>(wave_time->count());
       const double floor_ns = static_cast<double>(ac.per_atom_cost.count()) / ac.tolerated_overhead;
       const double target_ns = static_cast<double>(ac.atom_duration().count());
-      const bool borrowed = !placement.stolen.empty();
-      const double fit = borrowed ? std::floor(target_ns / w) : std::round(target_ns / w);
-      const double n_waves = std::max({1.0, std::ceil(floor_ns / w), fit});
+      const double n_waves = std::max({1.0, std::ceil(floor_ns / w), std::round(target_ns / w)});
       std::uint64_t want = static_cast<std::uint64_t>(n_waves) * wave_blocks;
       const std::uint64_t unit = std::max<std::uint64_t>(head.plan.unit, 1);
       want = std::max(unit, (want + unit - 1) / unit * unit);
