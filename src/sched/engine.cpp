@@ -405,7 +405,10 @@ AtomDispatch Engine::carve(QueueState& q, PendingLaunch& head, const Placement& 
     // target, as AtomPlan counts them, was tried (8097869): it met
     // head-of-line-steal's bound but hurt HP-B and the trainer in
     // inference-stacking on three of four H100 boards, twice by half, for a
-    // reason not found; reverted.)
+    // reason not found; reverted. The same for atoms on borrowed TPCs only
+    // (d198d71) met the bound in the 5 ms phase too, and fell into the same
+    // state in two of five inference-stacking runs on two boards: HP-B's
+    // P99 6.1-6.4x alone instead of ~3.3x, the trainer at 0.07x; reverted.)
     const AtomConfig& ac = traits_.atomize ? cfg.atoms : preemption_atoms_;
     const std::uint64_t wave_blocks =
         static_cast<std::uint64_t>(ntpcs) * static_cast<std::uint64_t>(head.blocks_per_tpc);
