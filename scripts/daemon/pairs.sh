@@ -9,9 +9,12 @@ set -uo pipefail
 L=$PWD/build/release/bin/lithos
 OUT=${OUT:-/tmp/lithos-pairs}
 W=$OUT/work; mkdir -p "$W"
-cat >$W/pair-llama-bert.toml <<'T'
-name = "pair-llama-bert"
-description = "Llama-1B prefill service (graph, 50% load) + BERT-base training"
+# pair NAME DESCRIPTION SVC_WORKLOAD SVC_PARAMS TRAIN_WORKLOAD TRAIN_PARAMS:
+# a service at 50% load with a 60% partition beside a trainer.
+pair() {
+  cat >"$W/$1.toml" <<T
+name = "$1"
+description = "$2"
 seed = 1
 warmup_s = 3.0
 window_s = 5.0
@@ -22,47 +25,25 @@ slo_factors = [1.5, 2.0]
 name = "svc"
 role = "hp"
 kind = "service"
-workload = "llama1b-prefill"
+workload = "$3"
 load = 0.5
 thread_pct = 75
 partition = 0.6
-params = { batch = 1, seq = 512, graph = true }
+params = $4
 [[tenant]]
 name = "train"
 role = "be"
 kind = "training"
-workload = "bert-base"
+workload = "$5"
 thread_pct = 25
 partition = 0.4
-params = { batch = 32, seq = 128 }
+params = $6
 T
-cat >$W/pair-resnet-gpt.toml <<'T'
-name = "pair-resnet-gpt"
-description = "ResNet-50 service (eager, batch 32, 50% load) + GPT-125M training"
-seed = 1
-warmup_s = 3.0
-window_s = 5.0
-reps = 3
-drain_s = 1.0
-slo_factors = [1.5, 2.0]
-[[tenant]]
-name = "svc"
-role = "hp"
-kind = "service"
-workload = "resnet50"
-load = 0.5
-thread_pct = 75
-partition = 0.6
-params = { batch = 32, graph = false }
-[[tenant]]
-name = "train"
-role = "be"
-kind = "training"
-workload = "gpt"
-thread_pct = 25
-partition = 0.4
-params = { batch = 8, seq = 1024 }
-T
+}
+pair pair-llama-bert "Llama-1B prefill service (graph, 50% load) + BERT-base training" \
+  llama1b-prefill "{ batch = 1, seq = 512, graph = true }" bert-base "{ batch = 32, seq = 128 }"
+pair pair-resnet-gpt "ResNet-50 service (eager, batch 32, 50% load) + GPT-125M training" \
+  resnet50 "{ batch = 32, graph = false }" gpt "{ batch = 8, seq = 1024 }"
 for sc in pair-llama-bert pair-resnet-gpt; do
   echo "[$(date +%T)] $sc"
   timeout -s KILL 280 $L bench $W/$sc.toml --modes alone,mps,static-partition,lithos --out $OUT/$sc --no-plots -q 2>&1 | grep -vE "^(report:|$)"
