@@ -62,11 +62,12 @@ TpcSet EngineState::borrowable(TenantId t, Time now, Time* next_change) const {
   // end has not been seen), so it counts as busy for as long again as it
   // was predicted to run, and only then as gone (a marker that never lands
   // must not hold TPCs for ever). Counting an overdue atom as ending at once
-  // lent the TPCs under an hp launch that ran longer than predicted, slowed
-  // by the very atoms lent beside it: on the H100, inference-stacking's
-  // trainer and HP-B fell into that together in some runs, the trainer at a
-  // third of its speed and HP-B's P99 doubled. An end that is seen is a
-  // completion, which makes the Engine decide again.
+  // lent the TPCs under an hp launch that ran longer than predicted, to
+  // atoms that then slowed it further. (Measured on the H100: neither better
+  // nor worse within the boards' spread, and it does not prevent the
+  // inference-stacking state that floor-sized atoms fall into;
+  // docs/results/2026-11-26-h100-daemon-fb156b1-completions, sections 5-6.)
+  // An end that is seen is a completion, which makes the Engine decide again.
   for (const TenantState& o : tenants) {
     if (o.id == t) continue;
     for (AtomId id : o.inflight) {
