@@ -797,6 +797,11 @@ Runtime::GraphCall Runtime::begin_graph(CUgraphExec_st* exec, CUstream_st* strea
   f.has_mask = false;
   f.needs = {};
   if (backend_.load(std::memory_order_acquire) != Backend::kDescriptor) return call;
+  // A tenant of lithosd registers before its first graph is built, as it
+  // does before its first kernel launch: a graph instantiated first would
+  // otherwise be built without the tenant's set and keep that for every
+  // replay (a service's graph on the whole GPU, other quotas included).
+  if (DaemonClient& dc = DaemonClient::instance(); dc.wanted() && !dc.registered_once()) dc.ready();
   SkipReason why = SkipReason::kNotRequested;
   const auto choice = choose(stream, ptsz, &why, /*lasting=*/true);
   if (choice) {

@@ -19,6 +19,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -1362,4 +1363,78 @@ TEST_F(DaemonE2E, BestEffortLaunchesUnderCaptureTakeNoGrant) {
     EXPECT_EQ(s["daemon"]["submits"], 0) << s.dump();
   }
   ASSERT_EQ(svc.wait(), 0) << svc.err();
+}
+
+// With share_unowned = false a high-priority tenant's launches made now go
+// on its quota and on the unowned TPCs no other tenant's atom holds, but
+// its CUDA graphs keep the set they are built with for every replay, so
+// they are built on the lasting set (every TPC no other high-priority
+// tenant owns), whatever runs at that moment. A best-effort atom is kept in
+// flight on the unowned TPCs for seconds (a predictor cache that says its
+// kernel's waves take 8.6 s, and completion markers that never land), and
+// one eager and one graph client of the service run beside it.
+TEST_F(DaemonE2E, HighPriorityGraphsAreBuiltOnTheLastingSet) {
+  const fs::path cache = dir_ / "state" / "predictor.cache";
+  start_daemon();
+  Proc learn = client("train", 5, 1, kMarkerHoldMs);
+  ASSERT_EQ(learn.wait(), 0) << learn.err();
+  ASSERT_TRUE(wait_for([](const json& st) { return st["counters"]["completions"] == 5; })) << status().dump();
+  daemon_.signal(SIGTERM);
+  ASSERT_EQ(daemon_.wait(10), 0) << daemon_.err();
+  // Every entry's wave time becomes 2^33 ns.
+  std::stringstream slow;
+  {
+    std::ifstream in(cache);
+    std::string line;
+    int entries = 0;
+    while (std::getline(in, line)) {
+      std::istringstream f(line);
+      std::vector<std::string> w{std::istream_iterator<std::string>(f), std::istream_iterator<std::string>()};
+      if (!w.empty() && (w[0] == "k" || w[0] == "K")) {
+        w[w.size() - 2] = "1p+33";
+        ++entries;
+        line.clear();
+        for (const std::string& s : w) line += (line.empty() ? "" : " ") + s;
+      }
+      slow << line << '\n';
+    }
+    ASSERT_GE(entries, 1) << read_all(cache.string());
+  }
+  std::ofstream(cache) << slow.str();
+
+  // A second high-priority tenant owns one TPC: the lasting set is the
+  // other three, which a descriptor shows as a mask (the whole GPU shows
+  // as no mask at all, as a launch lithos left alone would).
+  std::ofstream(config_, std::ios::app) << "[[tenant]]\nname = \"other\"\npriority = \"high\"\nquota = 1\n";
+  start_daemon({"--share-unowned", "false", "--best-effort-runs-free", "false"});
+  ASSERT_GE(status()["predictor"]["cache"]["loaded_entries"], 1) << status().dump();
+  Proc be = client("train", 1, 0, 3000, /*markers_hang=*/true);
+  ASSERT_TRUE(wait_for([&](const json& st) { return tenant(st, "train")["inflight_atoms"].get<int>() >= 1; }))
+      << status().dump();
+  const json train = tenant(status(), "train");
+  const auto held = TpcSet::parse(train["held"].get<std::string>());
+  ASSERT_TRUE(held.is_ok()) << train.dump();
+  ASSERT_EQ(held->count(), 4) << train.dump();  // borrowed and unowned TPCs alike
+
+  Proc eager = client("svc", 2, 0, 0);
+  extra_env_ = {"CLIENT_GRAPH=1"};
+  Proc graph = client("svc", 2, 0, 0);
+  ASSERT_EQ(eager.wait(), 0) << eager.err();
+  ASSERT_EQ(graph.wait(), 0) << graph.err();
+  const json st = status();
+  ASSERT_EQ(tenant(st, "svc")["owned"], "0-1") << st.dump();
+  const auto other = TpcSet::parse(tenant(st, "other")["owned"].get<std::string>());
+  ASSERT_TRUE(other.is_ok() && other->count() == 1) << st.dump();
+  std::string lasting;  // as the client prints a mask: "0,1,3"
+  for (int t = 0; t < 4; ++t)
+    if (!other->test(t)) lasting += (lasting.empty() ? "" : ",") + std::to_string(t);
+  const auto e = launches_of(eager);
+  const auto g = launches_of(graph);
+  ASSERT_EQ(e.size(), 2U);
+  ASSERT_EQ(g.size(), 2U);
+  for (const json& j : e) EXPECT_EQ(j["tpcs"], "0,1") << j.dump();    // now: the quota, the atom's TPC left out
+  for (const json& j : g) EXPECT_EQ(j["tpcs"], lasting) << j.dump();  // lasting: every TPC no other hp tenant owns
+  EXPECT_EQ(stats_of(graph)["graph_launches"], 2) << stats_of(graph).dump();
+  be.signal(SIGKILL);
+  be.wait(5);
 }
