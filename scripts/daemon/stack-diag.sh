@@ -38,6 +38,12 @@ src, dst, spec = sys.argv[1], sys.argv[2], sys.argv[3]
 shares = dict(p.split("=", 1) for p in spec.split(",") if p)
 text = open(src).read()
 head, *blocks = text.split("[[tenant]]")
+# Tables after the last tenant (phases and the like) stay whatever is dropped.
+tail = ""
+if blocks:
+    m = re.search(r"^\[", blocks[-1], re.M)
+    if m:
+        blocks[-1], tail = blocks[-1][:m.start()], blocks[-1][m.start():]
 out = [head]
 for b in blocks:
     name = re.search(r'^name\s*=\s*"([^"]+)"', b, re.M).group(1)
@@ -50,7 +56,12 @@ for b in blocks:
 missing = set(shares) - {re.search(r'^name\s*=\s*"([^"]+)"', b, re.M).group(1) for b in out[1:]}
 if missing:
     sys.exit(f"stack-diag: no tenant {sorted(missing)} in {src}")
-open(dst, "w").write("[[tenant]]".join(out))
+# A phase's params for a dropped tenant go with it ('{ be = { ... } }').
+names = {re.search(r'^name\s*=\s*"([^"]+)"', b, re.M).group(1) for b in blocks}
+for gone in names - set(shares):
+    tail = re.sub(r'"?' + re.escape(gone) + r'"?\s*=\s*\{[^{}]*\}\s*,?\s*', "", tail)
+tail = re.sub(r"^params\s*=\s*\{\s*\}\s*\n", "", tail, flags=re.M)
+open(dst, "w").write("[[tenant]]".join(out) + tail)
 EOF
 }
 
