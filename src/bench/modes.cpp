@@ -8,7 +8,11 @@ namespace lithos::bench {
 const std::vector<ModeInfo>& mode_catalog() {
   static const std::vector<ModeInfo> modes = {
       {"alone", "alone", "each tenant by itself on the whole GPU (the reference every number is normalised to)", false,
-       false},
+       false, false, true},
+      {"mps-alone", "alone under MPS",
+       "each tenant by itself as the only client of a private MPS daemon, no lithos: what MPS alone costs it, the "
+       "floor of every MPS-based mode (run only when named)",
+       true, false, false, true},
       {"time-slicing", "time slicing", "all tenants as plain processes: the driver time-slices their contexts", false,
        false},
       {"mps", "MPS", "all tenants as clients of one MPS daemon: kernels of all clients run concurrently", true, false},
@@ -54,7 +58,7 @@ std::string mode_names() {
 std::vector<std::string> default_modes() {
   std::vector<std::string> out;
   for (const auto& m : mode_catalog()) {
-    if (m.name != "alone") out.emplace_back(m.name);
+    if (!m.per_tenant) out.emplace_back(m.name);
   }
   return out;
 }

@@ -22,6 +22,9 @@ struct ModeInfo {
   bool mps = false;              // clients of a private MPS daemon
   bool lithos = false;           // tenants run under `lithos run` with TPC sets
   bool daemon = false;           // the run starts lithosd; every tenant is its client (`lithos run --tenant`)
+  // Each tenant runs by itself, one run per tenant ("<mode>-<tenant>"):
+  // alone and mps-alone. Not among the defaults; reported as one mode.
+  bool per_tenant = false;
 };
 
 // In report order; "alone" first.
@@ -29,7 +32,8 @@ const std::vector<ModeInfo>& mode_catalog();
 const ModeInfo* find_mode(std::string_view name);
 // The names, comma-separated, for error messages.
 std::string mode_names();
-// Every mode but "alone": what a scenario runs when it names none.
+// Every mode but the per-tenant ones (alone, mps-alone): what a scenario
+// runs when it names none.
 std::vector<std::string> default_modes();
 
 struct TenantSetup {

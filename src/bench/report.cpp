@@ -122,19 +122,30 @@ class Builder {
       }
     }
     json modes = json::array();
-    // The alone pseudo-mode: each tenant from its own alone run.
-    std::vector<const json*> alone_runs;
-    for (const auto& t : sc_.tenants) {
-      const auto it = by_id.find("alone-" + t.name);
-      if (it != by_id.end()) alone_runs.push_back(it->second);
+    // The per-tenant modes (alone, mps-alone), each one entry with every
+    // tenant from its own run, in catalogue order before the others.
+    std::vector<std::string> per_tenant_prefixes;
+    for (const auto& m : mode_catalog()) {
+      if (!m.per_tenant) continue;
+      const std::string prefix = std::string(m.name) + "-";
+      per_tenant_prefixes.push_back(prefix);
+      std::vector<const json*> own_runs;
+      for (const auto& t : sc_.tenants) {
+        const auto it = by_id.find(prefix + t.name);
+        if (it != by_id.end()) own_runs.push_back(it->second);
+      }
+      if (!own_runs.empty()) modes.push_back(per_tenant_mode(own_runs, std::string(m.name)));
     }
-    if (!alone_runs.empty()) modes.push_back(alone_mode(alone_runs));
+    const auto per_tenant_run = [&](const std::string& id) {
+      return std::any_of(per_tenant_prefixes.begin(), per_tenant_prefixes.end(),
+                         [&](const std::string& p) { return id.rfind(p, 0) == 0; });
+    };
     std::vector<std::string> order;
     for (const auto& m : mode_catalog()) {
-      if (m.name != "alone") order.emplace_back(m.name);
+      if (!m.per_tenant) order.emplace_back(m.name);
     }
     for (const auto& [id, r] : by_id) {
-      if (id.rfind("alone-", 0) != 0 && std::find(order.begin(), order.end(), id) == order.end()) order.push_back(id);
+      if (!per_tenant_run(id) && std::find(order.begin(), order.end(), id) == order.end()) order.push_back(id);
     }
     for (const auto& id : order) {
       const auto it = by_id.find(id);
@@ -183,8 +194,10 @@ class Builder {
     return h;
   }
 
-  json alone_mode(const std::vector<const json*>& runs) {
-    json mode = mode_header(*runs.front(), "alone");
+  // A per-tenant mode (alone, mps-alone): one entry whose tenants come from
+  // their own runs.
+  json per_tenant_mode(const std::vector<const json*>& runs, const std::string& name) {
+    json mode = mode_header(*runs.front(), name);
     bool any_ok = false;
     json errors = json::array();
     for (const json* r : runs) {

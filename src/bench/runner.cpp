@@ -24,7 +24,7 @@ namespace lithos::bench {
 using nlohmann::json;
 
 std::string run_id(const ModeInfo& mode, const std::optional<std::string>& alone_tenant) {
-  if (mode.name == "alone" && alone_tenant) return "alone-" + *alone_tenant;
+  if (mode.per_tenant && alone_tenant) return std::string(mode.name) + "-" + *alone_tenant;
   return std::string(mode.name);
 }
 

@@ -372,7 +372,13 @@ int run(BenchArgs a) {
     }
   }
   for (const auto& m : modes) {
-    if (m != "alone") plan.push_back({bench::find_mode(m), std::nullopt});
+    const bench::ModeInfo* mode = bench::find_mode(m);
+    if (m == "alone") continue;  // planned above, first
+    if (!mode->per_tenant) {
+      plan.push_back({mode, std::nullopt});
+      continue;
+    }
+    for (const auto& t : sc.tenants) plan.push_back({mode, t.name});
   }
   const double per_run_s = kStartupGuessS + sc.measured_span_s() + sc.drain_s + 3.0;
   progress(a, t0,

@@ -86,13 +86,21 @@ TEST(BenchCli, RunsModesWithItsOwnMpsDaemonAndMergesLaterRuns) {
   EXPECT_NEAR(alone["tenants"][0]["rate_rps"].get<double>(), 250.0, 25.0);
   EXPECT_NEAR(prio["tenants"][0]["rate_rps"].get<double>(), alone["tenants"][0]["rate_rps"].get<double>(), 1e-9);
 
-  // A second invocation reuses the alone runs and merges.
-  r = bench("--modes mps --out " + out + mps);
+  // A second invocation reuses the alone runs and merges; mps-alone runs
+  // each tenant by itself under MPS.
+  r = bench("--modes mps,mps-alone --out " + out + mps);
   ASSERT_EQ(r.status, 0) << r.out;
   EXPECT_FALSE(has(r.out, "running it first")) << r.out;
+  for (const char* f : {"runs/mps-alone-svc.json", "runs/mps-alone-train.json"}) {
+    const json run = read_json(out + "/" + f);
+    ASSERT_EQ(run["status"], "ok") << f;
+    EXPECT_EQ(run["tenants"].size(), 1u) << f;
+  }
+  EXPECT_TRUE(std::filesystem::exists(out + "/logs/mps-alone-svc/mps-control.log.d/control.log"));
   const json res = read_json(out + "/results.json");
   ASSERT_EQ(res["schema"], "lithos.bench/1");
-  for (const char* m : {"alone", "time-slicing", "mps", "mps-priority"}) {
+  EXPECT_EQ(res["modes"][1]["mode"], "mps-alone");
+  for (const char* m : {"alone", "mps-alone", "time-slicing", "mps", "mps-priority"}) {
     const json* e = mode(res, m);
     ASSERT_NE(e, nullptr) << m;
     EXPECT_EQ((*e)["status"], "ok") << m;

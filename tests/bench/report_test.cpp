@@ -48,7 +48,9 @@ json run_record(const std::string& run, const std::string& mode, json tenants, c
           {"mode", mode},
           {"run", run},
           {"status", status},
-          {"alone_of", run.rfind("alone-", 0) == 0 ? json(run.substr(6)) : json(nullptr)},
+          {"alone_of", run.rfind("alone-", 0) == 0       ? json(run.substr(6))
+                       : run.rfind("mps-alone-", 0) == 0 ? json(run.substr(10))
+                                                         : json(nullptr)},
           {"tenants", tenants},
           {"gpu", {{"phases", {{{"name", "main"}, {"reps", {{{"energy_j", 100.0}}, {{"energy_j", 100.0}}}}}}}}}};
 }
@@ -117,6 +119,34 @@ TEST(BenchReport, TablesShowEveryModeAndTheFailure) {
   const std::string txt = summary_table(res);
   EXPECT_NE(txt.find("svc P99 vs alone"), std::string::npos) << txt;
   EXPECT_NE(txt.find("0.750x"), std::string::npos) << txt;
+}
+
+// Each tenant alone under MPS (mode mps-alone, one run per tenant) is one
+// entry after alone, normalised to alone like any mode, and its runs are
+// not modes of their own.
+TEST(BenchReport, AloneUnderMpsIsOneModeNormalisedToAlone) {
+  auto sc = parse_bench_scenario(kScenario, "r.toml");
+  auto runs = recorded_runs();
+  runs.push_back(run_record("mps-alone-svc", "mps-alone", {tenant("svc", {rep(13.0, 100, 100), rep(13.0, 100, 100)})}));
+  runs.push_back(run_record("mps-alone-train", "mps-alone", {tenant("train", {rep(50.0, 18, 18), rep(50.0, 18, 18)})}));
+  std::vector<std::string> warnings;
+  const json res = build_results(*sc, runs, warnings);
+  EXPECT_TRUE(warnings.empty()) << warnings.front();
+  ASSERT_EQ(res["modes"].size(), 4u);  // alone, mps-alone, time-slicing, mps
+  EXPECT_EQ(res["modes"][0]["mode"], "alone");
+  const json& floor = res["modes"][1];
+  EXPECT_EQ(floor["mode"], "mps-alone");
+  EXPECT_EQ(floor["label"], "alone under MPS");
+  EXPECT_EQ(floor["status"], "ok");
+  const json& t = floor["phases"][0]["tenants"];
+  ASSERT_EQ(t.size(), 2u);
+  EXPECT_EQ(t[0]["name"], "svc");
+  EXPECT_NEAR(t[0]["norm"]["p99"]["median"].get<double>(), 1.3, 1e-9);
+  EXPECT_EQ(t[1]["name"], "train");
+  EXPECT_NEAR(t[1]["norm"]["throughput"]["median"].get<double>(), 0.9, 1e-9);
+  for (const json& m : res["modes"]) EXPECT_EQ(m["mode"].get<std::string>().rfind("mps-alone-", 0), std::string::npos);
+  const std::string md = markdown_report(res);
+  EXPECT_NE(md.find("| alone under MPS | 13.0 | 13.0 | 1.30x"), std::string::npos) << md;
 }
 
 TEST(BenchReport, MissingAloneLeavesRatiosUndefined) {

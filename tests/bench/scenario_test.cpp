@@ -139,7 +139,7 @@ TEST(BenchModes, EnvironmentAndTpcSetsPerMode) {
   ASSERT_TRUE(steal_whole);
   EXPECT_EQ((*steal_whole)[1].board_role, "be");
   EXPECT_FALSE((*steal_whole)[1].atomize);
-  for (const char* m : {"alone", "time-slicing", "mps"}) {
+  for (const char* m : {"alone", "mps-alone", "time-slicing", "mps"}) {
     auto p = plan_mode(*sc, *find_mode(m), 66);
     ASSERT_TRUE(p);
     EXPECT_TRUE((*p)[0].env.empty() && !(*p)[0].tpc_set && (*p)[0].board_role.empty()) << m;
@@ -147,7 +147,10 @@ TEST(BenchModes, EnvironmentAndTpcSetsPerMode) {
   EXPECT_TRUE(find_mode("mps")->mps);
   EXPECT_FALSE(find_mode("time-slicing")->mps);
   EXPECT_EQ(find_mode("nonsense"), nullptr);
-  EXPECT_EQ(default_modes().size(), mode_catalog().size() - 1);
+  EXPECT_TRUE(find_mode("mps-alone")->mps);
+  EXPECT_TRUE(find_mode("mps-alone")->per_tenant && find_mode("alone")->per_tenant);
+  EXPECT_EQ(default_modes().size(), mode_catalog().size() - 2);  // not alone, not mps-alone
+  for (const auto& m : default_modes()) EXPECT_FALSE(find_mode(m)->per_tenant) << m;
 }
 
 TEST(BenchModes, StaticPartitionNeedsEveryShare) {
