@@ -460,14 +460,17 @@ CommandRunner add_bench_command(CLI::App& app) {
       "  lithos bench --list\n"
       "  lithos bench hybrid-stacking                       # every mode of the scenario\n"
       "  lithos bench hybrid-stacking --modes mps,mps-priority --out bench-out/hybrid   # merges with earlier runs\n"
+      "  lithos bench hybrid-stacking --modes mps-alone,lithos --out bench-out/hybrid   # what MPS alone costs "
+      "each tenant, beside lithos\n"
       "  lithos bench hybrid-stacking --report-only --out bench-out/hybrid\n"
       "Output: OUT/runs/<mode>.json (kept as each mode ends), OUT/results.json, OUT/report.md, OUT/*.png.\n"
       "The harness starts and stops its own MPS daemon (private directories) and never changes clocks, power\n"
       "limits or the compute mode. Formats: docs/bench-protocol.md; results: docs/benchmarks.md.");
   sub->add_option("scenario", args->scenario, "Scenario name (scenarios/bench/NAME.toml) or path to a .toml file");
   sub->add_option("--modes,-m", args->modes,
-                  "Comma-separated modes to run (default: the scenario's list, else every mode but alone; "
-                  "alone runs are added when OUT has none). Valid: " +
+                  "Comma-separated modes to run (default: the scenario's list, else every mode but alone and "
+                  "mps-alone; alone runs are added when OUT has none; alone and mps-alone run each tenant by "
+                  "itself). Valid: " +
                       bench::mode_names());
   sub->add_option("--out,-o", args->out, "Output folder (default bench-out/SCENARIO); runs in it are merged");
   sub->add_option("--reps", args->reps, "Override the scenario's repetitions per phase")->check(CLI::Range(1, 100));
