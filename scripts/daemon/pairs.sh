@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Two pairings not among the shipped scenarios (written to $OUT/work), each
-# under alone, mps, static-partition and lithos: a Llama-1B prefill service
-# (CUDA graph) beside BERT-base training, and an eager ResNet-50 service
-# beside GPT training (whose alone run cannot hold its rate: see
-# docs/benchmarks.md). Runs on the GPU machine with the release build
+# under alone, mps-alone, mps, static-partition and lithos: a Llama-1B
+# prefill service (CUDA graph) beside BERT-base training, and an eager
+# ResNet-50 service beside GPT training (whose alone run did not hold its
+# rate on one board: see docs/benchmarks.md). Runs on the GPU machine with the release build
 # carried over; results under $OUT/<pair>/ (report.md, results.json).
+# PAIRS="pair-resnet-gpt" runs only the pairings named.
 set -uo pipefail
 L=$PWD/build/release/bin/lithos
 OUT=${OUT:-/tmp/lithos-pairs}
@@ -44,8 +45,8 @@ pair pair-llama-bert "Llama-1B prefill service (graph, 50% load) + BERT-base tra
   llama1b-prefill "{ batch = 1, seq = 512, graph = true }" bert-base "{ batch = 32, seq = 128 }"
 pair pair-resnet-gpt "ResNet-50 service (eager, batch 32, 50% load) + GPT-125M training" \
   resnet50 "{ batch = 32, graph = false }" gpt "{ batch = 8, seq = 1024 }"
-for sc in pair-llama-bert pair-resnet-gpt; do
+for sc in ${PAIRS:-pair-llama-bert pair-resnet-gpt}; do
   echo "[$(date +%T)] $sc"
-  timeout -s KILL 280 $L bench $W/$sc.toml --modes alone,mps,static-partition,lithos --out $OUT/$sc --no-plots -q 2>&1 | grep -vE "^(report:|$)"
+  timeout -s KILL 280 $L bench $W/$sc.toml --modes alone,mps-alone,mps,static-partition,lithos --out $OUT/$sc --no-plots -q 2>&1 | grep -vE "^(report:|$)"
   [[ -d $OUT/$sc/logs ]] && tar -czf $OUT/$sc/logs.tar.gz -C $OUT/$sc logs && rm -rf $OUT/$sc/logs
 done
