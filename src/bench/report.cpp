@@ -99,6 +99,8 @@ json spread_of(const std::vector<std::optional<double>>& v) {
   return spread(xs);
 }
 
+std::string num_text(double v);  // below, with the other text helpers
+
 class Builder {
  public:
   Builder(const BenchScenario& sc, std::vector<std::string>& warnings) : sc_(sc), warnings_(warnings) {}
@@ -118,7 +120,9 @@ class Builder {
         const json* ph = find_phase(*tr, p.name);
         if (ph == nullptr) continue;
         auto reps = phase_reps(*ph);
-        if (reps) refs_[{t.name, p.name}] = make_ref(*reps);
+        if (!reps) continue;
+        refs_[{t.name, p.name}] = make_ref(*reps);
+        warn_if_unsteady(*reps, "alone-" + t.name, p.name);
       }
     }
     json modes = json::array();
@@ -192,6 +196,24 @@ class Builder {
               {"command", run.value("command", "")}};
     if (run.contains("error")) h["error"] = run["error"];
     return h;
+  }
+
+  // An alone reference whose P99 differs by more than kUnsteadyAlone times
+  // between its repetitions normalises everything to noise: said once per
+  // tenant and phase (the 454 ms eager service of
+  // docs/results/2026-11-26-h100-daemon-fb156b1-completions spanned 20x).
+  static constexpr double kUnsteadyAlone = 2.0;
+  void warn_if_unsteady(const std::vector<RepStats>& reps, const std::string& run, const std::string& phase) {
+    std::optional<double> lo, hi;
+    for (const RepStats& r : reps) {
+      if (r.values_ms.empty()) continue;
+      lo = std::min(lo.value_or(r.p99_ms), r.p99_ms);
+      hi = std::max(hi.value_or(r.p99_ms), r.p99_ms);
+    }
+    if (!lo || !hi || *lo <= 0.0 || *hi <= kUnsteadyAlone * *lo) return;
+    warnings_.push_back(run + ", phase " + phase + ": the alone P99 ranges " + num_text(*lo) + "-" + num_text(*hi) +
+                        " ms over its repetitions (more than " + num_text(kUnsteadyAlone) +
+                        "x apart): ratios to it are noisy; run alone again (--modes alone) or with more --reps");
   }
 
   // A per-tenant mode (alone, mps-alone): one entry whose tenants come from
@@ -646,6 +668,11 @@ std::string markdown_report(const json& results) {
                          cmd.empty() ? "-" : "`" + cmd + "`"});
   }
   md << runs.markdown() << "\n";
+  if (const json w = results.value("warnings", json::array()); w.is_array() && !w.empty()) {
+    md << "## Warnings\n\n";
+    for (const json& line : w) md << "- " << (line.is_string() ? line.get<std::string>() : line.dump()) << "\n";
+    md << "\n";
+  }
   // Tenants and their alone figures.
   md << "## Tenants\n\n";
   Table tt;

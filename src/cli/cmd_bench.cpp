@@ -254,6 +254,7 @@ int write_report(const BenchArgs& a, const bench::BenchScenario& sc, const std::
       warnings.push_back("no simulator prediction (" + model + "): " + s.message());
   }
   for (const auto& w : warnings) std::fprintf(stderr, "lithos bench: warning: %s\n", w.c_str());
+  results["warnings"] = warnings;  // kept with the numbers they qualify (report.md lists them too)
   {
     std::ofstream out(a.out + "/results.json", std::ios::trunc);
     out << results.dump(1) << "\n";

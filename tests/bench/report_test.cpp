@@ -149,6 +149,31 @@ TEST(BenchReport, AloneUnderMpsIsOneModeNormalisedToAlone) {
   EXPECT_NE(md.find("| alone under MPS | 13.0 | 13.0 | 1.30x"), std::string::npos) << md;
 }
 
+// An alone run whose P99 differs more than 2x between repetitions is
+// named in a warning (ratios to it are noise); a steady one is not. The
+// report lists the warnings `lithos bench` keeps in results["warnings"].
+TEST(BenchReport, AnUnsteadyAloneReferenceIsWarnedAbout) {
+  auto sc = parse_bench_scenario(kScenario, "r.toml");
+  std::vector<std::string> warnings;
+  (void)build_results(*sc, recorded_runs(), warnings);
+  EXPECT_TRUE(warnings.empty()) << warnings.front();  // 10 ms in both repetitions
+  auto runs = recorded_runs();
+  runs[0] = run_record("alone-svc", "alone", {tenant("svc", {rep(10.0, 100, 100), rep(25.0, 100, 100)})});
+  json res = build_results(*sc, runs, warnings);
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find("alone-svc, phase main: the alone P99 ranges 10.0-25.0 ms"), std::string::npos)
+      << warnings[0];
+  warnings.clear();
+  runs[0] = run_record("alone-svc", "alone", {tenant("svc", {rep(10.0, 100, 100), rep(19.0, 100, 100)})});
+  (void)build_results(*sc, runs, warnings);
+  EXPECT_TRUE(warnings.empty()) << warnings.front();  // 1.9x apart: steady enough
+  res["warnings"] = {"alone-svc, phase main: the alone P99 ranges 10.0-25.0 ms"};
+  const std::string md = markdown_report(res);
+  EXPECT_NE(md.find("## Warnings\n\n- alone-svc, phase main: the alone P99 ranges 10.0-25.0 ms\n"), std::string::npos)
+      << md;
+  EXPECT_EQ(markdown_report(build_results(*sc, recorded_runs(), warnings)).find("## Warnings"), std::string::npos);
+}
+
 TEST(BenchReport, MissingAloneLeavesRatiosUndefined) {
   auto sc = parse_bench_scenario(kScenario, "r.toml");
   auto runs = recorded_runs();
