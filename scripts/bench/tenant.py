@@ -84,17 +84,18 @@ def _infer(**spec):
     return {"service": spec, "closed": spec}
 
 
-_BERT = Workload({**_infer(batch=(8, POS_INT), seq=(128, BERT_SEQ), graph=(True, BOOL)),
-                  "training": {"batch": (32, POS_INT), "seq": (128, BERT_SEQ)}})
+_COMPILE = {"compile": (False, BOOL)}  # torch.compile the model (Inductor, default mode)
+_BERT = Workload({**_infer(batch=(8, POS_INT), seq=(128, BERT_SEQ), graph=(True, BOOL), **_COMPILE),
+                  "training": {"batch": (32, POS_INT), "seq": (128, BERT_SEQ), **_COMPILE}})
 _SPIN = {"kernel_ms": (1.0, POS_NUM), "blocks_per_sm": (2, POS_INT), "num_warps": (4, WARPS), "waves": (1, POS_INT)}
 WORKLOADS = {
-    "resnet50": Workload({**_infer(batch=(32, POS_INT), graph=(True, BOOL)),
-                          "training": {"batch": (128, POS_INT)}}),
+    "resnet50": Workload({**_infer(batch=(32, POS_INT), graph=(True, BOOL), **_COMPILE),
+                          "training": {"batch": (128, POS_INT), **_COMPILE}}),
     "bert-base": _BERT,
     "bert-large": _BERT,
-    "llama1b-prefill": Workload(_infer(batch=(1, POS_INT), seq=(512, POS_INT), graph=(True, BOOL))),
-    "llama1b-decode": Workload(_infer(batch=(8, POS_INT), ctx=(1024, POS_INT), graph=(True, BOOL))),
-    "gpt": Workload({"training": {"batch": (8, POS_INT), "seq": (1024, POS_INT)}}),
+    "llama1b-prefill": Workload(_infer(batch=(1, POS_INT), seq=(512, POS_INT), graph=(True, BOOL), **_COMPILE)),
+    "llama1b-decode": Workload(_infer(batch=(8, POS_INT), ctx=(1024, POS_INT), graph=(True, BOOL), **_COMPILE)),
+    "gpt": Workload({"training": {"batch": (8, POS_INT), "seq": (1024, POS_INT), **_COMPILE}}),
     "spin": Workload({"service": _SPIN, "closed": _SPIN, "training": _SPIN}, live=frozenset({"kernel_ms"})),
     "fake": Workload({k: {"ms": (1.0, POS_NUM)} for k in KINDS}, live=frozenset({"ms"})),
 }

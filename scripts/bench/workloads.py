@@ -421,35 +421,43 @@ class Decoder(nn.Module):
 
 
 def _inference_model(workload, params, dev):
-    """(model, fn): bf16 weights, fn() runs one request on static inputs."""
+    """(model, fn): bf16 weights, fn() runs one request on static inputs.
+    With params.compile the forward pass is torch.compile'd (Inductor's
+    default mode: Triton kernels, no CUDA graphs of its own)."""
     bf16 = torch.bfloat16
     b = params["batch"]
     with torch.device(dev):
         if workload == "resnet50":
             model = _resnet50().to(dtype=bf16, memory_format=torch.channels_last)
             x = torch.randn(b, 3, 224, 224, dtype=bf16).contiguous(memory_format=torch.channels_last)
-            fn = functools.partial(model, x)
+            call, args, kwargs = model, (x,), {}
         elif workload in BERT:
             model = Bert(*BERT[workload], dropout=0.0).to(bf16)
-            fn = functools.partial(model, torch.randint(0, BERT_VOCAB, (b, params["seq"])))
+            call, args, kwargs = model, (torch.randint(0, BERT_VOCAB, (b, params["seq"])),), {}
         elif workload == "llama1b-prefill":
             model = Decoder(**LLAMA1B, max_pos=params["seq"], dtype=bf16)
             ids = torch.randint(0, LLAMA1B["vocab"], (b, params["seq"]))
-            fn = functools.partial(model, ids, last_only=True)
+            call, args, kwargs = model, (ids,), {"last_only": True}
         elif workload == "llama1b-decode":
             ctx = params["ctx"]
             model = Decoder(**LLAMA1B, max_pos=ctx, dtype=bf16)
             ids = torch.randint(0, LLAMA1B["vocab"], (b, 1))
-            fn = functools.partial(model.decode, ids, model.random_cache(b, ctx), ctx - 1)
+            call, args, kwargs = model.decode, (ids, model.random_cache(b, ctx), ctx - 1), {}
         else:
             raise ValueError(f"no inference workload {workload}")
-    return model.eval().requires_grad_(False), fn
+    model.eval().requires_grad_(False)
+    if params.get("compile"):
+        call = torch.compile(call)
+    return model, functools.partial(call, *args, **kwargs)
 
 
 def _training_model(workload, params, dev):
     """(model, loss_fn): fp32 weights, loss_fn() is the loss of one batch of
-    static random inputs and targets."""
+    static random inputs and targets. With params.compile the model's
+    forward (and so its backward) is torch.compile'd; the loss and the
+    optimizer stay eager."""
     b = params["batch"]
+    net = None  # the module the loss calls: the model, or its compiled form (set below)
     with torch.device(dev):
         if workload == "resnet50":
             model = _resnet50().to(memory_format=torch.channels_last)
@@ -457,7 +465,7 @@ def _training_model(workload, params, dev):
             y = torch.randint(0, 1000, (b,))
 
             def loss_fn():
-                return F.cross_entropy(model(x), y)
+                return F.cross_entropy(net(x), y)
         elif workload in BERT:
             layers, d, heads, ffn = BERT[workload]
             model = nn.Sequential(Bert(layers, d, heads, ffn, dropout=0.1), nn.Linear(d, BERT_VOCAB))  # MLM head
@@ -465,7 +473,7 @@ def _training_model(workload, params, dev):
             targets = torch.randint(0, BERT_VOCAB, (b, params["seq"]))
 
             def loss_fn():
-                return F.cross_entropy(model(ids).flatten(0, 1), targets.flatten())
+                return F.cross_entropy(net(ids).flatten(0, 1), targets.flatten())
         elif workload == "gpt":
             s = params["seq"]
             model = Decoder(**GPT, max_pos=s, tie=True)
@@ -473,7 +481,8 @@ def _training_model(workload, params, dev):
             inputs, targets = tokens[:, :-1].contiguous(), tokens[:, 1:].contiguous()
 
             def loss_fn():  # next-token prediction
-                return F.cross_entropy(model(inputs).flatten(0, 1), targets.flatten())
+                return F.cross_entropy(net(inputs).flatten(0, 1), targets.flatten())
         else:
             raise ValueError(f"no training workload {workload}")
+    net = torch.compile(model) if params.get("compile") else model
     return model, loss_fn

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# Two pairings not among the shipped scenarios (written to $OUT/work), each
+# Pairings not among the shipped scenarios (written to $OUT/work), each
 # under alone, mps-alone, mps, static-partition and lithos: a Llama-1B
-# prefill service (CUDA graph) beside BERT-base training, and an eager
+# prefill service (CUDA graph) beside BERT-base training; an eager
 # ResNet-50 service beside GPT training (whose alone run did not hold its
-# rate on one board: see docs/benchmarks.md). Runs on the GPU machine with the release build
+# rate on one board: see docs/benchmarks.md); and, both torch.compile'd
+# (Inductor's Triton kernels), a BERT-base service replaying a graph of the
+# compiled forward beside GPT training. Runs on the GPU machine with the release build
 # carried over; results under $OUT/<pair>/ (report.md, results.json).
 # PAIRS="pair-resnet-gpt" runs only the pairings named.
 set -uo pipefail
@@ -45,8 +47,11 @@ pair pair-llama-bert "Llama-1B prefill service (graph, 50% load) + BERT-base tra
   llama1b-prefill "{ batch = 1, seq = 512, graph = true }" bert-base "{ batch = 32, seq = 128 }"
 pair pair-resnet-gpt "ResNet-50 service (eager, batch 32, 50% load) + GPT-125M training" \
   resnet50 "{ batch = 32, graph = false }" gpt "{ batch = 8, seq = 1024 }"
-for sc in ${PAIRS:-pair-llama-bert pair-resnet-gpt}; do
+pair pair-compiled "BERT-base service (torch.compile + graph, 50% load) + GPT-125M training (torch.compile)" \
+  bert-base "{ batch = 16, seq = 128, graph = true, compile = true }" gpt "{ batch = 8, seq = 1024, compile = true }"
+for sc in ${PAIRS:-pair-llama-bert pair-resnet-gpt pair-compiled}; do
   echo "[$(date +%T)] $sc"
-  timeout -s KILL 280 $L bench $W/$sc.toml --modes alone,mps-alone,mps,static-partition,lithos --out $OUT/$sc --no-plots -q 2>&1 | grep -vE "^(report:|$)"
+  # (the compiled pair's first run compiles: allow it more time)
+  timeout -s KILL "$([[ $sc == pair-compiled ]] && echo 400 || echo 280)" $L bench $W/$sc.toml --modes alone,mps-alone,mps,static-partition,lithos --out $OUT/$sc --no-plots -q 2>&1 | grep -vE "^(report:|$)"
   [[ -d $OUT/$sc/logs ]] && tar -czf $OUT/$sc/logs.tar.gz -C $OUT/$sc logs && rm -rf $OUT/$sc/logs
 done

@@ -230,6 +230,8 @@ class TenantProtocolTest(unittest.TestCase):
             "bad window": (config(window_s="1"), "window_s"),
             "service without rate or load": (config(kind="service", load=0.0), "load"),
             "bad calib": (config(calib={"capacity_rps": -3}), "capacity_rps"),
+            "bad compile": (config(workload="gpt", kind="training", params={"compile": "yes"}), "compile"),
+            "compile on spin": (config(workload="spin", params={"compile": True}), "compile"),
         }
         missing = config()
         del missing["window_s"]
@@ -240,6 +242,22 @@ class TenantProtocolTest(unittest.TestCase):
                 self.assertEqual(run.rc, 1, run.stderr)
                 self.assertEqual([e["event"] for e in run.events], ["error"])
                 self.assertIn(word, run.event("error")["message"])
+
+    def test_model_workloads_take_compile(self):
+        sys.path.insert(0, str(TENANT.parent))
+        try:
+            import tenant
+        finally:
+            sys.path.remove(str(TENANT.parent))
+        for workload, w in tenant.WORKLOADS.items():
+            for kind in w.kinds:
+                with self.subTest(workload=workload, kind=kind):
+                    model = workload not in ("spin", "fake")
+                    self.assertEqual("compile" in w.kinds[kind], model)
+                    if model:
+                        self.assertFalse(tenant.resolve_params(workload, kind)["compile"])
+                        on = tenant.resolve_params(workload, kind, ("params", {"compile": True}))
+                        self.assertTrue(on["compile"])
 
     def test_bad_start_line_fails_with_an_error_event(self):
         run = run_tenant(self, config(), start_line='{"begin": 1}')
