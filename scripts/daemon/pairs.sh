@@ -7,7 +7,10 @@
 # (Inductor's Triton kernels), a BERT-base service replaying a graph of the
 # compiled forward beside GPT training. Runs on the GPU machine with the release build
 # carried over; results under $OUT/<pair>/ (report.md, results.json).
-# PAIRS="pair-resnet-gpt" runs only the pairings named.
+# PAIRS="pair-resnet-gpt" runs only the pairings named; PAIR_MODES="alone,lithos"
+# only those modes; PAIR_TRACE=1 has lithosd write its trace and prints
+# where the trainer's time went in it (pipeline_gaps.py; JSON beside the
+# report as pipeline_gaps.json).
 set -uo pipefail
 L=$PWD/build/release/bin/lithos
 OUT=${OUT:-/tmp/lithos-pairs}
@@ -52,6 +55,13 @@ pair pair-compiled "BERT-base service (torch.compile + graph, 50% load) + GPT-12
 for sc in ${PAIRS:-pair-llama-bert pair-resnet-gpt pair-compiled}; do
   echo "[$(date +%T)] $sc"
   # (the compiled pair's first run compiles: allow it more time)
-  timeout -s KILL "$([[ $sc == pair-compiled ]] && echo 400 || echo 280)" $L bench $W/$sc.toml --modes alone,mps-alone,mps,static-partition,lithos --out $OUT/$sc --no-plots -q 2>&1 | grep -vE "^(report:|$)"
+  trace=(); [[ -n ${PAIR_TRACE:-} ]] && { rm -f "$W/$sc.trace.jsonl"; trace=(LITHOSD_TRACE="$W/$sc.trace.jsonl"); }
+  env "${trace[@]}" timeout -s KILL "$([[ $sc == pair-compiled ]] && echo 400 || echo 280)" $L bench $W/$sc.toml \
+    --modes "${PAIR_MODES:-alone,mps-alone,mps,static-partition,lithos}" --out $OUT/$sc --no-plots -q 2>&1 | grep -vE "^(report:|$)"
+  if [[ -s $W/$sc.trace.jsonl ]]; then
+    python3 scripts/daemon/pipeline_gaps.py "$W/$sc.trace.jsonl" --tenant train
+    python3 scripts/daemon/pipeline_gaps.py "$W/$sc.trace.jsonl" --tenant train --json >"$OUT/$sc/pipeline_gaps.json"
+    rm -f "$W/$sc.trace.jsonl"
+  fi
   [[ -d $OUT/$sc/logs ]] && tar -czf $OUT/$sc/logs.tar.gz -C $OUT/$sc logs && rm -rf $OUT/$sc/logs
 done

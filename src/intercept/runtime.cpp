@@ -1326,7 +1326,14 @@ void Runtime::report_at_exit() noexcept {
   static std::atomic<bool> reported{false};
   if (reported.exchange(true)) return;
   // The atomizer's report needs no driver call here (timings already read).
-  if (!config_.atom_report.empty() && !lithos_disabled()) Atomizer::instance().report(nullptr, false);
+  // A process that launched no kernel and loaded no module writes none: it
+  // would replace, with an empty report, that of the program it runs beside
+  // or under (a shell around the job, torch.compile's worker processes).
+  if (!config_.atom_report.empty() && !lithos_disabled()) {
+    const StatsSnapshot s = counters_.snapshot();
+    const bool worked = s.kernel_launches() + s.graph_launches() != 0 || Atomizer::instance().images_seen.load() != 0;
+    if (worked) Atomizer::instance().report(nullptr, false);
+  }
   if (!config_.stats && config_.stats_file.empty()) return;
   if (lithos_disabled()) {
     if (config_.stats) {

@@ -8,6 +8,9 @@
 //   fake_linked_app bypass <exit-code>
 //       3 launches through the driver's own function pointers, around any
 //       hook (what an interposition failure looks like).
+//   fake_linked_app init <exit-code>
+//       cuInit only: a process that loads the driver and launches nothing
+//       (torch.compile's worker processes).
 #include "intercept/cuda_abi.hpp"  // declares cuLaunchKernel_ptsz too
 
 #include <dlfcn.h>
@@ -40,6 +43,7 @@ int main(int argc, char** argv) {
     }
     return code;
   }
+  if (std::strcmp(argv[1], "init") == 0) return code;
   if (std::strcmp(argv[1], "bypass") == 0) {
     using LaunchFn = CUresult (*)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                                   CUstream, void**, void**);
