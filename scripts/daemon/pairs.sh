@@ -55,6 +55,8 @@ pair pair-compiled "BERT-base service (torch.compile + graph, 50% load) + GPT-12
   bert-base "{ batch = 16, seq = 128, graph = true, compile = true }" gpt "{ batch = 8, seq = 1024, compile = true }"
 pair pair-compiled-eager "Llama-1B decode service (torch.compile, eager, 50% load) + ResNet-50 training (torch.compile)" \
   llama1b-decode "{ batch = 8, ctx = 1024, graph = false, compile = true }" resnet50 "{ batch = 128, compile = true }"
+# PAIRS_WRITE_ONLY=1: only write the scenario files (for gpu-daemon.sh's matrix phase).
+[[ -n ${PAIRS_WRITE_ONLY:-} ]] && { ls "$W"/*.toml; exit 0; }
 for sc in ${PAIRS:-pair-llama-bert pair-resnet-gpt pair-compiled pair-compiled-eager}; do
   echo "[$(date +%T)] $sc"
   # (the compiled pair's first run compiles: allow it more time)

@@ -276,10 +276,11 @@ struct Parser {
   }
 
   Status daemon_table(const toml::table& d, DaemonConfig& c) const {
-    LITHOS_RETURN_IF_ERROR(check_keys(d, "[daemon]",
-                                      {"socket", "policy", "mps", "atom_us", "throttle_us", "throttle_unborrowed_us",
-                                       "hp_poll_us", "max_stolen_atoms", "share_unowned", "best_effort_runs_free",
-                                       "stream_priorities", "state_dir", "trace", "default_tenant"}));
+    LITHOS_RETURN_IF_ERROR(
+        check_keys(d, "[daemon]",
+                   {"socket", "policy", "mps", "atom_us", "throttle_us", "throttle_unborrowed_us", "hp_poll_us",
+                    "max_stolen_atoms", "share_unowned", "hp_holds_unowned", "best_effort_runs_free",
+                    "stream_priorities", "state_dir", "trace", "default_tenant"}));
     auto socket = string(d, "socket");
     if (!socket) return socket.status();
     if (socket->has_value()) {
@@ -319,6 +320,10 @@ struct Parser {
     if (const toml::node* n = d.get("share_unowned")) {
       if (!n->is_boolean()) return error(*n, "'share_unowned' must be true or false");
       c.share_unowned = n->as_boolean()->get();
+    }
+    if (const toml::node* n = d.get("hp_holds_unowned")) {
+      if (!n->is_boolean()) return error(*n, "'hp_holds_unowned' must be true or false");
+      c.hp_holds_unowned = n->as_boolean()->get();
     }
     if (const toml::node* n = d.get("best_effort_runs_free")) {
       if (!n->is_boolean()) return error(*n, "'best_effort_runs_free' must be true or false");
@@ -635,6 +640,11 @@ Status apply_env(DaemonConfig& c, const std::function<const char*(const char*)>&
     if (!b) return Status::invalid_argument("LITHOSD_SHARE_UNOWNED: " + quoted(*v) + " is not true or false");
     c.share_unowned = *b;
   }
+  if (auto v = get("LITHOSD_HP_HOLDS_UNOWNED")) {
+    auto b = parse_switch(*v);
+    if (!b) return Status::invalid_argument("LITHOSD_HP_HOLDS_UNOWNED: " + quoted(*v) + " is not true or false");
+    c.hp_holds_unowned = *b;
+  }
   if (auto v = get("LITHOSD_BEST_EFFORT_RUNS_FREE")) {
     auto b = parse_switch(*v);
     if (!b) return Status::invalid_argument("LITHOSD_BEST_EFFORT_RUNS_FREE: " + quoted(*v) + " is not true or false");
@@ -800,6 +810,7 @@ std::string config_json(const DaemonConfig& c) {
   j += ",\"max_stolen_atoms\":" + std::to_string(c.max_stolen_atoms);
   j += ",\"hp_poll_us\":" + json_number(c.hp_poll_us);
   j += std::string(",\"share_unowned\":") + (c.share_unowned ? "true" : "false");
+  j += std::string(",\"hp_holds_unowned\":") + (c.hp_holds_unowned ? "true" : "false");
   j += std::string(",\"best_effort_runs_free\":") + (c.best_effort_runs_free ? "true" : "false");
   j += std::string(",\"stream_priorities\":") + (c.stream_priorities ? "true" : "false");
   j += ",\"state_dir\":" + json_string(c.state_dir);

@@ -101,6 +101,10 @@ struct DaemonConfig {
   // tenant's atom holds when they go out (false). Its CUDA graphs get the
   // first set either way: their descriptors keep it for every replay.
   bool share_unowned = true;
+  // sched::PolicyConfig::hp_holds_unowned (lithos policy): a high-priority
+  // launch on TPCs no quota holds keeps new best-effort atoms off them until
+  // it ends (true), or best-effort atoms are placed there beside it (false).
+  bool hp_holds_unowned = true;
   // sched::PolicyConfig::runs_free: best-effort tenants launch without grants
   // while no high-priority tenant has a stream open.
   bool best_effort_runs_free = true;

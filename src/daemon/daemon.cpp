@@ -95,6 +95,7 @@ Result<std::unique_ptr<sched::Engine>> make_engine(const DaemonConfig& config, c
   ec.throttle_unborrowed = lithos::Duration(static_cast<std::int64_t>(config.throttle_unborrowed_us * 1e3));
   ec.policy.runs_free = config.best_effort_runs_free;
   ec.policy.share_unowned = config.share_unowned;
+  ec.policy.hp_holds_unowned = config.hp_holds_unowned;
   ec.policy.max_stolen_atoms = config.max_stolen_atoms;
   auto engine = std::make_unique<sched::Engine>(ec, std::move(policy));
   for (const TenantConfig& t : config.tenants) {

@@ -68,16 +68,21 @@ TpcSet EngineState::borrowable(TenantId t, Time now, Time* next_change) const {
   // inference-stacking state that floor-sized atoms fall into;
   // docs/results/2026-11-26-h100-daemon-fb156b1-completions, sections 5-6.)
   // An end that is seen is a completion, which makes the Engine decide again.
+  const bool spill_holds = config.policy.hp_holds_unowned || tenants[idx(t)].is_high();
   for (const TenantState& o : tenants) {
     if (o.id == t) continue;
+    // A service's launch on TPCs no quota holds keeps a best-effort borrower
+    // off them only if hp_holds_unowned (its quota is kept off above).
+    const bool whole = spill_holds || !o.is_high();
     for (AtomId id : o.inflight) {
       const InflightAtom& a = atoms[id];
-      if (!a.tpcs.intersects(cand)) continue;
+      const TpcSet busy = whole ? a.tpcs : a.tpcs & o.owned;
+      if (!busy.intersects(cand)) continue;
       const Time end = predicted_end(a);
       Time busy_until = end - config.policy.steal_lookahead;
       if (end <= now) busy_until = end + std::max(Duration{0}, end - a.dispatched);  // overdue
       if (now >= busy_until) continue;
-      cand -= a.tpcs;
+      cand -= busy;
       if (next_change != nullptr) *next_change = std::min(*next_change, busy_until);
     }
   }

@@ -151,6 +151,12 @@ struct PolicyConfig {
   // steal_lookahead), as place() picks them for a queued launch, so that an
   // atom and a service never share an SM.
   bool share_unowned = true;
+  // lithos: whether a high-priority launch running on TPCs no quota holds
+  // keeps new best-effort atoms off them until its predicted end (true), or
+  // only shares them (false: best-effort atoms are placed on them as if it
+  // were not there, so a best-effort tenant keeps the TPCs no one owns
+  // while a service spills onto them).
+  bool hp_holds_unowned = true;
 };
 
 struct PolicyInfo {
