@@ -279,6 +279,8 @@ TEST(DaemonConfig, ParseErrorsNameFileAndLine) {
        "f.toml:2:", "'best_effort_runs_free' must be true or false"},
       {"share_unowned not a boolean", "[daemon]\nshare_unowned = 1\n",
        "f.toml:2:", "'share_unowned' must be true or false"},
+      {"hp_holds_unowned not a boolean", "[daemon]\nhp_holds_unowned = \"no\"\n",
+       "f.toml:2:", "'hp_holds_unowned' must be true or false"},
       {"stream_priorities not a boolean", "[daemon]\nstream_priorities = 1\n",
        "f.toml:2:", "'stream_priorities' must be true or false"},
       {"socket too long", "[daemon]\nsocket = \"/" + std::string(200, 's') + "\"\n", "f.toml:2:", "at most 107 bytes"},
@@ -384,6 +386,7 @@ throttle_us = 300
 throttle_unborrowed_us = 2000
 max_stolen_atoms = 1
 share_unowned = false
+hp_holds_unowned = false
 best_effort_runs_free = false
 stream_priorities = true
 state_dir = "/tmp/file-state"
@@ -397,6 +400,8 @@ trace = "/tmp/file-trace.jsonl"
   EXPECT_EQ(default_config().max_stolen_atoms, 2U);
   EXPECT_FALSE(c->share_unowned);
   EXPECT_TRUE(default_config().share_unowned);
+  EXPECT_FALSE(c->hp_holds_unowned);
+  EXPECT_TRUE(default_config().hp_holds_unowned);
   EXPECT_FALSE(c->best_effort_runs_free);
   EXPECT_TRUE(default_config().best_effort_runs_free);
   EXPECT_TRUE(c->stream_priorities);
@@ -414,6 +419,7 @@ trace = "/tmp/file-trace.jsonl"
       {"LITHOSD_BEST_EFFORT_RUNS_FREE", "on"},
       {"LITHOSD_STREAM_PRIORITIES", "off"},
       {"LITHOSD_SHARE_UNOWNED", "yes"},
+      {"LITHOSD_HP_HOLDS_UNOWNED", "true"},
   };
   const auto getenv_fn = [&](const char* name) -> const char* {
     auto it = env.find(name);
@@ -429,6 +435,7 @@ trace = "/tmp/file-trace.jsonl"
   EXPECT_DOUBLE_EQ(all.throttle_unborrowed_us, 5000);
   EXPECT_EQ(all.max_stolen_atoms, 0U);
   EXPECT_TRUE(all.share_unowned);
+  EXPECT_TRUE(all.hp_holds_unowned);
   EXPECT_TRUE(all.best_effort_runs_free);
   EXPECT_FALSE(all.stream_priorities);
   EXPECT_EQ(all.state_dir, "/tmp/env-state");
@@ -443,6 +450,7 @@ trace = "/tmp/file-trace.jsonl"
   EXPECT_EQ(some.policy, "mps");
   EXPECT_EQ(some.mps, MpsMode::kStart);
   EXPECT_DOUBLE_EQ(some.atom_us, 800);
+  EXPECT_FALSE(some.hp_holds_unowned);
   EXPECT_EQ(some.trace, "/tmp/file-trace.jsonl");
 
   // Bad values are errors that name the variable.
@@ -454,6 +462,7 @@ trace = "/tmp/file-trace.jsonl"
       {"LITHOSD_THROTTLE_US", "1"},       {"LITHOSD_BEST_EFFORT_RUNS_FREE", "sometimes"},
       {"LITHOSD_MAX_STOLEN_ATOMS", "-1"}, {"LITHOSD_MAX_STOLEN_ATOMS", "2000"},
       {"LITHOSD_MAX_STOLEN_ATOMS", "1x"}, {"LITHOSD_SHARE_UNOWNED", "2"},
+      {"LITHOSD_HP_HOLDS_UNOWNED", "2"},  {"LITHOSD_HP_HOLDS_UNOWNED", "maybe"},
   };
   for (const auto& [name, value] : bad) {
     const std::string& v = value;
@@ -465,6 +474,15 @@ trace = "/tmp/file-trace.jsonl"
     EXPECT_EQ(x.policy, "mps");
     EXPECT_DOUBLE_EQ(x.atom_us, 800);
   }
+  // The text names the bad value.
+  env = {{"LITHOSD_HP_HOLDS_UNOWNED", "maybe"}};
+  DaemonConfig x = *c;
+  const Status s = apply_env(x, getenv_fn);
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_NE(s.message().find("LITHOSD_HP_HOLDS_UNOWNED: "), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("maybe"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("is not true or false"), std::string::npos) << s.message();
+  EXPECT_FALSE(x.hp_holds_unowned);
 }
 
 // ---- tenant resolution ------------------------------------------------------
@@ -626,6 +644,10 @@ TEST(DaemonConfig, JsonCarriesTheConfiguration) {
   EXPECT_EQ(j["state_dir"], "/var/lib/lithos");
   EXPECT_EQ(j["trace"], "");
   EXPECT_EQ(j["default_tenant"], "default");
+  EXPECT_EQ(j["share_unowned"], true);
+  EXPECT_EQ(j["hp_holds_unowned"], true);  // the example leaves the default
+  c->hp_holds_unowned = false;
+  EXPECT_EQ(nlohmann::json::parse(config_json(*c))["hp_holds_unowned"], false);
   ASSERT_EQ(j["tenants"].size(), 3u);
   const auto& svc = j["tenants"][0];
   EXPECT_EQ(svc["name"], "svc");

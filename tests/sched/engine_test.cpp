@@ -843,6 +843,87 @@ TEST(LithosRules, ImmediateSetSkipsUnownedTpcsUnderAtomsWhenNotShared) {
   EXPECT_EQ(s->immediate_set(sa, Time{}), all);
 }
 
+// A service's launch made at once on its quota and the TPCs no one owns
+// (share_unowned, the default) keeps best-effort atoms off all of them until
+// it is within the steal lookahead of its end (hp_holds_unowned, the
+// default). With hp_holds_unowned off, only its quota counts as busy for a
+// best-effort borrower: a best-effort launch goes out at once on the unowned
+// TPCs under the service's launch, and never on the service's quota.
+TEST(LithosRules, AServicesLaunchKeepsBestEffortOffUnownedTpcsOnlyIfItHoldsThem) {
+  for (const bool holds : {true, false}) {
+    SCOPED_TRACE(holds ? "hp_holds_unowned = true" : "hp_holds_unowned = false");
+    EngineConfig cfg;
+    cfg.policy.hp_holds_unowned = holds;
+    auto e = make_engine("lithos", cfg);
+    const TenantId a = *e->add_tenant(high("a", 40));
+    const TenantId c = *e->add_tenant(best_effort("c"));
+    const QueueId qa = *e->add_queue(a);
+    const QueueId qc = *e->add_queue(c);
+    const TpcSet quota = TpcSet::range(0, 40);
+    const TpcSet unowned = TpcSet::range(40, 66);
+    ASSERT_EQ(e->state().tenants[a].owned, quota);
+    // The service launches at once on the whole GPU (its quota and the
+    // unowned TPCs, as its immediate set says), for 1 ms.
+    const TpcSet whole = e->immediate_set(a, Time{});
+    ASSERT_EQ(whole, quota | unowned);
+    LaunchDesc hp = kernel(1, 1000);
+    hp.duration_hint = ms(1);
+    auto running = e->submit_running(qa, hp, whole, Time{});
+    ASSERT_TRUE(running.is_ok());
+    // A best-effort launch that could use every TPC arrives while it runs.
+    LaunchDesc be = kernel(2, 20000);
+    be.duration_hint = us(500);
+    ASSERT_TRUE(e->submit(qc, be, time_at(us(100))).is_ok());
+    std::vector<AtomDispatch> out;
+    e->dispatch(time_at(us(100)), out);
+    if (holds) {
+      EXPECT_TRUE(out.empty()) << "the service's launch holds every TPC it runs on, unowned ones included";
+      EXPECT_EQ(e->next_wakeup(), time_at(ms(1)) - cfg.policy.steal_lookahead)
+          << "the Engine looks again when the launch is within the lookahead of its end";
+      out.clear();
+      e->dispatch(time_at(ms(1)) - cfg.policy.steal_lookahead, out);
+      ASSERT_FALSE(out.empty()) << "within the lookahead: the unowned TPCs count as free";
+      EXPECT_EQ(out[0].tpcs & quota, TpcSet{}) << "a is active: its quota is not lent";
+    } else {
+      ASSERT_FALSE(out.empty()) << "the unowned TPCs under the service's launch are placed on at once";
+      EXPECT_EQ(out[0].queue, qc);
+      EXPECT_EQ(out[0].tpcs, unowned) << out[0].tpcs.to_string();
+      for (const AtomDispatch& d : out) {
+        EXPECT_EQ(d.tpcs & quota, TpcSet{}) << "never on the service's quota: " << d.tpcs.to_string();
+      }
+    }
+  }
+}
+
+// hp_holds_unowned applies to best-effort borrowers only: with it off, a
+// second service still does not borrow the unowned TPCs under the first
+// one's launch; it runs on its own quota.
+TEST(LithosRules, NotHoldingUnownedTpcsLeavesHighPriorityBorrowersAlone) {
+  EngineConfig cfg;
+  cfg.policy.hp_holds_unowned = false;
+  auto e = make_engine("lithos", cfg);
+  const TenantId a = *e->add_tenant(high("a", 40));
+  const TenantId b = *e->add_tenant(high("b", 10));
+  const QueueId qa = *e->add_queue(a);
+  const QueueId qb = *e->add_queue(b);
+  const TpcSet b_quota = TpcSet::range(40, 50);
+  ASSERT_EQ(e->state().tenants[b].owned, b_quota);
+  // a launches at once on its quota and the unowned TPCs, for 1 ms.
+  const TpcSet a_set = e->immediate_set(a, Time{});
+  ASSERT_EQ(a_set, TpcSet::range(0, 66) - b_quota);
+  LaunchDesc hp = kernel(1, 1000);
+  hp.duration_hint = ms(1);
+  ASSERT_TRUE(e->submit_running(qa, hp, a_set, Time{}).is_ok());
+  LaunchDesc wide = kernel(2, 20000);
+  wide.duration_hint = us(500);
+  ASSERT_TRUE(e->submit(qb, wide, time_at(us(100))).is_ok());
+  std::vector<AtomDispatch> out;
+  e->dispatch(time_at(us(100)), out);
+  ASSERT_EQ(out.size(), 1U);
+  EXPECT_EQ(out[0].queue, qb);
+  EXPECT_EQ(out[0].tpcs, b_quota) << "the unowned TPCs under a's launch stay a's: " << out[0].tpcs.to_string();
+}
+
 // An hp launch that runs past its predicted end still holds its TPCs: no
 // best-effort atom is placed on them until it is seen ending, or until it
 // is overdue by as long again as it was predicted to run (a marker that
