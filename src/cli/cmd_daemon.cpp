@@ -52,6 +52,7 @@ struct DaemonArgs {
   int max_stolen_atoms = -1;
   std::string runs_free;          // "" = not given
   std::string share_unowned;      // "" = not given
+  std::string hp_holds_unowned;   // "" = not given
   std::string stream_priorities;  // "" = not given
   std::string state_dir;
   std::string trace;
@@ -195,6 +196,7 @@ int run_daemon(const DaemonArgs& a) {
   if (a.throttle_unborrowed_us > 0) cfg.throttle_unborrowed_us = a.throttle_unborrowed_us;
   if (a.max_stolen_atoms >= 0) cfg.max_stolen_atoms = static_cast<std::uint32_t>(a.max_stolen_atoms);
   if (!a.share_unowned.empty()) cfg.share_unowned = daemon::parse_switch(a.share_unowned).value_or(true);
+  if (!a.hp_holds_unowned.empty()) cfg.hp_holds_unowned = daemon::parse_switch(a.hp_holds_unowned).value_or(true);
   if (!a.runs_free.empty()) cfg.best_effort_runs_free = daemon::parse_switch(a.runs_free).value_or(true);
   if (!a.stream_priorities.empty()) cfg.stream_priorities = daemon::parse_switch(a.stream_priorities).value_or(false);
   if (!a.state_dir.empty()) cfg.state_dir = a.state_dir;
@@ -411,6 +413,12 @@ CommandRunner add_daemon_command(CLI::App& app) {
                   "true (default): a high-priority tenant's launches may use every TPC no quota holds, also "
                   "under a best-effort atom (the two share those SMs); false: only those no other tenant's atom "
                   "holds at the moment (lithos policy; its CUDA graphs keep the first set)")
+      ->check(CLI::IsMember({"true", "false", "1", "0", "yes", "no", "on", "off"}));
+  sub->add_option("--hp-holds-unowned", args->hp_holds_unowned,
+                  "true (default): a high-priority launch on TPCs no quota holds keeps new best-effort atoms off "
+                  "them until it ends; false: only its quota does, and best-effort atoms run beside it there "
+                  "(more training, a longer service tail where the service needs more than its quota; lithos "
+                  "policy)")
       ->check(CLI::IsMember({"true", "false", "1", "0", "yes", "no", "on", "off"}));
   sub->add_option("--best-effort-runs-free", args->runs_free,
                   "true (default): best-effort launches go out without waiting for grants while no high-priority "

@@ -113,6 +113,8 @@ Result<sched::ReplayResult> replay_trace(const Trace& trace) {
   c.throttle_unborrowed_us = trace.header.throttle_unborrowed_us;
   c.max_stolen_atoms = trace.header.max_stolen_atoms;
   c.best_effort_runs_free = trace.header.best_effort_runs_free;
+  c.share_unowned = trace.header.share_unowned;
+  c.hp_holds_unowned = trace.header.hp_holds_unowned;
   c.socket = trace.header.socket;
   c.default_tenant = trace.header.default_tenant;
   for (const sched::EngineEvent& e : trace.events) {

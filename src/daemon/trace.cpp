@@ -314,6 +314,12 @@ Result<TraceHeader> parse_header(std::string_view line) {
         throw std::runtime_error("'best_effort_runs_free' must be true or false");
       h.best_effort_runs_free = c.at("best_effort_runs_free").get<bool>();
     }
+    for (const auto& [key, field] :
+         {std::pair{"share_unowned", &h.share_unowned}, std::pair{"hp_holds_unowned", &h.hp_holds_unowned}}) {
+      if (!c.contains(key)) continue;
+      if (!c.at(key).is_boolean()) throw std::runtime_error(std::string("'") + key + "' must be true or false");
+      *field = c.at(key).get<bool>();
+    }
     if (j.contains("predictions")) {
       if (!j.at("predictions").is_string()) throw std::runtime_error("'predictions' must be a string");
       h.predictions = j.at("predictions").get<std::string>();

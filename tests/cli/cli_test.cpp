@@ -3,6 +3,7 @@
 #include <sys/wait.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <string>
 
@@ -143,6 +144,30 @@ TEST(Cli, UnwritableOutFileFails) {
   auto r = lithos("sim --scenario head-of-line --policy lithos --duration 1.5 -q --out /nonexistent/dir/x.json");
   EXPECT_EQ(r.status, 1);
   EXPECT_TRUE(has(r.out, "cannot write")) << r.out;
+}
+
+// lithosd's policy switches as a user sets them: the flag over the
+// environment over the file (--print-config, checked without a GPU).
+TEST(Cli, DaemonSwitchesTakeFlagOverEnvironmentOverFile) {
+  const std::string file = temp_file("lithosd-switches.toml", "[daemon]\nhp_holds_unowned = false\n");
+  const std::string print = "daemon --print-config --no-gpu --config " + file;
+  auto r = lithos(print, true);
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["hp_holds_unowned"], false) << r.out;
+  r = lithos("daemon --print-config --no-gpu", true);
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["hp_holds_unowned"], true) << "the default";
+  ::setenv("LITHOSD_HP_HOLDS_UNOWNED", "on", 1);
+  r = lithos(print, true);
+  const auto flag = lithos(print + " --hp-holds-unowned off", true);
+  ::unsetenv("LITHOSD_HP_HOLDS_UNOWNED");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["hp_holds_unowned"], true) << "the environment over the file";
+  ASSERT_EQ(flag.status, 0) << flag.out;
+  EXPECT_EQ(nlohmann::json::parse(flag.out)["hp_holds_unowned"], false) << "the flag over the environment";
+  r = lithos(print + " --hp-holds-unowned maybe");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_TRUE(has(r.out, "--hp-holds-unowned")) << r.out;
 }
 
 }  // namespace

@@ -27,13 +27,23 @@ struct Logged {
 };
 
 // A short run of a built-in scenario under `policy`, logged (with
-// `max_stolen_atoms` when given).
-Logged simulate(const std::string& name, const std::string& policy, std::optional<std::uint32_t> max_stolen = {}) {
+// `max_stolen_atoms` and `hp_holds_unowned` when given; with the latter,
+// high-priority quotas of 40 TPCs, so that there are TPCs no one owns for
+// their launches to spill onto: the built-in scenarios' quotas cover the
+// GPU).
+Logged simulate(const std::string& name, const std::string& policy, std::optional<std::uint32_t> max_stolen = {},
+                std::optional<bool> hp_holds_unowned = {}) {
   Logged out;
   auto sc = sim::load_scenario(name);
   EXPECT_TRUE(sc.is_ok()) << sc.status().message();
   out.scenario = std::move(sc).value();
   if (max_stolen) out.scenario.engine.policy.max_stolen_atoms = *max_stolen;
+  if (hp_holds_unowned) {
+    out.scenario.engine.policy.hp_holds_unowned = *hp_holds_unowned;
+    for (sim::TenantConfig& t : out.scenario.tenants) {
+      if (t.priority == sched::PriorityClass::kHigh) t.quota = 40;
+    }
+  }
   // The engine's cost of one more atom, which sets the floor of an atom's
   // length: lithosd uses the Engine's default (20 us), the simulator its
   // GPU model's (15 us) unless told. The same setting on both sides.
@@ -61,6 +71,8 @@ DaemonConfig config_for(const sim::Scenario& sc, const std::string& policy) {
   c.atom_us = static_cast<double>(sc.engine.atoms.target.count()) / 1e3;
   c.throttle_us = static_cast<double>(sc.engine.throttle.count()) / 1e3;
   c.max_stolen_atoms = sc.engine.policy.max_stolen_atoms;
+  c.share_unowned = sc.engine.policy.share_unowned;
+  c.hp_holds_unowned = sc.engine.policy.hp_holds_unowned;
   for (const sim::TenantConfig& t : sc.tenants) {
     TenantConfig tc;
     tc.name = t.name;
@@ -120,6 +132,17 @@ TEST(DaemonReplay, ADifferentlyConfiguredDaemonDecidesDifferently) {
   EXPECT_FALSE(r4.same);
   EXPECT_NE(r4.difference.find("dispatch"), std::string::npos) << r4.difference;
 
+  // (With TPCs no one owns: the scenario's service owns all 66.)
+  const Logged spilling = simulate("head-of-line", "lithos", {}, true);
+  DaemonConfig not_holding = config_for(spilling.scenario, "lithos");
+  ASSERT_TRUE(not_holding.hp_holds_unowned);
+  not_holding.hp_holds_unowned = false;
+  auto e5 = make_engine(not_holding, sched::DeviceShape::h100_sxm());
+  ASSERT_TRUE(e5.is_ok());
+  const sched::ReplayResult r5 = sched::replay(spilling.events, **e5, sched::ReplayTenants::kCheck);
+  EXPECT_FALSE(r5.same);
+  EXPECT_NE(r5.difference.find("dispatch"), std::string::npos) << r5.difference;
+
   auto e3 = make_engine(base, sched::DeviceShape::h100_sxm());
   ASSERT_TRUE(e3.is_ok());
   EXPECT_TRUE(sched::replay(log.events, **e3, sched::ReplayTenants::kCheck).same);
@@ -149,6 +172,31 @@ TEST(DaemonTrace, TextRoundTripKeepsEveryDecision) {
   ASSERT_TRUE(r.is_ok()) << r.status().message();
   EXPECT_TRUE(r->same) << r->difference;
   EXPECT_GT(r->atoms, 500U);
+}
+
+// The same with hp_holds_unowned off: the header carries it, and the replay
+// decides as the simulator did only with it.
+TEST(DaemonTrace, TheHeaderCarriesHpHoldsUnowned) {
+  const Logged log = simulate("head-of-line", "lithos", {}, false);
+  DaemonConfig cfg = config_for(log.scenario, "lithos");
+  ASSERT_FALSE(cfg.hp_holds_unowned);
+  cfg.tenants.pop_back();
+  cfg.default_tenant = cfg.tenants.back().name;
+  std::string text = std::string("{\"schema\":\"") + kTraceSchema + "\",\"config\":" + config_json(cfg) +
+                     ",\"device\":{\"name\":\"H100\",\"tpcs\":66,\"topology\":\"" +
+                     sched::DeviceShape::h100_sxm().topology.to_string() + "\"}}\n";
+  for (const auto& e : log.events) text += trace_line(e) + "\n";
+  auto t = parse_trace_file(text, "sim.jsonl");
+  ASSERT_TRUE(t.is_ok()) << t.status().message();
+  EXPECT_FALSE(t->header.hp_holds_unowned);
+  EXPECT_TRUE(t->header.share_unowned);
+  auto r = replay_trace(*t);
+  ASSERT_TRUE(r.is_ok()) << r.status().message();
+  EXPECT_TRUE(r->same) << r->difference;
+  t->header.hp_holds_unowned = true;
+  auto held = replay_trace(*t);
+  ASSERT_TRUE(held.is_ok()) << held.status().message();
+  EXPECT_FALSE(held->same) << "the setting changes head-of-line's decisions";
 }
 
 TEST(DaemonTrace, MalformedTracesAreErrorsNamingTheLine) {
