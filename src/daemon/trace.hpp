@@ -33,7 +33,7 @@ struct TraceHeader {
   double throttle_unborrowed_us = 0;
   std::uint32_t max_stolen_atoms = 2;  // absent in traces written before it existed (always 2 then)
   bool best_effort_runs_free = false;  // absent in traces written before it existed (never free then)
-  bool share_unowned = true;           // absent in traces written before it was read back (default then)
+  bool share_unowned = true;           // absent in traces written before it existed (the default then)
   bool hp_holds_unowned = true;        // absent in traces written before it existed (always held then)
   std::string predictions;             // the predictor cache the daemon started from ("" = cold)
   std::string socket;

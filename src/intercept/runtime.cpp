@@ -1325,12 +1325,12 @@ void Runtime::report_at_exit() noexcept {
   // Once: lithos_report_now() may have written it before the exit.
   static std::atomic<bool> reported{false};
   if (reported.exchange(true)) return;
+  const StatsSnapshot s = counters_.snapshot();
   // The atomizer's report needs no driver call here (timings already read).
   // A process that launched no kernel and loaded no module writes none: it
   // would replace, with an empty report, that of the program it runs beside
   // or under (a shell around the job, torch.compile's worker processes).
   if (!config_.atom_report.empty() && !lithos_disabled()) {
-    const StatsSnapshot s = counters_.snapshot();
     const bool worked = s.kernel_launches() + s.graph_launches() != 0 || Atomizer::instance().images_seen.load() != 0;
     if (worked) Atomizer::instance().report(nullptr, false);
   }
@@ -1344,7 +1344,6 @@ void Runtime::report_at_exit() noexcept {
   }
   try {
     const StatsHeader h = stats_header();
-    const StatsSnapshot s = counters_.snapshot();
     bool any_call = false;
     for (const auto c : s.calls) any_call = any_call || c != 0;
     // A process that never touched CUDA (a shell under `lithos run`) stays silent.
