@@ -181,6 +181,9 @@ std::string policy_of_mode(const std::string& mode) {
 // mode that has a policy, beside the measured ones (phase 1, medians).
 // Tenants are paired by class, in order: the k-th hp tenant of the bench
 // with the k-th high-priority tenant of the model, likewise best effort.
+// The lithos mode is lithosd, so its prediction drives the Engine as lithosd
+// does (the model's immediate_launches), with each high-priority tenant's
+// quota that of its bench twin (its partition share), as lithosd's is.
 Status add_sim_prediction(json& results, const std::string& model, std::uint64_t seed) {
   auto sc = sim::load_scenario(model);
   if (!sc) return sc.status();
@@ -191,28 +194,45 @@ Status add_sim_prediction(json& results, const std::string& model, std::uint64_t
       policies.push_back(p);
   }
   if (policies.empty()) return Status::ok();
-  auto cmp = sim::compare_policies(*sc, policies, seed);
-  if (!cmp) return cmp.status();
-  // (bench tenant name, index of the model's tenant)
+  // (bench tenant name, index of the model's tenant), and the model as lithosd runs it
   std::vector<std::pair<std::string, std::size_t>> pairs;
+  sim::Scenario lithosd = *sc;
+  lithosd.immediate_launches = true;
   for (const bool hp : {true, false}) {
     std::vector<std::size_t> model_idx;
-    for (std::size_t i = 0; i < cmp->alone.size(); ++i) {
-      if ((cmp->alone[i].priority == sched::PriorityClass::kHigh) == hp) model_idx.push_back(i);
+    for (std::size_t i = 0; i < sc->tenants.size(); ++i) {
+      if ((sc->tenants[i].priority == sched::PriorityClass::kHigh) == hp) model_idx.push_back(i);
     }
     std::size_t k = 0;
     for (const json& t : results["scenario"].value("tenants", json::array())) {
       if ((t.value("role", "") == "hp") != hp || k >= model_idx.size()) continue;
+      const double share = t.value("partition", 0.0);
+      if (hp && share > 0.0) {
+        lithosd.tenants[model_idx[k]].quota = std::max(1, static_cast<int>(std::lround(share * lithosd.gpu.tpcs)));
+      }
       pairs.emplace_back(t.value("name", ""), model_idx[k++]);
     }
+  }
+  std::vector<std::string> queued = policies;
+  std::erase(queued, "lithos");
+  sim::Comparison cmp;
+  if (!queued.empty()) {
+    auto c = sim::compare_policies(*sc, queued, seed);
+    if (!c) return c.status();
+    cmp = std::move(c).value();
+  }
+  if (queued.size() != policies.size()) {
+    auto c = sim::compare_policies(lithosd, {"lithos"}, seed);
+    if (!c) return c.status();
+    cmp.policies.push_back(std::move(c->policies.front()));
   }
   json rows = json::array();
   for (const json& m : results.value("modes", json::array())) {
     const std::string p = policy_of_mode(m.value("mode", ""));
     if (m.value("status", "") != "ok" || p.empty() || m.value("phases", json::array()).empty()) continue;
-    const auto ps = std::find_if(cmp->policies.begin(), cmp->policies.end(),
+    const auto ps = std::find_if(cmp.policies.begin(), cmp.policies.end(),
                                  [&](const sim::PolicySummary& s) { return s.policy == p; });
-    if (ps == cmp->policies.end()) continue;
+    if (ps == cmp.policies.end()) continue;
     for (const auto& [name, idx] : pairs) {
       const json* hw = nullptr;  // into `results` (value() would copy)
       const json& phase = m["phases"][0];
@@ -238,7 +258,9 @@ Status add_sim_prediction(json& results, const std::string& model, std::uint64_t
   }
   results["simulator"] = {{"scenario", model},
                           {"seed", seed},
-                          {"note", "a model of this scenario's workloads, not the same programs"},
+                          {"note",
+                           "a model of this scenario's workloads, not the same programs; lithos as lithosd "
+                           "drives it (immediate high-priority launches, quotas from the partitions)"},
                           {"rows", rows}};
   return Status::ok();
 }

@@ -93,6 +93,12 @@ struct Scenario {
   double slo_factor = 1.5;   // SLO = this x alone P99 where no slo_ms is given
   GpuModelConfig gpu;
   sched::EngineConfig engine;  // device.tpcs follows gpu.tpcs
+  // How launches reach the Engine. false: every launch is submitted and
+  // waits for its dispatch. true: as lithosd drives it, a high-priority
+  // tenant's launches (and a best-effort tenant's while it runs free) go out
+  // at once on the policy's immediate_set and are accounted with
+  // Engine::submit_running; the others wait for their dispatch.
+  bool immediate_launches = false;
   std::vector<KernelClass> kernels;
   std::vector<TenantConfig> tenants;
 };

@@ -201,6 +201,7 @@ class Simulation {
     Request r;
     r.arrival = arrival;
     r.start = now;
+    std::vector<sched::LaunchDesc> launches;
     // Requests draw their kernels' durations in order from the tenant's own
     // stream: identical under every policy.
     auto add = [&](std::uint32_t cls, double mean_us, double cv) {
@@ -221,14 +222,14 @@ class Simulation {
       const auto w = static_cast<double>(sched::waves(k.grid.count(), tk.blocks_per_tpc, sc_.gpu.tpcs));
       tk.block_time = Duration(static_cast<std::int64_t>((dur_us - serial_us) * 1e3 / w));
       tk.serial = Duration(static_cast<std::int64_t>(serial_us * 1e3));
-      auto id = log_.submit(t.queue, l, now);
-      if (!id) return;  // cannot happen for validated scenarios
-      if (r.kernels.empty()) r.first_launch = *id;
+      launches.push_back(l);
       r.kernels.push_back(tk);
     };
-    r.kernels.reserve(tc.trace_requests.empty()
-                          ? tc.request.size()
-                          : tc.trace_requests[t.requests_started % tc.trace_requests.size()].size());
+    const std::size_t n = tc.trace_requests.empty()
+                              ? tc.request.size()
+                              : tc.trace_requests[t.requests_started % tc.trace_requests.size()].size();
+    r.kernels.reserve(n);
+    launches.reserve(n);
     if (!tc.trace_requests.empty()) {
       const auto& tr = tc.trace_requests[t.requests_started % tc.trace_requests.size()];
       for (const TraceKernel& k : tr) add(k.kernel_class, k.duration_us, tc.trace_cv);
@@ -241,6 +242,22 @@ class Simulation {
     ++t.requests_started;
     r.remaining = static_cast<std::uint32_t>(r.kernels.size());
     t.current = std::move(r);
+    // As lithosd: launches that never wait are on the GPU at once (the host
+    // runs ahead of them), on the set the policy publishes for them now.
+    const bool immediate =
+        sc_.immediate_launches && (engine_.state().tenants[t.tenant].is_high() || engine_.runs_free(t.tenant));
+    for (std::size_t i = 0; i < launches.size(); ++i) {
+      if (immediate) {
+        auto d = log_.submit_running(t.queue, launches[i], engine_.immediate_set(t.tenant, now), now);
+        if (!d) return;  // cannot happen for validated scenarios
+        if (i == 0) t.current->first_launch = d->launch;
+        gpu_.submit(to_hw(*d), now);
+      } else {
+        auto id = log_.submit(t.queue, launches[i], now);
+        if (!id) return;  // cannot happen for validated scenarios
+        if (i == 0) t.current->first_launch = *id;
+      }
+    }
   }
 
   HwAtom to_hw(const AtomDispatch& d) {

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <string>
@@ -140,6 +141,33 @@ TEST(BenchCli, RunsModesWithItsOwnMpsDaemonAndMergesLaterRuns) {
   }
   EXPECT_FALSE(seen.count("alone/svc")) << "alone has no policy row";
   EXPECT_TRUE(has(read_text(out + "/report.md"), "## The simulator's prediction"));
+  // A lithos run (here the MPS run relabelled: the report only reads it) is
+  // predicted as lithosd drives the Engine: the model's service on its
+  // bench twin's quota (60% of the TPCs), its launches at once. Beside a
+  // service that spills onto every TPC, the model's trainer gets less than
+  // with the built-in model's whole-GPU quota and queued launches.
+  {
+    json run = read_json(out + "/runs/mps.json");
+    run["mode"] = "lithos";
+    run["run"] = "lithos";
+    std::ofstream(out + "/runs/lithos.json") << run.dump();
+  }
+  r = bench("--report-only --sim hybrid-stacking-heavy --out " + out);
+  ASSERT_EQ(r.status, 0) << r.out;
+  const json with_lithos = read_json(out + "/results.json")["simulator"];
+  EXPECT_TRUE(has(with_lithos["note"].get<std::string>(), "lithosd")) << with_lithos.dump();
+  std::optional<double> lithos_train;
+  for (const json& row : with_lithos["rows"]) {
+    if (row["mode"] == "lithos" && row["tenant"] == "train") lithos_train = row["throughput_norm"]["sim"].get<double>();
+  }
+  ASSERT_TRUE(lithos_train.has_value()) << with_lithos.dump();
+  const Result plain = sh("(" + std::string(LITHOS_BINARY) +
+                          " sim --scenario hybrid-stacking-heavy --policy lithos --seed 7 --json 2>/dev/null)");
+  ASSERT_EQ(plain.status, 0) << plain.out;
+  const double plain_train = json::parse(plain.out)["policies"][0]["tenants"][1]["throughput_norm"].get<double>();
+  EXPECT_LT(*lithos_train, plain_train - 0.05)
+      << "lithosd's model: " << *lithos_train << ", queued whole-GPU model: " << plain_train;
+  std::filesystem::remove(out + "/runs/lithos.json");
   // An unknown model: a warning, no prediction, the report still written.
   r = bench("--report-only --sim no-such-model --out " + out);
   ASSERT_EQ(r.status, 0) << r.out;

@@ -896,6 +896,8 @@ TEST_F(DaemonE2E, TraceBecomesASimulatorScenario) {
   EXPECT_NE(toml.find("name = \"svc\"\nclass = \"high\"\nquota = 2\narrival = \"poisson\""), std::string::npos) << toml;
   EXPECT_NE(toml.find("name = \"train\"\nclass = \"best-effort\"\narrival = \"closed\""), std::string::npos) << toml;
   EXPECT_NE(toml.find("tpcs = 4"), std::string::npos) << toml;
+  EXPECT_NE(toml.find("immediate_launches = true"), std::string::npos) << toml;
+  EXPECT_NE(toml.find("hp_holds_unowned = true"), std::string::npos) << toml;
   const std::string svc_trace = read_all((out / "trace-svc.jsonl").string());
   EXPECT_NE(svc_trace.find("{\"block\":[256,1,1],\"duration_us\":"), std::string::npos) << svc_trace;
 

@@ -32,12 +32,13 @@ struct Logged {
 // their launches to spill onto: the built-in scenarios' quotas cover the
 // GPU).
 Logged simulate(const std::string& name, const std::string& policy, std::optional<std::uint32_t> max_stolen = {},
-                std::optional<bool> hp_holds_unowned = {}) {
+                std::optional<bool> hp_holds_unowned = {}, bool immediate_launches = false) {
   Logged out;
   auto sc = sim::load_scenario(name);
   EXPECT_TRUE(sc.is_ok()) << sc.status().message();
   out.scenario = std::move(sc).value();
   if (max_stolen) out.scenario.engine.policy.max_stolen_atoms = *max_stolen;
+  out.scenario.immediate_launches = immediate_launches;
   if (hp_holds_unowned) {
     out.scenario.engine.policy.hp_holds_unowned = *hp_holds_unowned;
     for (sim::TenantConfig& t : out.scenario.tenants) {
@@ -99,6 +100,24 @@ TEST(DaemonReplay, SimulatorDecisionsReplayThroughTheDaemonsEngine) {
       EXPECT_EQ(r.events, log.events.size());
       EXPECT_GT(r.atoms, 500U);
     }
+  }
+}
+
+// The simulator driving the Engine as lithosd does (the service's launches
+// accounted as running on the policy's immediate_set): the daemon's engine
+// replays those runs to the same decisions too, with either hp_holds_unowned.
+TEST(DaemonReplay, LithosdStyleLaunchesReplayThroughTheDaemonsEngine) {
+  for (const bool holds : {true, false}) {
+    SCOPED_TRACE(holds ? "hp_holds_unowned = true" : "hp_holds_unowned = false");
+    Logged log = simulate("hybrid-stacking", "lithos", {}, holds, true);
+    std::size_t running = 0;
+    for (const auto& e : log.events) running += e.kind == sched::EngineEvent::Kind::kSubmitRunning ? 1 : 0;
+    EXPECT_GT(running, 100U);
+    auto engine = make_engine(config_for(log.scenario, "lithos"), sched::DeviceShape::h100_sxm());
+    ASSERT_TRUE(engine.is_ok()) << engine.status().message();
+    const sched::ReplayResult r = sched::replay(log.events, **engine, sched::ReplayTenants::kCheck);
+    EXPECT_TRUE(r.same) << r.difference;
+    EXPECT_GT(r.atoms, 500U);
   }
 }
 

@@ -76,6 +76,9 @@ TEST(ScenarioTest, FullFileReadsEveryField) {
   EXPECT_EQ(s.engine.policy.steal_lookahead, us(80));
   EXPECT_EQ(s.engine.policy.idle_grace, us(30.5));
   EXPECT_FALSE(s.engine.policy.lend_surplus);
+  EXPECT_FALSE(s.engine.policy.share_unowned);
+  EXPECT_FALSE(s.engine.policy.hp_holds_unowned);
+  EXPECT_TRUE(s.immediate_launches);
   EXPECT_EQ(s.engine.policy.timeslice, ms(4));
   EXPECT_EQ(s.engine.policy.context_switch, us(40));
   EXPECT_DOUBLE_EQ(s.engine.rightsize.slip, 1.25);
@@ -166,6 +169,9 @@ TEST(ScenarioTest, DefaultsApply) {
   EXPECT_EQ(s.engine.policy.steal_lookahead, def.policy.steal_lookahead);
   EXPECT_EQ(s.engine.policy.idle_grace, def.policy.idle_grace);
   EXPECT_EQ(s.engine.policy.lend_surplus, def.policy.lend_surplus);
+  EXPECT_EQ(s.engine.policy.share_unowned, def.policy.share_unowned);
+  EXPECT_EQ(s.engine.policy.hp_holds_unowned, def.policy.hp_holds_unowned);
+  EXPECT_FALSE(s.immediate_launches);
   EXPECT_EQ(s.engine.policy.timeslice, def.policy.timeslice);
   EXPECT_EQ(s.engine.policy.context_switch, def.policy.context_switch);
   EXPECT_DOUBLE_EQ(s.engine.rightsize.slip, def.rightsize.slip);
