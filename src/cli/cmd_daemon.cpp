@@ -310,6 +310,12 @@ int run_status(const std::string& socket_arg, bool json) {
   std::printf("lithosd pid %d on %s, policy %s, up %.0f s (CPU %.1f s, %.1f%% of one core); device %d TPCs, %d GPCs\n",
               j.value("pid", 0), j.value("socket", std::string()).c_str(), j.value("policy", std::string()).c_str(), up,
               cpu, up > 0 ? 100.0 * cpu / up : 0.0, j["device"].value("tpcs", 0), j["device"].value("gpcs", 0));
+  if (j.contains("settings") && j["settings"].is_object() && !j["settings"].empty()) {
+    std::string line;
+    for (const auto& [key, value] : j["settings"].items())
+      line += (line.empty() ? "" : ", ") + key + " " + value.dump();
+    std::printf("settings: %s\n", line.c_str());
+  }
   std::printf("\n%-16s %-12s %5s %7s %6s %8s %8s %-14s %s\n", "tenant", "class", "quota", "clients", "active",
               "pending", "inflight", "holds", "allocation");
   for (const auto& t : j["tenants"]) {

@@ -781,6 +781,16 @@ std::string Daemon::status_json(std::uint64_t now) const {
   j["socket"] = options_.config.socket;
   j["config"] = options_.config.source;
   j["policy"] = options_.config.policy;
+  {
+    // The scheduling settings it runs with, as --print-config names them.
+    const json cfg = json::parse(config_json(options_.config));
+    json settings = json::object();
+    for (const char* key : {"atom_us", "throttle_us", "throttle_unborrowed_us", "max_stolen_atoms", "hp_poll_us",
+                            "share_unowned", "hp_holds_unowned", "best_effort_runs_free", "stream_priorities"}) {
+      if (cfg.contains(key)) settings[key] = cfg[key];
+    }
+    j["settings"] = settings;
+  }
   j["uptime_s"] = static_cast<double>(now - started_ns_) / 1e9;
   j["cpu_s"] = cpu_seconds();  // the daemon's own CPU time since it started (it spins while work is in flight)
   j["trace"] =

@@ -814,6 +814,8 @@ TEST_F(DaemonE2E, PredictorCacheKeptAcrossRestarts) {
                                      ": " + std::to_string(learnt) + " loaded at start"),
             std::string::npos)
       << read_all(human.out);
+  EXPECT_NE(read_all(human.out).find("best_effort_runs_free false"), std::string::npos) << read_all(human.out);
+  EXPECT_NE(read_all(human.out).find("hp_holds_unowned true"), std::string::npos) << read_all(human.out);
   Proc again = client("train", 20, 1, kMarkerHoldMs);
   ASSERT_EQ(again.wait(), 0) << again.err();
   ASSERT_TRUE(wait_for([](const json& s) { return s["counters"]["completions"] == 20; })) << status().dump();
@@ -1410,6 +1412,10 @@ TEST_F(DaemonE2E, HighPriorityGraphsAreBuiltOnTheLastingSet) {
   std::ofstream(config_, std::ios::app) << "[[tenant]]\nname = \"other\"\npriority = \"high\"\nquota = 1\n";
   start_daemon({"--share-unowned", "false", "--best-effort-runs-free", "false"});
   ASSERT_GE(status()["predictor"]["cache"]["loaded_entries"], 1) << status().dump();
+  // The settings it runs with, flags included.
+  EXPECT_EQ(status()["settings"]["share_unowned"], false) << status().dump();
+  EXPECT_EQ(status()["settings"]["hp_holds_unowned"], true) << status().dump();
+  EXPECT_EQ(status()["settings"]["best_effort_runs_free"], false) << status().dump();
   Proc be = client("train", 1, 0, 3000, /*markers_hang=*/true);
   ASSERT_TRUE(wait_for([&](const json& st) { return tenant(st, "train")["inflight_atoms"].get<int>() >= 1; }))
       << status().dump();
