@@ -128,6 +128,10 @@ Result<std::vector<std::optional<std::string>>> partition_sets_by_group(const Be
   return sets;
 }
 
+int quota_of_partition(double partition, int total_tpcs) {
+  return std::max(1, static_cast<int>(std::lround(partition * total_tpcs)));
+}
+
 Result<std::vector<TenantSetup>> plan_mode(const BenchScenario& sc, const ModeInfo& mode, int total_tpcs) {
   std::vector<TenantSetup> out(sc.tenants.size());
   std::vector<std::optional<std::string>> sets(sc.tenants.size());
@@ -172,7 +176,7 @@ Result<std::vector<TenantSetup>> plan_mode(const BenchScenario& sc, const ModeIn
           return Status::invalid_argument("mode " + std::string(mode.name) + ": high-priority tenant '" + t.name +
                                           "' has no 'partition' share (its quota) in " + sc.source);
         }
-        ts.quota = std::max(1, static_cast<int>(std::lround(t.partition * total_tpcs)));
+        ts.quota = quota_of_partition(t.partition, total_tpcs);
       }
     } else if (mode.name == "lithos-fixed") {
       if (t.role == Role::kBestEffort) {

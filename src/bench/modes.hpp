@@ -55,6 +55,10 @@ struct TenantSetup {
 // partition), naming the tenant and the field.
 Result<std::vector<TenantSetup>> plan_mode(const BenchScenario& sc, const ModeInfo& mode, int total_tpcs);
 
+// A high-priority tenant's lithosd quota in the daemon modes: its partition
+// share of `total_tpcs`, rounded, at least one TPC.
+int quota_of_partition(double partition, int total_tpcs);
+
 // The logical TPC ranges a static partition gives each tenant: contiguous,
 // in tenant order, round(share * total) each (at least 1 for a share > 0).
 Result<std::vector<std::optional<std::string>>> partition_sets(const BenchScenario& sc, int total_tpcs);

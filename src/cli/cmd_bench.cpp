@@ -208,7 +208,7 @@ Status add_sim_prediction(json& results, const std::string& model, std::uint64_t
       if ((t.value("role", "") == "hp") != hp || k >= model_idx.size()) continue;
       const double share = t.value("partition", 0.0);
       if (hp && share > 0.0) {
-        lithosd.tenants[model_idx[k]].quota = std::max(1, static_cast<int>(std::lround(share * lithosd.gpu.tpcs)));
+        lithosd.tenants[model_idx[k]].quota = bench::quota_of_partition(share, lithosd.gpu.tpcs);
       }
       pairs.emplace_back(t.value("name", ""), model_idx[k++]);
     }
