@@ -84,7 +84,24 @@ def _infer(**spec):
     return {"service": spec, "closed": spec}
 
 
-_COMPILE = {"compile": (False, BOOL)}  # torch.compile the model (Inductor, default mode)
+# torch.compile's modes (Inductor). true is "default"; the modes marked
+# True capture CUDA graphs of their own (cudagraph trees), so a workload that
+# replays its own graph (graph = true) cannot take them.
+COMPILE_MODES = {"default": False, "reduce-overhead": True, "max-autotune": True,
+                 "max-autotune-no-cudagraphs": False}
+COMPILE = ("true, false or a torch.compile mode (" + ", ".join(COMPILE_MODES) + ")",
+           lambda v: isinstance(v, bool) or (isinstance(v, str) and v in COMPILE_MODES))
+_COMPILE = {"compile": (False, COMPILE)}  # torch.compile the model (Inductor)
+
+
+def compile_mode(params):
+    """The torch.compile mode params.compile asks for, None for no compile."""
+    c = params.get("compile", False)
+    if c is False:
+        return None
+    return "default" if c is True else c
+
+
 _BERT = Workload({**_infer(batch=(8, POS_INT), seq=(128, BERT_SEQ), graph=(True, BOOL), **_COMPILE),
                   "training": {"batch": (32, POS_INT), "seq": (128, BERT_SEQ), **_COMPILE}})
 _SPIN = {"kernel_ms": (1.0, POS_NUM), "blocks_per_sm": (2, POS_INT), "num_warps": (4, WARPS), "waves": (1, POS_INT)}
@@ -114,6 +131,12 @@ def resolve_params(workload, kind, *layers):
             if not ok(v):
                 raise ConfigError(f"{where}: parameter '{k}' must be {what}, got {json.dumps(v)}")
             out[k] = v
+    mode = compile_mode(out)
+    if "compile" in out:
+        out["compile"] = mode or False  # the mode's name, or false
+    if out.get("graph") and mode is not None and COMPILE_MODES[mode]:
+        raise ConfigError(f"{layers[-1][0] if layers else 'params'}: compile mode '{mode}' replays CUDA graphs "
+                          f"of its own (cudagraph trees) and cannot be captured into another: set graph = false")
     return out
 
 

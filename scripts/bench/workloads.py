@@ -14,7 +14,8 @@ Weights are random and built directly on the GPU; inputs are random tensors
 made once and reused, so a request costs what the model costs and nothing
 is ever downloaded. Inference runs under torch.inference_mode() and, with
 params.graph, as the replay of a CUDA graph captured after warm-up (cuDNN
-autotuning included); training is eager with bf16 autocast and AdamW.
+autotuning included); training runs with bf16 autocast and AdamW. With
+params.compile a model is torch.compile'd in that mode (true: "default").
 """
 import functools
 import math
@@ -50,9 +51,9 @@ def make_runner(workload, kind, params, device):
         return SpinRunner(dev, params)
     if kind == "training":
         model, loss_fn = _training_model(workload, params, dev)
-        return TrainRunner(dev, model, loss_fn)
+        return TrainRunner(dev, model, loss_fn, bool(params["compile"]))
     model, fn = _inference_model(workload, params, dev)
-    return InferenceRunner(dev, model, fn, params["graph"])
+    return InferenceRunner(dev, model, fn, params["graph"], bool(params["compile"]))
 
 
 # --- Runners ------------------------------------------------------------------
@@ -131,11 +132,13 @@ class Runner:
 
 class InferenceRunner(Runner):
     """A forward pass `fn` (a closure over the model and its static inputs)
-    under inference mode, eager or replayed from a CUDA graph."""
+    under inference mode, eager or replayed from a CUDA graph. A compiled
+    `fn` marks each request a new step for torch.compile's CUDA graphs (its
+    modes that keep them: their outputs may be overwritten from then on)."""
 
-    def __init__(self, dev, model, fn, graph):
+    def __init__(self, dev, model, fn, graph, compiled=False):
         super().__init__(dev)
-        self.model, self._fn, self.graph = model, fn, graph
+        self.model, self._fn, self.graph, self._compiled = model, fn, graph, compiled
         with torch.inference_mode():
             # Warm-up on a side stream, as capture needs (cuDNN benchmark
             # mode picks its algorithms here, before capture).
@@ -156,17 +159,20 @@ class InferenceRunner(Runner):
         if self.graph:
             self._graph.replay()
         else:
+            if self._compiled:
+                torch.compiler.cudagraph_mark_step_begin()
             with torch.inference_mode():
                 self._fn()
 
 
 class TrainRunner(Runner):
     """One training step: forward and loss under bf16 autocast (weights
-    fp32), backward, AdamW step."""
+    fp32), backward, AdamW step. A compiled model's step is marked a new
+    step for torch.compile's CUDA graphs, as for inference."""
 
-    def __init__(self, dev, model, loss_fn):
+    def __init__(self, dev, model, loss_fn, compiled=False):
         super().__init__(dev)
-        self.model, self._loss_fn = model.train(), loss_fn
+        self.model, self._loss_fn, self._compiled = model.train(), loss_fn, compiled
         try:
             self._opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
             self._fused = True
@@ -176,6 +182,8 @@ class TrainRunner(Runner):
         _warm(self.step, dev)
 
     def step(self):
+        if self._compiled:
+            torch.compiler.cudagraph_mark_step_begin()
         with torch.autocast("cuda", dtype=torch.bfloat16):
             loss = self._loss_fn()
         loss.backward()
@@ -422,8 +430,9 @@ class Decoder(nn.Module):
 
 def _inference_model(workload, params, dev):
     """(model, fn): bf16 weights, fn() runs one request on static inputs.
-    With params.compile the forward pass is torch.compile'd (Inductor's
-    default mode: Triton kernels, no CUDA graphs of its own)."""
+    With params.compile the forward pass is torch.compile'd in that mode
+    (default: Inductor's Triton kernels, no CUDA graphs of its own;
+    reduce-overhead: replayed from torch's own CUDA graphs, cudagraph trees)."""
     bf16 = torch.bfloat16
     b = params["batch"]
     with torch.device(dev):
@@ -446,15 +455,15 @@ def _inference_model(workload, params, dev):
         else:
             raise ValueError(f"no inference workload {workload}")
     model.eval().requires_grad_(False)
-    if params.get("compile"):
-        call = torch.compile(call)
+    if params.get("compile"):  # the mode's name (tenant.resolve_params)
+        call = torch.compile(call, mode=params["compile"])
     return model, functools.partial(call, *args, **kwargs)
 
 
 def _training_model(workload, params, dev):
     """(model, loss_fn): fp32 weights, loss_fn() is the loss of one batch of
     static random inputs and targets. With params.compile the model's
-    forward (and so its backward) is torch.compile'd; the loss and the
+    forward (and so its backward) is torch.compile'd in that mode; the loss and the
     optimizer stay eager."""
     b = params["batch"]
     net = None  # the module the loss calls: the model, or its compiled form (set below)
@@ -484,5 +493,5 @@ def _training_model(workload, params, dev):
                 return F.cross_entropy(net(inputs).flatten(0, 1), targets.flatten())
         else:
             raise ValueError(f"no training workload {workload}")
-    net = torch.compile(model) if params.get("compile") else model
+    net = torch.compile(model, mode=params["compile"]) if params.get("compile") else model
     return model, loss_fn

@@ -57,7 +57,9 @@
 #   graphs   best-effort CUDA graphs replayed node by node (graph_replay.hpp):
 #            graph_check.py plain and as a best-effort tenant that waits for
 #            grants, with and without the atomizer (results must be equal bit
-#            for bit), and the graph_replay statistics of each client
+#            for bit; the last part trains under torch.compile's
+#            reduce-overhead mode, cudagraph trees), and the graph_replay
+#            statistics of each client
 #   pipeline where a best-effort queue's time goes (scripts/daemon/pipeline_gaps.py)
 #            in traced mode-lithos runs: PIPE_RUNS entries SCENARIO[:NAME=VALUE,...]
 #            (each NAME=VALUE sets LITHOSD_NAME; LITHOS_X=V, a client variable,
@@ -295,13 +297,13 @@ fi
 
 if has graphs; then
   stamp "graphs"
-  timeout -s KILL 120 python3 scripts/daemon/graph_check.py 20 >"$WORK/graph-plain.json" 2>"$WORK/graph-plain.err"
+  timeout -s KILL 300 python3 scripts/daemon/graph_check.py 20 >"$WORK/graph-plain.json" 2>"$WORK/graph-plain.err"
   echo "graph_check plain: exit $? $(tail -n 1 "$WORK/graph-plain.err")"
   LITHOSD_TRACE=$WORK/graphs.jsonl LITHOSD_BEST_EFFORT_RUNS_FREE=false start_daemon && {
     for v in "replay:1" "replay:0" "atomize:1"; do
       label=graph-${v/:/}
       extra=(); [[ $v == atomize:* ]] && extra=(--atomize)
-      LITHOS_GRAPH_REPLAY=${v#*:} LITHOS_STATS_FILE="$WORK/stats-$label-%p.json" timeout -s KILL 180 "$LITHOS" run \
+      LITHOS_GRAPH_REPLAY=${v#*:} LITHOS_STATS_FILE="$WORK/stats-$label-%p.json" timeout -s KILL 300 "$LITHOS" run \
         --tenant train --daemon "$SOCK" "${extra[@]}" -- python3 scripts/daemon/graph_check.py 20 \
         >"$WORK/$label.json" 2>"$WORK/$label.err"
       echo "graph_check be $v: exit $?; equal to plain: $(cmp -s "$WORK/graph-plain.json" "$WORK/$label.json" && echo yes || echo NO); $(grep graph_check: "$WORK/$label.err")"

@@ -8,8 +8,12 @@ three streams; the outputs' checksums are printed as one JSON line. Run
 once plainly (the graph replays whole) and as a best-effort tenant of
 lithosd that does not run free (every replay then goes node by node,
 graph_replay.hpp); the lines must be equal bit for bit (gpu-daemon.sh,
-phase "graphs"). The mean time per replay (launch to completion,
-synchronised) goes to stderr.
+phase "graphs"). Last, a small residual MLP is trained for REPLAYS steps
+under torch.compile(mode="reduce-overhead"): torch's own CUDA graphs
+(cudagraph trees, forward and backward), captured with the tenant's
+launches going through lithos, replayed every step; the losses and the
+weights' checksum join the line. The mean time per replay (launch to
+completion, synchronised) goes to stderr.
 
   graph_check.py REPLAYS
 """
@@ -73,6 +77,54 @@ def check(net, inputs, streams, sums):
     return elapsed / len(inputs)
 
 
+class Mlp(torch.nn.Module):
+    """Residual blocks of layer norm, linear, GELU, linear: no kernel of it
+    (cuBLAS with a fixed workspace, Inductor's reductions) adds in a
+    varying order, so two runs agree bit for bit."""
+
+    def __init__(self, d=256, blocks=3):
+        super().__init__()
+        self.blocks = torch.nn.ModuleList(torch.nn.Sequential(
+            torch.nn.LayerNorm(d), torch.nn.Linear(d, 4 * d), torch.nn.GELU(), torch.nn.Linear(4 * d, d))
+            for _ in range(blocks))
+        self.head = torch.nn.Linear(d, 16)
+
+    def forward(self, x):
+        for b in self.blocks:
+            x = x + b(x)
+        return self.head(x)
+
+
+def compiled_training(steps, sums):
+    """Trains Mlp under torch.compile(mode="reduce-overhead") for `steps`
+    steps on fixed batches; appends each step's loss and the weights'
+    checksums to `sums`; returns the mean time per step."""
+    dev = torch.device("cuda")
+    torch.manual_seed(2)
+    model = Mlp().to(dev)
+    net = torch.compile(model, mode="reduce-overhead")
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, foreach=True)
+    gen = torch.Generator().manual_seed(1000)
+    xs = [torch.randn(64, 32, 256, generator=gen).to(dev) for _ in range(4)]
+    ys = [torch.randn(64, 32, 16, generator=gen).to(dev) for _ in range(4)]
+    elapsed = 0.0
+    for i in range(steps):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        torch.compiler.cudagraph_mark_step_begin()
+        loss = torch.nn.functional.mse_loss(net(xs[i % 4]), ys[i % 4])
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        torch.cuda.synchronize()
+        if i >= 3:  # the first steps record and capture
+            elapsed += time.perf_counter() - t0
+        sums.append(float(loss.detach().double().item()))
+    with torch.no_grad():
+        sums.append(float(sum(p.double().sum() for p in model.parameters()).item()))
+    return elapsed / max(1, steps - 3)
+
+
 def main():
     replays = int(sys.argv[1]) if len(sys.argv) > 1 else 20
     torch.manual_seed(0)
@@ -89,9 +141,11 @@ def main():
     layer = torch.nn.TransformerEncoderLayer(512, 8, 2048, activation="gelu", batch_first=True).to(dev).eval()
     tokens = [torch.randn(16, 128, 512, generator=torch.Generator().manual_seed(100 + i)) for i in range(replays)]
     t_attn = check(layer, tokens, streams, sums)
+    t_train = compiled_training(replays, sums)
     print(json.dumps({"checksums": sums}))
     print(f"graph_check: {replays} replays each, {1e3 * t_conv:.3f} ms per conv replay, "
-          f"{1e3 * t_attn:.3f} ms per transformer replay", file=sys.stderr)
+          f"{1e3 * t_attn:.3f} ms per transformer replay, {1e3 * t_train:.3f} ms per compiled "
+          f"(reduce-overhead) training step", file=sys.stderr)
 
 
 if __name__ == "__main__":

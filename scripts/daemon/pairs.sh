@@ -6,7 +6,10 @@
 # rate on one board: see docs/benchmarks.md); and, both tenants
 # torch.compile'd (Inductor's Triton kernels), a BERT-base service replaying a
 # graph of the compiled forward beside GPT training, and an eager Llama-1B
-# decode service beside ResNet-50 training. Runs on the GPU machine with the release build
+# decode service beside ResNet-50 training; and both compiled in mode
+# reduce-overhead (torch's own CUDA graphs, cudagraph trees: the trainer
+# replays a forward and a backward graph every step), a BERT-base service
+# beside GPT training. Runs on the GPU machine with the release build
 # carried over; results under $OUT/<pair>/ (report.md, results.json).
 # PAIRS="pair-resnet-gpt" runs only the pairings named; PAIR_MODES="alone,lithos"
 # only those modes; PAIR_TRACE=1 has lithosd write its trace and prints
@@ -55,13 +58,15 @@ pair pair-compiled "BERT-base service (torch.compile + graph, 50% load) + GPT-12
   bert-base "{ batch = 16, seq = 128, graph = true, compile = true }" gpt "{ batch = 8, seq = 1024, compile = true }"
 pair pair-compiled-eager "Llama-1B decode service (torch.compile, eager, 50% load) + ResNet-50 training (torch.compile)" \
   llama1b-decode "{ batch = 8, ctx = 1024, graph = false, compile = true }" resnet50 "{ batch = 128, compile = true }"
+pair pair-cudagraphs "BERT-base service (torch.compile reduce-overhead: cudagraph trees, 50% load) + GPT-125M training (reduce-overhead)" \
+  bert-base "{ batch = 16, seq = 128, graph = false, compile = \"reduce-overhead\" }" gpt "{ batch = 8, seq = 1024, compile = \"reduce-overhead\" }"
 # PAIRS_WRITE_ONLY=1: only write the scenario files (for gpu-daemon.sh's matrix phase).
 [[ -n ${PAIRS_WRITE_ONLY:-} ]] && { ls "$W"/*.toml; exit 0; }
-for sc in ${PAIRS:-pair-llama-bert pair-resnet-gpt pair-compiled pair-compiled-eager}; do
+for sc in ${PAIRS:-pair-llama-bert pair-resnet-gpt pair-compiled pair-compiled-eager pair-cudagraphs}; do
   echo "[$(date +%T)] $sc"
   # (the compiled pair's first run compiles: allow it more time)
   trace=(); [[ -n ${PAIR_TRACE:-} ]] && { rm -f "$W/$sc.trace.jsonl"; trace=(LITHOSD_TRACE="$W/$sc.trace.jsonl"); }
-  env "${trace[@]}" timeout -s KILL "$([[ $sc == pair-compiled* ]] && echo 400 || echo 280)" $L bench $W/$sc.toml \
+  env "${trace[@]}" timeout -s KILL "$([[ $sc == pair-compiled* || $sc == pair-cudagraphs ]] && echo 400 || echo 280)" $L bench $W/$sc.toml \
     --modes "${PAIR_MODES:-alone,mps-alone,mps,static-partition,lithos}" --out $OUT/$sc --no-plots -q 2>&1 | grep -vE "^(report:|$)"
   if [[ -s $W/$sc.trace.jsonl ]]; then
     python3 scripts/daemon/pipeline_gaps.py "$W/$sc.trace.jsonl" --tenant train

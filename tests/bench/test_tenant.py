@@ -232,6 +232,10 @@ class TenantProtocolTest(unittest.TestCase):
             "bad calib": (config(calib={"capacity_rps": -3}), "capacity_rps"),
             "bad compile": (config(workload="gpt", kind="training", params={"compile": "yes"}), "compile"),
             "compile on spin": (config(workload="spin", params={"compile": True}), "compile"),
+            "unknown compile mode": (config(workload="gpt", kind="training", params={"compile": "fast"}),
+                                     "reduce-overhead"),
+            "compile's graphs in a graph": (config(workload="bert-base", kind="service", load=0.5,
+                                                   params={"compile": "reduce-overhead"}), "graph = false"),
         }
         missing = config()
         del missing["window_s"]
@@ -257,7 +261,16 @@ class TenantProtocolTest(unittest.TestCase):
                     if model:
                         self.assertFalse(tenant.resolve_params(workload, kind)["compile"])
                         on = tenant.resolve_params(workload, kind, ("params", {"compile": True}))
-                        self.assertTrue(on["compile"])
+                        self.assertEqual(on["compile"], "default")
+                        off = tenant.resolve_params(workload, kind, ("params", {"compile": False}))
+                        self.assertIs(off["compile"], False)
+                        for mode, own_graphs in tenant.COMPILE_MODES.items():
+                            p = {"compile": mode}
+                            if own_graphs and "graph" in w.kinds[kind]:
+                                with self.assertRaises(tenant.ConfigError):  # graph defaults to true
+                                    tenant.resolve_params(workload, kind, ("params", p))
+                                p["graph"] = False
+                            self.assertEqual(tenant.resolve_params(workload, kind, ("params", p))["compile"], mode)
 
     def test_bad_start_line_fails_with_an_error_event(self):
         run = run_tenant(self, config(), start_line='{"begin": 1}')
