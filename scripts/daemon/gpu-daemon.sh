@@ -60,6 +60,13 @@
 #            for bit; the last part trains under torch.compile's
 #            reduce-overhead mode, cudagraph trees), and the graph_replay
 #            statistics of each client
+#   zoo      shapes of real programs the bench tenants lack
+#            (scripts/daemon/zoo_check.py: DataLoader workers forked from a
+#            CUDA process, multiprocessing spawn, fork + normal exit, two
+#            launching threads, exit with work in flight), each plain, as a
+#            best-effort tenant waiting for grants (atomized) and as a
+#            high-priority one: exit 0, output equal to plain, and no client
+#            left registered once they have all exited (ZOO_SHAPES chooses)
 #   pipeline where a best-effort queue's time goes (scripts/daemon/pipeline_gaps.py)
 #            in traced mode-lithos runs: PIPE_RUNS entries SCENARIO[:NAME=VALUE,...]
 #            (each NAME=VALUE sets LITHOSD_NAME; LITHOS_X=V, a client variable,
@@ -293,6 +300,31 @@ if has defer; then
     [[ -f $f ]] && echo "$(basename "$f"): $(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(json.dumps(d.get("daemon")))' "$f")"
   done
   head -c 300 "$WORK/defer-plain.json"; echo
+fi
+
+if has zoo; then
+  stamp "zoo"
+  LITHOSD_BEST_EFFORT_RUNS_FREE=false start_daemon && {
+    for shape in ${ZOO_SHAPES:-dataloader spawn fork-exit threads exit-busy}; do
+      for v in plain be hp; do
+        label=zoo-$shape-$v
+        run=(); [[ $v == be ]] && run=("$LITHOS" run --tenant train --daemon "$SOCK" --atomize --)
+        [[ $v == hp ]] && run=("$LITHOS" run --tenant svc --daemon "$SOCK" --)
+        t0=$(date +%s.%N)
+        LITHOS_STATS_FILE="$WORK/stats-$label-%p.json" timeout -s KILL 180 "${run[@]}" \
+          python3 scripts/daemon/zoo_check.py "$shape" >"$WORK/$label.json" 2>"$WORK/$label.err"
+        rc=$?
+        same=""; [[ $v != plain ]] && same="; equal to plain: $(cmp -s "$WORK/zoo-$shape-plain.json" "$WORK/$label.json" && echo yes || echo NO)"
+        echo "zoo $shape $v: exit $rc in $(python3 -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.1f}')" "$t0" "$(date +%s.%N)") s$same"
+        [[ $rc == 0 && -s $WORK/$label.json ]] || tail -n 8 "$WORK/$label.err"
+        grep -h "lithos\[" "$WORK/$label.err" | sort | uniq -c | head -n 5
+      done
+      head -c 160 "$WORK/zoo-$shape-plain.json"; echo
+    done
+    sleep 1.5  # a client killed or gone is reclaimed within 1 s
+    "$LITHOS" status --socket "$SOCK" --json | python3 -c 'import json,sys; j=json.load(sys.stdin); print("zoo: clients still registered:", len(j["clients"]), [(c.get("tenant"), c.get("pid")) for c in j["clients"]])'
+    stop_daemon zoo
+  }
 fi
 
 if has graphs; then

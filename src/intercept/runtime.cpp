@@ -9,6 +9,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -103,6 +104,9 @@ Runtime::Runtime() {
   DeferredLaunches::instance().configure(config_.defer_launches && !config_.daemon_socket.empty(), config_.defer_depth);
   GraphReplay::instance().configure(config_.graph_replay && !config_.daemon_socket.empty());
   hp_hold_ns_ = static_cast<std::uint64_t>(config_.hp_hold_us * 1e3);
+  pthread_atfork(nullptr, nullptr, [] {
+    if (Runtime* rt = instance_if_created()) rt->note_forked();
+  });
   if (!config_.board_path.empty() && config_.role != Role::kNone) {
     try {
       const Status st = board_.open(config_.board_path);
@@ -1321,10 +1325,24 @@ StatsHeader Runtime::stats_header() noexcept {
   return h;
 }
 
+void Runtime::note_forked() noexcept {
+  // Runs in the child, single-threaded. Any hooked call counts: after the
+  // driver's initialisation a child cannot use CUDA itself, so whatever it
+  // would report is the parent's.
+  const StatsSnapshot s = counters_.snapshot();
+  bool any_call = s.descriptors() != 0;
+  for (const auto c : s.calls) any_call = any_call || c != 0;
+  inherited_.store(any_call, std::memory_order_relaxed);
+}
+
 void Runtime::report_at_exit() noexcept {
   // Once: lithos_report_now() may have written it before the exit.
   static std::atomic<bool> reported{false};
   if (reported.exchange(true)) return;
+  // A forked child's counters and atomizer state are its parent's copy
+  // (Python's os.fork() then sys.exit(), a daemonising library): writing
+  // them would replace the parent's report, or print its numbers twice.
+  if (inherited_.load(std::memory_order_relaxed)) return;
   const StatsSnapshot s = counters_.snapshot();
   // The atomizer's report needs no driver call here (timings already read).
   // A process that launched no kernel and loaded no module writes none: it

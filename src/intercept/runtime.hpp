@@ -205,7 +205,9 @@ class Runtime {
 
   // ---- reporting ----
   StatsHeader stats_header() noexcept;
-  // Prints / writes the statistics if LITHOS_STATS / LITHOS_STATS_FILE ask.
+  // Prints / writes the statistics if LITHOS_STATS / LITHOS_STATS_FILE ask,
+  // and the atomizer's report if LITHOS_ATOM_REPORT does. A child forked
+  // after the process called the driver writes neither (note_forked).
   void report_at_exit() noexcept;
   Backend backend() const noexcept { return backend_.load(std::memory_order_acquire); }
 
@@ -294,6 +296,11 @@ class Runtime {
   Board board_;                   // LITHOS_BOARD (opened by the constructor)
   std::uint64_t hp_hold_ns_ = 0;  // LITHOS_HP_HOLD_US
   Counters counters_;
+  // In a child forked after the parent called the driver: the counters and
+  // the atomizer's state are the parent's copy (and CUDA cannot be used in
+  // such a child), so its exit reports nothing; the parent reports its own.
+  std::atomic<bool> inherited_{false};
+  void note_forked() noexcept;
 
   std::mutex mu_;  // engage/attach/process-mask publication
   bool engaged_ = false;
