@@ -10,8 +10,8 @@ here sums in a fixed order).
               forked from the CUDA process (each epoch forks them anew) and
               pinned-memory batches copied without blocking
   spawn       a CUDA process that starts two more with multiprocessing's
-              spawn method; each computes on the GPU and returns a checksum
-              through a queue
+              spawn method and hands them a CUDA tensor (CUDA IPC); each
+              computes on the GPU and returns checksums through a queue
   fork-exit   a CUDA process forks a child that exits normally (its exit
               handlers run: lithos's too, in a copy of the parent's state),
               then goes on computing
@@ -67,20 +67,22 @@ def dataloader():
             "weights": _checksum(torch.cat([p.flatten() for p in model.parameters()]))}
 
 
-def _spawned(rank, out):
-    torch.manual_seed(10 + rank)
-    a = torch.randn(512, 512, device=DEV)
+def _spawned(rank, shared, out):
+    g = torch.Generator().manual_seed(10 + rank)
+    a = torch.randn(512, 512, generator=g).to(DEV)
+    w = torch.randn(512, 512, generator=g).to(DEV)
     for _ in range(20):
-        a = torch.tanh(a @ a / 32.0)
-    out.put((rank, _checksum(a)))
+        a = torch.tanh(a @ w / 16.0)
+    out.put((rank, _checksum(a) + _checksum(shared @ a)))
 
 
 def spawn():
     torch.manual_seed(0)
     before = torch.randn(256, 256, device=DEV)
+    shared = torch.randn(512, 512, device=DEV)  # reaches the children through CUDA IPC
     ctx = torch.multiprocessing.get_context("spawn")
     out = ctx.Queue()
-    procs = [ctx.Process(target=_spawned, args=(r, out)) for r in range(2)]
+    procs = [ctx.Process(target=_spawned, args=(r, shared, out)) for r in range(2)]
     for p in procs:
         p.start()
     results = dict(out.get(timeout=120) for _ in procs)
