@@ -20,6 +20,7 @@
 
 #include "common/status.hpp"
 #include "common/time.hpp"
+#include "sched/policy.hpp"
 #include "sched/tpc_set.hpp"
 #include "sched/types.hpp"
 
@@ -83,12 +84,13 @@ struct DaemonConfig {
   // anything below throttle_us: throttle_us.
   double throttle_unborrowed_us = 0;
   // sched::PolicyConfig::max_stolen_atoms (lithos policy): the atoms one
-  // tenant may have in flight on borrowed TPCs. With 2 the next atom is
-  // already queued on the GPU when an owner comes back, and the owner's
-  // first kernel can wait for it as well as for the atom running
-  // (docs/daemon.md); 1 bounds that wait by one atom, at the cost of a gap
-  // between a borrower's atoms. 0: no borrowing of owned TPCs at all.
-  std::uint32_t max_stolen_atoms = 2;
+  // tenant may have in flight on borrowed TPCs, its default the policy's.
+  // Beyond one, the next atom may already be queued on the GPU when an
+  // owner comes back, and the owner's first kernel can wait for it as well
+  // as for the atom running; the throttle bounds that work in predicted
+  // time (docs/daemon.md). 1 bounds the wait by one atom, at the cost of a
+  // gap between a borrower's atoms. 0: no borrowing of owned TPCs at all.
+  std::uint32_t max_stolen_atoms = sched::PolicyConfig{}.max_stolen_atoms;
   // While only high-priority work is in flight (no best-effort tenant has
   // work or had any in the last 2 ms, so no one waits for a grant) the
   // daemon's loop sleeps this long between turns instead of spinning; 0:

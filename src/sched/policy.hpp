@@ -137,9 +137,15 @@ class Policy {
 
 // Policy settings; policies read them from EngineState::config.policy.
 struct PolicyConfig {
-  Duration timeslice = ms(2);          // time-slicing: length of one slice
-  Duration context_switch = us(25);    // time-slicing: cost of a switch
-  std::uint32_t max_stolen_atoms = 2;  // lithos: in-flight atoms on borrowed TPCs, per tenant
+  Duration timeslice = ms(2);        // time-slicing: length of one slice
+  Duration context_switch = us(25);  // time-slicing: cost of a switch
+  // lithos: in-flight atoms on borrowed TPCs, per tenant. The throttle
+  // already bounds the predicted work in flight (so how long an owner's
+  // return can wait); this count bounds it where atoms are short or
+  // mispredicted. 16 (2 until 2026-11-26): with 2, a trainer's short
+  // kernels (graph nodes, 10-40 us) past the second ran on the TPCs no
+  // one owns only, even with every owner idle (docs/daemon.md).
+  std::uint32_t max_stolen_atoms = 16;
   Duration steal_lookahead = us(100);  // lithos: a TPC freeing within this counts as free
   Duration idle_grace = us(20);        // lithos: an owner stays active this long after its work drained
   bool lend_surplus = true;            // lithos: lend an active owner's TPCs beyond its peak demand

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -143,9 +144,9 @@ TEST(BenchCli, RunsModesWithItsOwnMpsDaemonAndMergesLaterRuns) {
   EXPECT_TRUE(has(read_text(out + "/report.md"), "## The simulator's prediction"));
   // A lithos run (here the MPS run relabelled: the report only reads it) is
   // predicted as lithosd drives the Engine: the model's service on its
-  // bench twin's quota (60% of the TPCs), its launches at once. Beside a
-  // service that spills onto every TPC, the model's trainer gets less than
-  // with the built-in model's whole-GPU quota and queued launches.
+  // bench twin's quota (its partition's share of the TPCs), its launches at
+  // once: the same numbers as `lithos sim` gives for the model so changed,
+  // and not the built-in model's (whole-GPU quota, queued launches).
   {
     json run = read_json(out + "/runs/mps.json");
     run["mode"] = "lithos";
@@ -161,12 +162,26 @@ TEST(BenchCli, RunsModesWithItsOwnMpsDaemonAndMergesLaterRuns) {
     if (row["mode"] == "lithos" && row["tenant"] == "train") lithos_train = row["throughput_norm"]["sim"].get<double>();
   }
   ASSERT_TRUE(lithos_train.has_value()) << with_lithos.dump();
-  const Result plain = sh("(" + std::string(LITHOS_BINARY) +
-                          " sim --scenario hybrid-stacking-heavy --policy lithos --seed 7 --json 2>/dev/null)");
-  ASSERT_EQ(plain.status, 0) << plain.out;
-  const double plain_train = json::parse(plain.out)["policies"][0]["tenants"][1]["throughput_norm"].get<double>();
-  EXPECT_LT(*lithos_train, plain_train - 0.05)
-      << "lithosd's model: " << *lithos_train << ", queued whole-GPU model: " << plain_train;
+  const auto sim_train = [&](const std::string& scenario) {
+    const Result run =
+        sh("(" + std::string(LITHOS_BINARY) + " sim --scenario " + scenario + " --policy lithos --seed " +
+           std::to_string(with_lithos["seed"].get<std::uint64_t>()) + " --json 2>/dev/null)");
+    EXPECT_EQ(run.status, 0) << run.out;
+    return run.status == 0 ? json::parse(run.out)["policies"][0]["tenants"][1]["throughput_norm"].get<double>() : -1.0;
+  };
+  double svc_share = 0;
+  const json results = read_json(out + "/results.json");
+  for (const json& t : results.at("scenario").at("tenants"))
+    if (t.contains("role") && t.at("role") == "hp") svc_share = t.value("partition", 0.0);
+  ASSERT_GT(svc_share, 0.0);
+  std::string model = read_text(std::string(LITHOS_SIM_SCENARIOS) + "/hybrid-stacking-heavy.toml");
+  const std::string whole = "quota = 66 ";
+  ASSERT_NE(model.find(whole), std::string::npos);
+  model.replace(model.find(whole), whole.size(), "quota = " + std::to_string(std::lround(svc_share * 66)) + " ");
+  const std::string lithosd_model = out + "/lithosd-model.toml";
+  std::ofstream(lithosd_model) << model << "\n[scheduler]\nimmediate_launches = true\n";
+  EXPECT_DOUBLE_EQ(*lithos_train, sim_train(lithosd_model));
+  EXPECT_NE(*lithos_train, sim_train("hybrid-stacking-heavy")) << "the queued whole-GPU model";
   std::filesystem::remove(out + "/runs/lithos.json");
   // An unknown model: a warning, no prediction, the report still written.
   r = bench("--report-only --sim no-such-model --out " + out);

@@ -397,7 +397,8 @@ trace = "/tmp/file-trace.jsonl"
   EXPECT_DOUBLE_EQ(c->throttle_unborrowed_us, 2000);
   EXPECT_DOUBLE_EQ(default_config().throttle_unborrowed_us, 0);  // the same as throttle_us
   EXPECT_EQ(c->max_stolen_atoms, 1U);
-  EXPECT_EQ(default_config().max_stolen_atoms, 2U);
+  EXPECT_EQ(default_config().max_stolen_atoms, sched::PolicyConfig{}.max_stolen_atoms);
+  EXPECT_EQ(default_config().max_stolen_atoms, 16U);
   EXPECT_FALSE(c->share_unowned);
   EXPECT_TRUE(default_config().share_unowned);
   EXPECT_FALSE(c->hp_holds_unowned);
