@@ -411,9 +411,10 @@ CommandRunner add_daemon_command(CLI::App& app) {
                   "policy), microseconds (default: the same as --throttle-us; never below it)")
       ->check(CLI::Range(10.0, 100000.0));
   sub->add_option("--max-stolen-atoms", args->max_stolen_atoms,
-                  "Atoms one tenant may have in flight on borrowed TPCs (lithos policy; default 2). 1: an owner "
-                  "that comes back waits for at most the one atom running on its TPCs; 0: no borrowing of "
-                  "owned TPCs")
+                  "Atoms one tenant may have in flight on borrowed TPCs (lithos policy; default " +
+                      std::to_string(sched::PolicyConfig{}.max_stolen_atoms) +
+                      "; the throttle bounds their predicted work). 1: an owner that comes back waits for at most "
+                      "the one atom running on its TPCs; 0: no borrowing of owned TPCs")
       ->check(CLI::Range(0, static_cast<int>(daemon::kMaxStolenAtoms)));
   sub->add_option("--share-unowned", args->share_unowned,
                   "true (default): a high-priority tenant's launches may use every TPC no quota holds, also "
