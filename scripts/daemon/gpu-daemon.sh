@@ -63,7 +63,8 @@
 #   zoo      shapes of real programs the bench tenants lack
 #            (scripts/daemon/zoo_check.py: DataLoader workers forked from a
 #            CUDA process, multiprocessing spawn, fork + normal exit, two
-#            launching threads, exit with work in flight), each plain, as a
+#            launching threads, exit with work in flight, FP8 GEMMs and
+#            flash attention, NCCL with one rank), each plain, as a
 #            best-effort tenant waiting for grants (atomized) and as a
 #            high-priority one: exit 0, output equal to plain, and no client
 #            left registered once they have all exited (ZOO_SHAPES chooses)
@@ -305,7 +306,7 @@ fi
 if has zoo; then
   stamp "zoo"
   LITHOSD_BEST_EFFORT_RUNS_FREE=false start_daemon && {
-    for shape in ${ZOO_SHAPES:-dataloader spawn fork-exit threads exit-busy}; do
+    for shape in ${ZOO_SHAPES:-dataloader spawn fork-exit threads exit-busy hopper nccl}; do
       for v in plain be hp; do
         label=zoo-$shape-$v
         run=(); [[ $v == be ]] && run=("$LITHOS" run --tenant train --daemon "$SOCK" --atomize --)

@@ -19,6 +19,10 @@ here sums in a fixed order).
               waiting for the first's events
   exit-busy   about half a second of kernels enqueued, then exit without
               waiting for them
+  hopper      Hopper's own kernels: FP8 GEMMs (torch._scaled_mm, cuBLASLt)
+              and flash attention (scaled_dot_product_attention, bf16)
+  nccl        torch.distributed over NCCL with one rank: init, all_reduce,
+              broadcast, all_gather, barrier, destroy
 """
 import json
 import os
@@ -161,8 +165,41 @@ def exit_busy():
     return {"ok": True}  # printed, then the process exits with the work in flight
 
 
+def hopper():
+    g = torch.Generator().manual_seed(3)
+    out = {}
+    a = (torch.randn(1024, 2048, generator=g) / 4).to(DEV).to(torch.float8_e4m3fn)
+    b = (torch.randn(4096, 2048, generator=g) / 4).to(DEV).to(torch.float8_e4m3fn).t()  # column-major
+    one = torch.ones((), device=DEV)
+    out["fp8_gemm"] = _checksum(torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16))
+    q, k, v = (torch.randn(8, 16, 1024, 128, generator=g).to(DEV, torch.bfloat16) for _ in range(3))
+    with torch.nn.attention.sdpa_kernel(torch.nn.attention.SDPBackend.FLASH_ATTENTION):
+        out["flash_attention"] = _checksum(torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True))
+    return out
+
+
+def nccl():
+    import torch.distributed as dist
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    os.environ.setdefault("MASTER_PORT", str(29500 + os.getpid() % 1000))
+    torch.cuda.set_device(0)
+    dist.init_process_group("nccl", rank=0, world_size=1, device_id=torch.device(DEV, 0))
+    g = torch.Generator().manual_seed(4)
+    x = torch.randn(1 << 20, generator=g).to(DEV)
+    dist.all_reduce(x)
+    y = torch.randn(4096, generator=g).to(DEV)
+    dist.broadcast(y, src=0)
+    parts = [torch.empty(4096, device=DEV)]
+    dist.all_gather(parts, y * 2)
+    dist.barrier()
+    result = {"all_reduce": _checksum(x), "broadcast": _checksum(y), "all_gather": _checksum(parts[0]),
+              "backend": dist.get_backend()}
+    dist.destroy_process_group()
+    return result
+
+
 SHAPES = {"dataloader": dataloader, "spawn": spawn, "fork-exit": fork_exit, "threads": threads,
-          "exit-busy": exit_busy}
+          "exit-busy": exit_busy, "hopper": hopper, "nccl": nccl}
 
 
 def main():
