@@ -2,7 +2,7 @@
 //
 //   lithos daemon [--config F] [--socket P] [--policy NAME] [--mps MODE] [--atom-us T]
 //                 [--state-dir D] [--trace F] [--device N] [--no-gpu] [--print-config]
-//   lithos status [--socket P] [--json]
+//   lithos status [--socket P] [--json | --prometheus]
 //
 // The daemon serves one GPU (docs/daemon.md): it reads the GPU's slot map
 // and GPCs from the calibration cache (calibrating once in a forked child if
@@ -28,6 +28,7 @@
 #include "cli/commands.hpp"
 #include "daemon/config.hpp"
 #include "daemon/daemon.hpp"
+#include "daemon/metrics.hpp"
 #include "daemon/trace_scenario.hpp"
 #include "gpu/cuda_probe.hpp"
 #include "gpu/slot_map.hpp"
@@ -274,12 +275,18 @@ int run_daemon(const DaemonArgs& a) {
 
 // ---- lithos status --------------------------------------------------------
 
-int run_status(const std::string& socket_arg, bool json) {
+// --prometheus when no daemon answers: the file a collector reads says so.
+int status_down(bool prometheus) {
+  if (prometheus) std::printf("# HELP lithos_up 1: lithosd answered.\n# TYPE lithos_up gauge\nlithos_up 0\n");
+  return kFailure;
+}
+
+int run_status(const std::string& socket_arg, bool json, bool prometheus) {
   const std::string socket = socket_arg.empty() ? ipc::default_socket_path() : socket_arg;
   auto fd = ipc::connect_socket(socket, 1000);
   if (!fd) {
     std::fprintf(stderr, "lithos status: no lithosd at %s: %s\n", socket.c_str(), fd.status().message().c_str());
-    return kFailure;
+    return status_down(prometheus);
   }
   ipc::Hello hello;
   hello.kind = ipc::HelloKind::kStatus;
@@ -294,11 +301,20 @@ int run_status(const std::string& socket_arg, bool json) {
   if (!got || got.value() == 0) {
     std::fprintf(stderr, "lithos status: lithosd at %s did not answer: %s\n", socket.c_str(),
                  got ? "connection closed" : got.status().message().c_str());
-    return kFailure;
+    return status_down(prometheus);
   }
   buf.resize(got.value());
   if (json) {
     std::printf("%s\n", buf.c_str());
+    return 0;
+  }
+  if (prometheus) {
+    const auto text = daemon::prometheus_text(buf);
+    if (!text) {
+      std::fprintf(stderr, "lithos status: %s\n", text.status().message().c_str());
+      return status_down(true);
+    }
+    std::fputs(text->c_str(), stdout);
     return 0;
   }
   nlohmann::json j = nlohmann::json::parse(buf, nullptr, false);
@@ -469,8 +485,13 @@ CommandRunner add_status_command(CLI::App& app) {
   CLI::App* sub = app.add_subcommand(
       "status", "What lithosd does now: tenants, allocations, in-flight work, clients, grants/s, predictor error.");
   sub->add_option("--socket", *socket, "lithosd's socket (default: see docs/daemon.md)");
-  sub->add_flag("--json", *json, "One JSON object (schema lithos.status/1) on stdout");
-  return [socket, json] { return run_status(*socket, *json); };
+  auto prometheus = std::make_shared<bool>(false);
+  CLI::Option* as_json = sub->add_flag("--json", *json, "One JSON object (schema lithos.status/1) on stdout");
+  sub->add_flag("--prometheus", *prometheus,
+                "The same numbers in the Prometheus text format (for node_exporter's textfile collector; "
+                "docs/daemon.md, \"Metrics\"); with no daemon: lithos_up 0 and exit 1")
+      ->excludes(as_json);
+  return [socket, json, prometheus] { return run_status(*socket, *json, *prometheus); };
 }
 
 }  // namespace lithos::cli

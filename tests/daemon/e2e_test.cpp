@@ -455,6 +455,19 @@ TEST_F(DaemonE2E, AClientWakesASleepingDaemon) {
   const std::string text = read_all(human.out);
   EXPECT_NE(text.find("loop: longest gap between spinning turns "), std::string::npos) << text;
   EXPECT_NE(text.find("doorbells " + st["counters"]["doorbells"].dump() + "\n"), std::string::npos) << text;
+  // The same numbers for a Prometheus collector.
+  Proc prom =
+      Proc::spawn({LITHOS_EXE, "status", "--socket", sock_, "--prometheus"}, {}, (dir_ / "status-prom.txt").string());
+  ASSERT_EQ(prom.wait(), 0) << prom.err();
+  const std::string metrics = read_all(prom.out);
+  EXPECT_NE(metrics.find("\nlithos_up 1\n"), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("\nlithos_tenant_quota_tpcs{tenant=\"svc\",class=\"high\"} "), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("\nlithos_doorbells_total "), std::string::npos) << metrics;
+  // No daemon there: lithos_up 0, exit 1.
+  Proc down = Proc::spawn({LITHOS_EXE, "status", "--socket", (dir_ / "none.sock").string(), "--prometheus"}, {},
+                          (dir_ / "status-down.txt").string());
+  EXPECT_EQ(down.wait(), 1);
+  EXPECT_NE(read_all(down.out).find("\nlithos_up 0\n"), std::string::npos) << read_all(down.out);
 }
 
 // An hp launch never waits for the daemon, even a stalled one: once the

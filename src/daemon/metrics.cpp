@@ -1,0 +1,183 @@
+#include "daemon/metrics.hpp"
+
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "sched/tpc_set.hpp"
+
+namespace lithos::daemon {
+
+namespace {
+
+using nlohmann::json;
+
+// A label value with backslash, double quote and line feed escaped, as the
+// format requires.
+std::string escaped(const std::string& v) {
+  std::string out;
+  out.reserve(v.size());
+  for (const char c : v) {
+    if (c == '\\' || c == '"') {
+      out += '\\';
+      out += c;
+    } else if (c == '\n') {
+      out += "\\n";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+std::string number(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
+}
+
+// A number member of `o`, 0 when absent or not a number (a daemon of
+// another version may lack it).
+double num(const json& o, const char* key) {
+  if (!o.is_object()) return 0;
+  const auto it = o.find(key);
+  return it != o.end() && it->is_number() ? it->get<double>() : 0;
+}
+
+// The TPCs a TpcSet string names, 0 when it does not parse.
+double tpcs(const json& o, const char* key) {
+  if (!o.is_object() || !o.contains(key) || !o[key].is_string()) return 0;
+  const auto s = sched::TpcSet::parse(o[key].get<std::string>());
+  return s ? static_cast<double>(s->count()) : 0;
+}
+
+class Writer {
+ public:
+  // One metric family: its HELP and TYPE lines, then its samples.
+  void family(const std::string& name, const char* type, const char* help,
+              const std::vector<std::pair<std::string, double>>& samples) {
+    if (samples.empty()) return;
+    out_ += "# HELP " + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
+    for (const auto& [labels, v] : samples) out_ += name + labels + " " + number(v) + "\n";
+  }
+  void one(const std::string& name, const char* type, const char* help, double v) {
+    family(name, type, help, {{"", v}});
+  }
+  std::string take() { return std::move(out_); }
+
+ private:
+  std::string out_;
+};
+
+}  // namespace
+
+Result<std::string> prometheus_text(std::string_view status_json) {
+  const json j = json::parse(status_json, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return Status::invalid_argument("lithosd's status answer is not JSON");
+  if (!j.contains("schema") || j["schema"] != "lithos.status/1")
+    return Status::invalid_argument("lithosd's status answer is not of schema lithos.status/1");
+  Writer w;
+  w.one("lithos_up", "gauge", "1: lithosd answered.", 1);
+  w.one("lithos_uptime_seconds", "gauge", "Seconds since lithosd started.", num(j, "uptime_s"));
+  w.one("lithos_cpu_seconds_total", "counter", "lithosd's own CPU time since it started.", num(j, "cpu_s"));
+  const json device = j.value("device", json::object());
+  w.one("lithos_device_tpcs", "gauge", "TPCs of the GPU lithosd serves.", num(device, "tpcs"));
+
+  // Per tenant: labels tenant and class.
+  struct Column {
+    const char* name;
+    const char* help;
+    double (*get)(const json&);
+  };
+  static const Column columns[] = {
+      {"lithos_tenant_quota_tpcs", "TPCs guaranteed to the tenant.", [](const json& t) { return num(t, "quota"); }},
+      {"lithos_tenant_active", "1: the tenant has work or had some within the idle grace.",
+       [](const json& t) { return t.value("active", false) ? 1.0 : 0.0; }},
+      {"lithos_tenant_clients", "Processes of the tenant registered now.",
+       [](const json& t) { return num(t, "clients"); }},
+      {"lithos_tenant_pending_launches", "Launches waiting for their grant.",
+       [](const json& t) { return num(t, "pending_launches"); }},
+      {"lithos_tenant_inflight_atoms", "Atoms granted and not yet seen complete.",
+       [](const json& t) { return num(t, "inflight_atoms"); }},
+      {"lithos_tenant_stolen_inflight_atoms", "Atoms in flight on TPCs the tenant borrowed.",
+       [](const json& t) { return num(t, "stolen_inflight"); }},
+      {"lithos_tenant_held_tpcs", "TPCs the tenant's work in flight holds now.",
+       [](const json& t) { return tpcs(t, "held"); }},
+      {"lithos_tenant_allocation_tpcs", "TPCs the tenant's launches may use now.",
+       [](const json& t) { return tpcs(t, "allocation"); }},
+      {"lithos_tenant_runs_free", "1: the tenant's launches go out without grants (no service connected).",
+       [](const json& t) { return t.value("runs_free", false) ? 1.0 : 0.0; }},
+  };
+  const json tenants = j.value("tenants", json::array());
+  std::vector<std::string> labels;
+  for (const json& t : tenants) {
+    labels.push_back("{tenant=\"" + escaped(t.value("name", std::string())) + "\",class=\"" +
+                     escaped(t.value("class", std::string())) + "\"}");
+  }
+  for (const Column& c : columns) {
+    std::vector<std::pair<std::string, double>> samples;
+    for (std::size_t i = 0; i < labels.size(); ++i) samples.emplace_back(labels[i], c.get(tenants[i]));
+    w.family(c.name, "gauge", c.help, samples);
+  }
+  {
+    std::vector<std::pair<std::string, double>> slo;
+    for (std::size_t i = 0; i < labels.size(); ++i) {
+      if (tenants[i].contains("slo_ms")) slo.emplace_back(labels[i], num(tenants[i], "slo_ms") / 1e3);
+    }
+    w.family("lithos_tenant_slo_seconds", "gauge", "The tenant's configured latency objective.", slo);
+  }
+
+  const json k = j.value("counters", json::object());
+  static const std::pair<const char*, const char*> counters[] = {
+      {"clients_accepted", "Client registrations accepted."},
+      {"clients_refused", "Client registrations refused (tenant not allowed or unknown)."},
+      {"clients_dropped", "Clients dropped for a malformed or hostile message."},
+      {"clients_gone", "Clients that exited or were killed."},
+      {"submits", "Launches submitted by clients."},
+      {"running_launches", "High-priority launches accounted (they never wait for a grant)."},
+      {"grants", "Atoms granted."},
+      {"completions", "Completions seen."},
+      {"reclaimed_atoms", "Atoms released because their client went away."},
+      {"doorbells", "Clients waking the daemon from its idle poll."},
+  };
+  for (const auto& [key, help] : counters) w.one(std::string("lithos_") + key + "_total", "counter", help, num(k, key));
+  w.one("lithos_max_spin_gap_seconds", "gauge", "Longest gap between two turns of the daemon's loop since it started.",
+        num(k, "max_spin_gap_us") / 1e6);
+  w.one("lithos_max_step_seconds", "gauge", "Longest single turn of the daemon's loop since it started.",
+        num(k, "max_step_us") / 1e6);
+
+  const json e = j.value("engine", json::object());
+  static const std::pair<const char*, const char*> engine[] = {
+      {"launches", "Launches the Engine placed."},
+      {"atoms", "Atoms the Engine dispatched."},
+      {"split_launches", "Launches split into more than one atom."},
+      {"stolen_atoms", "Atoms placed on borrowed TPCs."},
+      {"throttled", "Times a queue waited for the outstanding-work throttle."},
+      {"widened", "Placements widened by the safe-mask rule (clusters, cooperative grids)."},
+      {"deferred", "Placements deferred for want of TPCs."},
+  };
+  for (const auto& [key, help] : engine)
+    w.one(std::string("lithos_engine_") + key + "_total", "counter", help, num(e, key));
+
+  const json p = j.value("predictor", json::object());
+  std::vector<std::pair<std::string, double>> obs, miss, mean, p99;
+  for (const char* cls : {"high", "best-effort"}) {
+    if (!p.contains(cls)) continue;
+    const json& c = p[cls];
+    const std::string l = std::string("{class=\"") + cls + "\"}";
+    obs.emplace_back(l, num(c, "observations"));
+    miss.emplace_back(l, num(c, "miss_share"));
+    mean.emplace_back(l, num(c, "mean_abs_error_us") / 1e6);
+    p99.emplace_back(l, num(c, "p99_abs_error_us") / 1e6);
+  }
+  w.family("lithos_predictor_observations_total", "counter", "Completions the predictor learnt from.", obs);
+  w.family("lithos_predictor_miss_ratio", "gauge", "Share of predictions off by more than 50 us.", miss);
+  w.family("lithos_predictor_mean_abs_error_seconds", "gauge", "Mean absolute prediction error.", mean);
+  w.family("lithos_predictor_p99_abs_error_seconds", "gauge", "99th percentile of the absolute prediction error.", p99);
+  w.one("lithos_predictor_entries", "gauge", "Kernels (and ordinals) the predictor knows.", num(p, "entries"));
+  return w.take();
+}
+
+}  // namespace lithos::daemon

@@ -1,0 +1,107 @@
+// lithosd's status answer in the Prometheus text format (daemon/metrics.hpp).
+#include "daemon/metrics.hpp"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <string>
+
+namespace lithos::daemon {
+namespace {
+
+const char* kStatus = R"({
+  "schema": "lithos.status/1", "pid": 42, "uptime_s": 12.5, "cpu_s": 3.25,
+  "device": {"tpcs": 66, "gpcs": 8},
+  "tenants": [
+    {"name": "svc", "class": "high", "quota": 40, "active": true, "clients": 2, "pending_launches": 0,
+     "inflight_atoms": 3, "stolen_inflight": 0, "held": "0-39", "allocation": "0-65", "runs_free": false,
+     "slo_ms": 25},
+    {"name": "tr\"ain\\x", "class": "best-effort", "quota": 0, "active": false, "clients": 1,
+     "pending_launches": 7, "inflight_atoms": 5, "stolen_inflight": 4, "held": "", "allocation": "40-65",
+     "runs_free": false}
+  ],
+  "counters": {"clients_accepted": 3, "grants": 1000, "completions": 990, "max_spin_gap_us": 250.0,
+               "max_step_us": 12.0},
+  "engine": {"launches": 800, "atoms": 1000, "stolen_atoms": 120},
+  "predictor": {"high": {"observations": 50, "miss_share": 0.25, "mean_abs_error_us": 30.0, "p99_abs_error_us": 90.0},
+                "best-effort": {"observations": 900, "miss_share": 0.05, "mean_abs_error_us": 10.0,
+                                "p99_abs_error_us": 40.0},
+                "entries": 77}
+})";
+
+// name{labels} -> value, for every sample line; fails the test on a line
+// that is neither a sample nor a HELP/TYPE comment, or on a family whose
+// HELP or TYPE is missing or repeated.
+std::map<std::string, double> samples(const std::string& text) {
+  std::map<std::string, double> out;
+  std::map<std::string, int> help, type;
+  const std::regex sample(R"(^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})? (\S+)$)");
+  const std::regex comment(R"(^# (HELP|TYPE) ([a-zA-Z_:][a-zA-Z0-9_:]*) (.+)$)");
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    std::smatch m;
+    if (std::regex_match(line, m, comment)) {
+      ++(m[1] == "HELP" ? help : type)[m[2]];
+      if (m[1] == "TYPE") {
+        EXPECT_TRUE(m[3] == "gauge" || m[3] == "counter") << line;
+      }
+    } else if (std::regex_match(line, m, sample)) {
+      EXPECT_EQ(help[m[1]], 1) << "no HELP before " << line;
+      EXPECT_EQ(type[m[1]], 1) << "no TYPE before " << line;
+      out[m[1].str() + m[2].str()] = std::stod(m[3]);
+    } else {
+      ADD_FAILURE() << "not a sample or a comment: '" << line << "'";
+    }
+  }
+  for (const auto& [name, n] : help) EXPECT_EQ(n, 1) << name;
+  return out;
+}
+
+TEST(Metrics, StatusBecomesPrometheusText) {
+  const auto text = prometheus_text(kStatus);
+  ASSERT_TRUE(text.is_ok()) << text.status().message();
+  const auto s = samples(*text);
+  EXPECT_EQ(s.at("lithos_up"), 1);
+  EXPECT_EQ(s.at("lithos_cpu_seconds_total"), 3.25);
+  EXPECT_EQ(s.at("lithos_device_tpcs"), 66);
+  const std::string svc = "{tenant=\"svc\",class=\"high\"}";
+  EXPECT_EQ(s.at("lithos_tenant_quota_tpcs" + svc), 40);
+  EXPECT_EQ(s.at("lithos_tenant_active" + svc), 1);
+  EXPECT_EQ(s.at("lithos_tenant_held_tpcs" + svc), 40);
+  EXPECT_EQ(s.at("lithos_tenant_allocation_tpcs" + svc), 66);
+  EXPECT_DOUBLE_EQ(s.at("lithos_tenant_slo_seconds" + svc), 0.025);
+  // A tenant name with a quote and a backslash is escaped in its label.
+  const std::string be = "{tenant=\"tr\\\"ain\\\\x\",class=\"best-effort\"}";
+  EXPECT_EQ(s.at("lithos_tenant_pending_launches" + be), 7);
+  EXPECT_EQ(s.at("lithos_tenant_stolen_inflight_atoms" + be), 4);
+  EXPECT_EQ(s.at("lithos_tenant_held_tpcs" + be), 0);
+  EXPECT_EQ(s.count("lithos_tenant_slo_seconds" + be), 0U) << "no SLO configured: no sample";
+  EXPECT_EQ(s.at("lithos_grants_total"), 1000);
+  EXPECT_EQ(s.at("lithos_clients_refused_total"), 0) << "absent counters read 0";
+  EXPECT_DOUBLE_EQ(s.at("lithos_max_spin_gap_seconds"), 250e-6);
+  EXPECT_EQ(s.at("lithos_engine_stolen_atoms_total"), 120);
+  EXPECT_DOUBLE_EQ(s.at("lithos_predictor_mean_abs_error_seconds{class=\"best-effort\"}"), 10e-6);
+  EXPECT_EQ(s.at("lithos_predictor_miss_ratio{class=\"high\"}"), 0.25);
+  EXPECT_EQ(s.at("lithos_predictor_entries"), 77);
+}
+
+TEST(Metrics, AnythingButAStatusAnswerIsAnError) {
+  for (const char* bad : {"", "not json", "[1, 2]", "{\"schema\": \"lithos.bench/1\"}", "{}"}) {
+    const auto text = prometheus_text(bad);
+    EXPECT_FALSE(text.is_ok()) << bad;
+  }
+  // A status of a daemon that says little still gives every family it can.
+  const auto bare = prometheus_text(R"({"schema": "lithos.status/1"})");
+  ASSERT_TRUE(bare.is_ok());
+  const auto s = samples(*bare);
+  EXPECT_EQ(s.at("lithos_up"), 1);
+  EXPECT_EQ(s.at("lithos_grants_total"), 0);
+  EXPECT_EQ(s.count("lithos_tenant_quota_tpcs"), 0U);
+}
+
+}  // namespace
+}  // namespace lithos::daemon
