@@ -277,7 +277,7 @@ int run_daemon(const DaemonArgs& a) {
 
 // --prometheus when no daemon answers: the file a collector reads says so.
 int status_down(bool prometheus) {
-  if (prometheus) std::printf("# HELP lithos_up 1: lithosd answered.\n# TYPE lithos_up gauge\nlithos_up 0\n");
+  if (prometheus) std::fputs(daemon::prometheus_down().c_str(), stdout);
   return kFailure;
 }
 

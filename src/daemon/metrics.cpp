@@ -71,7 +71,17 @@ class Writer {
   std::string out_;
 };
 
+void up(Writer& w, bool answered) {
+  w.one("lithos_up", "gauge", "1: lithosd answered; 0: it did not.", answered ? 1 : 0);
+}
+
 }  // namespace
+
+std::string prometheus_down() {
+  Writer w;
+  up(w, false);
+  return w.take();
+}
 
 Result<std::string> prometheus_text(std::string_view status_json) {
   const json j = json::parse(status_json, nullptr, false);
@@ -79,7 +89,7 @@ Result<std::string> prometheus_text(std::string_view status_json) {
   if (!j.contains("schema") || j["schema"] != "lithos.status/1")
     return Status::invalid_argument("lithosd's status answer is not of schema lithos.status/1");
   Writer w;
-  w.one("lithos_up", "gauge", "1: lithosd answered.", 1);
+  up(w, true);
   w.one("lithos_uptime_seconds", "gauge", "Seconds since lithosd started.", num(j, "uptime_s"));
   w.one("lithos_cpu_seconds_total", "counter", "lithosd's own CPU time since it started.", num(j, "cpu_s"));
   const json device = j.value("device", json::object());

@@ -16,4 +16,7 @@ namespace lithos::daemon {
 // not a lithos.status/1 object.
 Result<std::string> prometheus_text(std::string_view status_json);
 
+// What a collector should read when no daemon answers: lithos_up 0.
+std::string prometheus_down();
+
 }  // namespace lithos::daemon
