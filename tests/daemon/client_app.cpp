@@ -42,6 +42,9 @@
 // (cuStreamBeginCapture_v2 before the first, cuStreamEndCapture after the
 // last), and it prints {"value_writes":N}, the stream memory writes the
 // fake driver saw (completion markers), before the statistics.
+// With CLIENT_FORK_AT=N, after launch N it forks a child that exits
+// normally at once (exit handlers run, in a copy of the parent's lithos),
+// waits for it (exit 3 unless it exited 0), prints {"forked":N}, and goes on.
 // With CLIENT_PARAMS=1 every launch passes one parameter {i, i + 1000}
 // (overwritten once the launch returns) and, before the statistics, it prints
 //   {"params":[[lo,hi],...]}   the values the fake GPU saw, launch by launch.
@@ -51,6 +54,7 @@
 // and exits 0. Anything unexpected exits 3 with a message on stderr.
 #include <cuda.h>
 #include <dlfcn.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -198,6 +202,7 @@ int main(int argc, char** argv) {
   const bool capture = std::getenv("CLIENT_CAPTURE") != nullptr;
   // CLIENT_BURST=N: the pause comes after every N launches (bursts of N).
   const long burst = std::max(1L, std::getenv("CLIENT_BURST") != nullptr ? std::atol(std::getenv("CLIENT_BURST")) : 1L);
+  const long fork_at = std::getenv("CLIENT_FORK_AT") != nullptr ? std::atol(std::getenv("CLIENT_FORK_AT")) : -1;
   auto value_writes = reinterpret_cast<unsigned long (*)()>(::dlsym(drv, "fake_value_writes"));
   const unsigned long writes_before = value_writes != nullptr ? value_writes() : 0;
   if (capture) {
@@ -234,6 +239,17 @@ int main(int argc, char** argv) {
       // Launches the (fake) GPU has seen when the synchronisation returned:
       // with deferred launches, every one made before it.
       std::printf("{\"synced\":%d,\"descriptors\":%lu}\n", i + 1, descriptors != nullptr ? descriptors() : 0UL);
+      std::fflush(stdout);
+    }
+    if (fork_at == i) {
+      std::fflush(nullptr);
+      const pid_t child = ::fork();
+      if (child < 0) return fail("fork failed");
+      if (child == 0) std::exit(0);
+      int status = 0;
+      if (::waitpid(child, &status, 0) != child || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        return fail("the forked child did not exit 0");
+      std::printf("{\"forked\":%d}\n", i);
       std::fflush(stdout);
     }
     if (pause_ms > 0 && (i + 1) % burst == 0) sleep_ms(pause_ms);

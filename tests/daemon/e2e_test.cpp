@@ -299,6 +299,42 @@ TEST_F(DaemonE2E, BestEffortAloneIsGrantedTheGpu) {
   EXPECT_EQ(st["counters"]["clients_gone"], 1);
 }
 
+// A client that forks a child which exits normally (Python's os.fork() then
+// sys.exit(), a library that daemonises) goes on being scheduled: the child
+// never touches the parent's channel or socket, and its exit handlers
+// neither unregister the parent nor report its numbers. With deferred
+// launches too (the child's queue starts empty).
+TEST_F(DaemonE2E, AForkedChildLeavesItsParentScheduled) {
+  start_daemon({"--best-effort-runs-free", "false"});
+  for (const bool defer : {false, true}) {
+    SCOPED_TRACE(defer ? "deferred launches" : "launches in place");
+    defer_ = defer;
+    extra_env_ = {"CLIENT_FORK_AT=4"};  // deferred launches may still be queued then
+    const json before = status()["counters"];
+    Proc c = client("train", 20, 1, 0, false, "", /*sync_every=*/10);
+    ASSERT_EQ(c.wait(), 0) << c.err();
+    bool forked = false;
+    for (const json& j : c.lines()) forked = forked || (j.contains("forked") && j["forked"] == 4);
+    EXPECT_TRUE(forked) << c.err();
+    for (const json& j : launches_of(c)) EXPECT_EQ(j["rc"], 0);
+    const json s = stats_of(c);
+    ASSERT_TRUE(s.is_object());
+    EXPECT_EQ(s["daemon"]["state"], "connected") << s.dump();
+    EXPECT_EQ(s["daemon"]["grants"], 20) << s.dump();
+    EXPECT_EQ(s["daemon"]["fallbacks"], 0) << s.dump();
+    EXPECT_EQ(s["daemon"]["reconnects"], 0) << s.dump();
+    // One registration, gone once (the parent's exit), nothing dropped or reclaimed.
+    ASSERT_TRUE(wait_for([&](const json& st) {
+      return st["counters"]["clients_gone"].get<int>() == before["clients_gone"].get<int>() + 1;
+    }));
+    const json after = status()["counters"];
+    EXPECT_EQ(after["clients_accepted"].get<int>(), before["clients_accepted"].get<int>() + 1);
+    EXPECT_EQ(after["clients_dropped"], before["clients_dropped"]);
+    EXPECT_EQ(after["reclaimed_atoms"], before["reclaimed_atoms"]);
+    EXPECT_EQ(after["grants"].get<int>(), before["grants"].get<int>() + 20);
+  }
+}
+
 // A high-priority client's launches never wait: they are reported after the
 // fact and accounted; the GPU's markers close them.
 TEST_F(DaemonE2E, HighPriorityLaunchesAreAccounted) {
