@@ -1329,10 +1329,7 @@ void Runtime::note_forked() noexcept {
   // Runs in the child, single-threaded. Any hooked call counts: after the
   // driver's initialisation a child cannot use CUDA itself, so whatever it
   // would report is the parent's.
-  const StatsSnapshot s = counters_.snapshot();
-  bool any_call = s.descriptors() != 0;
-  for (const auto c : s.calls) any_call = any_call || c != 0;
-  inherited_.store(any_call, std::memory_order_relaxed);
+  inherited_.store(counters_.snapshot().touched(), std::memory_order_relaxed);
 }
 
 void Runtime::report_at_exit() noexcept {
@@ -1362,10 +1359,8 @@ void Runtime::report_at_exit() noexcept {
   }
   try {
     const StatsHeader h = stats_header();
-    bool any_call = false;
-    for (const auto c : s.calls) any_call = any_call || c != 0;
     // A process that never touched CUDA (a shell under `lithos run`) stays silent.
-    if (!h.driver_used && !any_call && s.descriptors() == 0) return;
+    if (!h.driver_used && !s.touched()) return;
     if (config_.stats) {
       const std::string text = stats_text(h, s);
       log_raw(text.data(), text.size());

@@ -54,6 +54,14 @@ std::uint64_t StatsSnapshot::kernel_launches() const {
   return n;
 }
 
+bool StatsSnapshot::touched() const {
+  if (descriptors() != 0) return true;
+  for (const auto c : calls) {
+    if (c != 0) return true;
+  }
+  return false;
+}
+
 std::uint64_t StatsSnapshot::graph_launches() const {
   std::uint64_t n = 0;
   for (int i = 0; i < kHookCount; ++i) {

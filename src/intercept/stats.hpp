@@ -57,6 +57,9 @@ struct StatsSnapshot {
   std::uint64_t kernel_launches() const;
   std::uint64_t graph_launches() const;
   std::uint64_t descriptors() const { return descriptors_in_launch + descriptors_in_graph + descriptors_outside; }
+  // Whether any hooked call was made or any descriptor seen: the process
+  // touched CUDA through lithos.
+  bool touched() const;
 };
 
 // What the report says about the process besides the counters.
