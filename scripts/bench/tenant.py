@@ -21,7 +21,8 @@ anything is measured.
 This module holds the protocol, the timeline, the load generators and the
 `fake` workload (a sleep), and imports nothing outside the standard library,
 so the CPU tests run it with a bare python3. The GPU workloads live in
-workloads.py, imported only when a GPU workload is asked for.
+workloads.py, imported only when a GPU workload is asked for; the `module`
+workload (a Python file of the user's) in user_workload.py.
 
 stdout carries protocol lines only: at start-up the script keeps a private
 copy of file descriptor 1 for them and points descriptor 1 (and sys.stdout)
@@ -69,6 +70,9 @@ def _is_num(v):
 
 POS_INT = ("a positive integer", lambda v: _is_int(v) and v >= 1)
 POS_NUM = ("a positive number", lambda v: _is_num(v) and v > 0)
+NONNEG_INT = ("an integer >= 0", lambda v: _is_int(v) and v >= 0)
+PATH = ("a non-empty string (a file path)", lambda v: isinstance(v, str) and v != "")
+OBJECT = ("a table (an object)", lambda v: isinstance(v, dict))
 BOOL = ("true or false", lambda v: isinstance(v, bool))
 BERT_SEQ = ("an integer in 1..512", lambda v: _is_int(v) and 1 <= v <= 512)
 WARPS = ("one of 1, 2, 4, 8, 16, 32", lambda v: _is_int(v) and v in (1, 2, 4, 8, 16, 32))
@@ -115,13 +119,17 @@ WORKLOADS = {
     "gpt": Workload({"training": {"batch": (8, POS_INT), "seq": (1024, POS_INT), **_COMPILE}}),
     "spin": Workload({"service": _SPIN, "closed": _SPIN, "training": _SPIN}, live=frozenset({"kernel_ms"})),
     "fake": Workload({k: {"ms": (1.0, POS_NUM)} for k in KINDS}, live=frozenset({"ms"})),
+    # A workload of the user's: params.path defines build(kind, args, device)
+    # (user_workload.py); no default path: it must be given.
+    "module": Workload({k: {"path": (None, PATH), "args": ({}, OBJECT), "warmup": (10, NONNEG_INT)}
+                        for k in KINDS}),
 }
 
 
 def resolve_params(workload, kind, *layers):
     """The defaults overridden by each dict of `layers` in turn, checked."""
     spec = WORKLOADS[workload].kinds[kind]
-    out = {k: default for k, (default, _) in spec.items()}
+    out = {k: dict(default) if isinstance(default, dict) else default for k, (default, _) in spec.items()}
     for where, layer in layers:
         for k, v in layer.items():
             if k not in spec:
@@ -131,6 +139,9 @@ def resolve_params(workload, kind, *layers):
             if not ok(v):
                 raise ConfigError(f"{where}: parameter '{k}' must be {what}, got {json.dumps(v)}")
             out[k] = v
+    if workload == "module" and out["path"] is None:
+        raise ConfigError(f"{layers[-1][0] if layers else 'params'}: workload module needs params.path, "
+                          f"a Python file that defines build(kind, args, device)")
     mode = compile_mode(out)
     if "compile" in out:
         out["compile"] = mode or False  # the mode's name, or false
@@ -286,10 +297,17 @@ def build_runners(cfg):
     built = {}
     per_phase = []
     for ph in cfg.phases:
-        key = tuple(sorted((k, v) for k, v in ph.params.items() if k not in live))
+        key = json.dumps({k: v for k, v in ph.params.items() if k not in live}, sort_keys=True)
         if key not in built:
             if cfg.workload == "fake":
                 built[key] = FakeRunner(ph.params)
+            elif cfg.workload == "module":
+                import user_workload  # torch only when the user's code needs it
+                log(f"building {ph.params['path']} ({cfg.kind}) with args {ph.params['args']}")
+                try:
+                    built[key] = user_workload.ModuleRunner(cfg.kind, ph.params, cfg.device)
+                except user_workload.ModuleError as e:
+                    raise ConfigError(str(e)) from None
             else:
                 import workloads  # torch: only for GPU workloads
                 log(f"building {cfg.workload} ({cfg.kind}) with {ph.params}")

@@ -28,6 +28,8 @@ import torch.nn.functional as F
 import triton
 import triton.language as tl
 
+from user_workload import closed_loop_rps
+
 WARMUP_ITERS = 10     # warm-up before capture / ready: at least this many ...
 WARMUP_S = 1.0        # ... and at least this long (cuDNN, cuBLAS heuristics, clocks)
 CAPACITY_S = 2.0      # closed-loop capacity: measured over at least this long
@@ -68,7 +70,7 @@ def _warm(fn, dev):
         n += 1
 
 
-def _event_ms(fn, n, budget_s=math.inf):
+def event_ms(fn, n, budget_s=math.inf):
     """Median GPU time of fn() from CUDA events on the current stream, over n
     runs (fewer, but at least 5, once budget_s seconds have passed)."""
     times = []
@@ -107,17 +109,9 @@ class Runner:
 
     def measure(self, key):
         if key == "gpu_ms":
-            return _event_ms(self.step, 20, budget_s=2.0)
+            return event_ms(self.step, 20, budget_s=2.0)
         if key == "capacity_rps":
-            self.sync()
-            n, t0 = 0, time.perf_counter()
-            while True:
-                self.step()
-                self.sync()
-                n += 1
-                elapsed = time.perf_counter() - t0
-                if elapsed >= CAPACITY_S:
-                    return n / elapsed
+            return closed_loop_rps(self.step, self.sync, CAPACITY_S)
         raise ValueError(f"{type(self).__name__} cannot measure {key}")
 
     def info(self):
@@ -257,10 +251,10 @@ class SpinRunner(Runner):
         # A rough rate from a short probe, then the slope between ~1 ms and
         # ~5 ms kernels (the slope leaves out the fixed launch cost).
         probe = 20000
-        rough = probe / _event_ms(functools.partial(self._launch, probe), 5)
+        rough = probe / event_ms(functools.partial(self._launch, probe), 5)
         n1, n2 = max(1, round(rough)), max(2, round(5 * rough))
-        t1 = _event_ms(functools.partial(self._launch, n1), 10)
-        t2 = _event_ms(functools.partial(self._launch, n2), 10)
+        t1 = event_ms(functools.partial(self._launch, n1), 10)
+        t2 = event_ms(functools.partial(self._launch, n2), 10)
         if not t2 > t1:
             raise RuntimeError(f"spin calibration: {n1} iterations took {t1} ms, {n2} took {t2} ms")
         return (n2 - n1) / (t2 - t1)

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <exception>
+#include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -358,12 +359,61 @@ Result<BenchScenario> parse_bench_scenario(std::string_view toml_text, std::stri
   }
 }
 
+namespace {
+
+// The `module` workload's params.path (a Python file of the user's,
+// docs/bench-protocol.md section 1.4), in the tenant's params and in every
+// phase's override: relative to the scenario file's folder, made absolute
+// (the tenant runs at the repository root). Every phase must end up with a
+// file that exists: that is checked here, before any mode starts.
+Status resolve_module_paths(BenchScenario& sc, const std::filesystem::path& folder) {
+  for (BenchTenant& t : sc.tenants) {
+    if (t.workload != "module") continue;
+    const std::string ctx = sc.source + ": tenant '" + t.name + "' (workload \"module\")";
+    auto resolve = [&](nlohmann::json& params) -> Status {
+      if (!params.is_object() || !params.contains("path")) return Status::ok();
+      nlohmann::json& v = params["path"];
+      if (!v.is_string() || v.get<std::string>().empty()) {
+        return Status::invalid_argument(ctx + ": params.path must be a non-empty string");
+      }
+      std::filesystem::path p = v.get<std::string>();
+      if (p.is_relative()) p = folder / p;
+      std::error_code ec;
+      const std::filesystem::path abs = std::filesystem::absolute(p, ec).lexically_normal();
+      if (ec || !std::filesystem::is_regular_file(abs, ec)) {
+        return Status::invalid_argument(ctx + ": params.path: no such file: " + (ec ? p : abs).string());
+      }
+      v = abs.string();
+      return Status::ok();
+    };
+    LITHOS_RETURN_IF_ERROR(resolve(t.params));
+    const bool base_has = t.params.contains("path");
+    for (BenchPhase& ph : sc.phases) {
+      const bool phase_has = ph.params.contains(t.name) && ph.params.at(t.name).contains("path");
+      if (phase_has) LITHOS_RETURN_IF_ERROR(resolve(ph.params[t.name]));
+      if (!base_has && !phase_has) {
+        return Status::invalid_argument(ctx + ": needs params.path, a Python file that defines build(kind, args, " +
+                                        "device)" +
+                                        (sc.phases.size() > 1 ? " (phase '" + ph.name + "' has none)" : ""));
+      }
+    }
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
 Result<BenchScenario> load_bench_scenario_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return Status::not_found("cannot read " + path);
   std::ostringstream ss;
   ss << in.rdbuf();
-  return parse_bench_scenario(ss.str(), path);
+  auto sc = parse_bench_scenario(ss.str(), path);
+  if (!sc) return sc;
+  std::filesystem::path folder = std::filesystem::path(path).parent_path();
+  if (folder.empty()) folder = ".";
+  LITHOS_RETURN_IF_ERROR(resolve_module_paths(*sc, folder));
+  return sc;
 }
 
 }  // namespace lithos::bench

@@ -25,7 +25,7 @@ struct BenchTenant {
   Role role = Role::kHighPriority;
   Kind kind = Kind::kService;
   std::string workload;
-  nlohmann::json params = nlohmann::json::object();  // handed to the tenant unchanged
+  nlohmann::json params = nlohmann::json::object();  // handed to the tenant (module: path made absolute)
   double load = 0.0;                                 // service: fraction of alone capacity
   int thread_pct = 100;                              // mode mps-threads: CUDA_MPS_ACTIVE_THREAD_PERCENTAGE
   double partition = 0.0;                            // modes static-partition, lithos-fixed: share of the TPCs
@@ -61,7 +61,9 @@ struct BenchScenario {
 // Parses a scenario; errors name `source`, line and column, and the field.
 Result<BenchScenario> parse_bench_scenario(std::string_view toml_text, std::string_view source);
 
-// Reads the file `path`.
+// Reads the file `path`. A tenant of the `module` workload gets its
+// params.path (and every phase's) made absolute, relative to the file's
+// folder; a path that names no file is an error here.
 Result<BenchScenario> load_bench_scenario_file(const std::string& path);
 
 }  // namespace lithos::bench

@@ -1,9 +1,11 @@
 // Benchmark scenario files: the shipped ones parse, bad ones fail with the
 // file, line and field, and the modes configure tenants as documented.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <string>
 
 #include "bench/modes.hpp"
@@ -37,6 +39,7 @@ std::string error_of(const std::string& text) {
 TEST(BenchScenario, ShippedScenariosParseAndNameKnownModes) {
   int n = 0;
   for (const auto& e : std::filesystem::directory_iterator(LITHOS_BENCH_SCENARIOS)) {
+    if (e.path().extension() != ".toml") continue;  // a module workload's folder
     auto sc = load_bench_scenario_file(e.path().string());
     ASSERT_TRUE(sc) << sc.status().message();
     EXPECT_EQ(sc->name, e.path().stem().string());
@@ -49,6 +52,94 @@ TEST(BenchScenario, ShippedScenariosParseAndNameKnownModes) {
     ++n;
   }
   EXPECT_GE(n, 4);
+}
+
+// A scenario file in a folder of its own, with `files` beside it.
+class ScenarioDir {
+ public:
+  ScenarioDir() {
+    char tmpl[] = "/tmp/lithos-bench-scenario-XXXXXX";
+    const char* d = ::mkdtemp(tmpl);
+    EXPECT_NE(d, nullptr);
+    dir_ = d != nullptr ? d : "/tmp";
+  }
+  ~ScenarioDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+  ScenarioDir(const ScenarioDir&) = delete;
+  ScenarioDir& operator=(const ScenarioDir&) = delete;
+  std::string write(const std::string& name, const std::string& text) const {
+    const std::filesystem::path p = dir_ / name;
+    std::filesystem::create_directories(p.parent_path());
+    std::ofstream(p) << text;
+    return p.string();
+  }
+  std::filesystem::path dir() const { return dir_; }
+
+ private:
+  std::filesystem::path dir_;
+};
+
+std::string module_scenario(const std::string& params, const std::string& phases = "") {
+  return "name = \"m\"\n[[tenant]]\nname = \"svc\"\nrole = \"hp\"\nkind = \"service\"\nworkload = \"module\"\n"
+         "load = 0.5\nparams = " +
+         params + "\n" + phases;
+}
+
+TEST(BenchScenario, ModulePathsAreRelativeToTheScenarioFile) {
+  ScenarioDir d;
+  d.write("mine/w.py", "def build(kind, args, device):\n    return lambda: None\n");
+  d.write("mine/w2.py", "def build(kind, args, device):\n    return lambda: None\n");
+  const std::string abs = (d.dir() / "mine" / "w.py").string();
+  const std::string phases =
+      "[[phase]]\nname = \"a\"\n[[phase]]\nname = \"b\"\nparams = { svc = { path = \"./mine/../mine/w2.py\" } }\n";
+  auto sc = load_bench_scenario_file(
+      d.write("sc.toml", module_scenario("{ path = \"mine/w.py\", args = { batch = 4 } }", phases)));
+  ASSERT_TRUE(sc) << sc.status().message();
+  EXPECT_EQ(sc->tenants.at(0).params.at("path"), abs);
+  EXPECT_EQ(sc->tenants.at(0).params.at("args").at("batch"), 4);
+  EXPECT_EQ(sc->phases.at(1).params.at("svc").at("path"), (d.dir() / "mine" / "w2.py").string());
+  // An absolute path stays as it is.
+  sc = load_bench_scenario_file(d.write("abs.toml", module_scenario("{ path = \"" + abs + "\" }")));
+  ASSERT_TRUE(sc) << sc.status().message();
+  EXPECT_EQ(sc->tenants.at(0).params.at("path"), abs);
+  // Other workloads' params are not touched.
+  sc = load_bench_scenario_file(d.write("fake.toml",
+                                        "name = \"f\"\n[[tenant]]\nname = \"t\"\nrole = \"be\"\n"
+                                        "kind = \"training\"\nworkload = \"fake\"\n"
+                                        "params = { path = \"nowhere.py\" }\n"));
+  ASSERT_TRUE(sc) << sc.status().message();
+  EXPECT_EQ(sc->tenants.at(0).params.at("path"), "nowhere.py");
+}
+
+TEST(BenchScenario, ModuleWithoutItsFileIsAnError) {
+  ScenarioDir d;
+  d.write("w.py", "def build(kind, args, device):\n    return lambda: None\n");
+  const auto error = [&](const std::string& name, const std::string& params, const std::string& phases = "") {
+    auto sc = load_bench_scenario_file(d.write(name, module_scenario(params, phases)));
+    return sc ? std::string("(loaded)") : sc.status().message();
+  };
+  EXPECT_EQ(error("missing.toml", "{ path = \"nope.py\" }"),
+            d.dir().string() + "/missing.toml: tenant 'svc' (workload \"module\"): params.path: no such file: " +
+                d.dir().string() + "/nope.py");
+  EXPECT_NE(error("folder.toml", "{ path = \".\" }").find("params.path: no such file"), std::string::npos);
+  EXPECT_NE(error("empty.toml", "{ path = \"\" }").find("params.path must be a non-empty string"), std::string::npos);
+  EXPECT_NE(error("number.toml", "{ path = 3 }").find("params.path must be a non-empty string"), std::string::npos);
+  EXPECT_NE(error("none.toml", "{ args = {} }").find("needs params.path, a Python file that defines build"),
+            std::string::npos);
+  // A phase's own path is checked too, and a phase without one when the
+  // tenant has none is named.
+  const std::string bad_phase = "[[phase]]\nname = \"a\"\nparams = { svc = { path = \"gone.py\" } }\n";
+  EXPECT_NE(
+      error("phase.toml", "{ path = \"w.py\" }", bad_phase).find("no such file: " + d.dir().string() + "/gone.py"),
+      std::string::npos);
+  const std::string one_phase_only =
+      "[[phase]]\nname = \"a\"\nparams = { svc = { path = \"w.py\" } }\n"
+      "[[phase]]\nname = \"b\"\n";
+  EXPECT_NE(error("partial.toml", "{ args = {} }", one_phase_only).find("(phase 'b' has none)"), std::string::npos);
+  EXPECT_EQ(error("every.toml", "{ args = {} }", "[[phase]]\nname = \"a\"\nparams = { svc = { path = \"w.py\" } }\n"),
+            "(loaded)");
 }
 
 TEST(BenchScenario, DefaultsAndDerivedValues) {
