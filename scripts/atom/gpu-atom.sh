@@ -15,12 +15,11 @@
 #             training steps/s without lithos and with 250/500/1000 us atoms
 #   coverage  share of launches and GPU time in rewritten kernels: ResNet-50
 #             and BERT training, Llama-1B prefill and decode
-#   hol       `lithos bench head-of-line-atoms`: alone, MPS, MPS + paced
-#             500 us atoms; then MPS + atoms issued all at once
-#             (LITHOS_ATOM_INFLIGHT=0) and MPS + paced 250 us atoms
+#   hol       `lithos bench head-of-line-atoms`: alone, MPS and lithosd's
+#             500 us atoms; then lithosd's 250 us atoms (LITHOSD_ATOM_US)
 #   steal     `lithos bench head-of-line-steal`: an hp service at 5% load
-#             beside 5-20 ms be kernels; MPS, MPS + atoms, lithos stealing
-#             without and with atoms (activity board, LITHOS_ROLE)
+#             beside 5-20 ms be kernels; MPS and lithosd (be atoms borrow
+#             hp's idle TPCs)
 # Every GPU process runs under `timeout` (a hang costs one phase, not the
 # call). The GPU's clocks, power limit and compute mode are never changed.
 set -uo pipefail
@@ -114,7 +113,7 @@ hol_run() {  # name, extra env..., then -- bench args
   shift
   stamp "hol: $name"
   mkdir -p "$WORK/$name/runs" "$WORK/$name/be-reports"
-  [[ $name == hol-eager || $name == hol-250 ]] && cp "$WORK"/hol/runs/alone-*.json "$WORK/$name/runs/" 2>/dev/null
+  [[ $name == hol-250 ]] && cp "$WORK"/hol/runs/alone-*.json "$WORK/$name/runs/" 2>/dev/null
   local left=$(( ${ATOM_BUDGET_MIN:-9} - ($(date +%s) - t0) / 60 ))
   env "${envs[@]}" LITHOS_ATOM_REPORT="$WORK/$name/be-reports/%p.json" \
     "$LITHOS" bench "$@" --out "$WORK/$name" --budget-min "$left" \
@@ -124,18 +123,16 @@ hol_run() {  # name, extra env..., then -- bench args
 }
 
 if has hol; then
-  # hol: alone, MPS and MPS + atoms (500 us, paced: LITHOS_ATOM_INFLIGHT=1);
-  # hol-eager: every atom issued at once (LITHOS_ATOM_INFLIGHT=0), the
-  # atomizer before pacing; hol-250: paced 250 us atoms. The later runs reuse
-  # the alone run of the first (same scenario, same call).
-  hol_run hol LITHOS_ATOM_INFLIGHT=1 -- head-of-line-atoms
-  hol_run hol-eager LITHOS_ATOM_INFLIGHT=0 -- head-of-line-atoms --modes mps-atoms
-  hol_run hol-250 LITHOS_ATOM_INFLIGHT=1 LITHOS_ATOM_US=250 -- head-of-line-atoms --modes mps-atoms
+  # hol: alone, MPS and lithosd's 500 us atoms; hol-250: lithosd's 250 us
+  # atoms. The later run reuses the alone run of the first (same scenario,
+  # same call).
+  hol_run hol -- head-of-line-atoms
+  hol_run hol-250 LITHOSD_ATOM_US=250 -- head-of-line-atoms --modes lithos
 fi
 
 if has steal; then
   # Stealing (scenarios/bench/head-of-line-steal.toml): an hp service at 5%
-  # load; be steals the GPU while hp is idle, with and without paced atoms.
+  # load; be atoms borrow its idle TPCs under lithosd.
   hol_run hol-steal -- head-of-line-steal
 fi
 

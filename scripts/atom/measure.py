@@ -169,7 +169,7 @@ def coverage(args):
     return coverage_from_reports(before, rep, w, params, args)
 
 
-NUMERIC = ("launches", "split_launches", "atoms", "timed", "timed_ns", "long_whole", "long_whole_ns", "paced")
+NUMERIC = ("launches", "split_launches", "atoms", "timed", "timed_ns", "long_whole", "long_whole_ns")
 
 
 def diff_kernels(before, after):

@@ -93,7 +93,7 @@ def main():
         print()
     rows = hol_rows(w)
     if rows:
-        print("Head-of-line (lithos bench head-of-line-atoms; hol-eager: LITHOS_ATOM_INFLIGHT=0, every atom at once; "
+        print("Head-of-line (lithos bench head-of-line-atoms; hol-250: lithosd's atoms of 250 us; "
               "target: HP P99 <= alone P99 + one atom)\n")
         print("| run | mode | BE kernel | HP P99 ms | vs alone | minus alone P99, in atoms | BE throughput vs alone |"
               "\n|---|---|---|---:|---:|---:|---:|")

@@ -25,7 +25,7 @@
 #   stack    inference-stacking (two hp tenants with quotas + a be trainer)
 #            under STACK_MODES (default alone,mps,static-partition,lithos)
 #   hol      head-of-line-steal under HOL_MODES (default
-#            alone,mps,mps-atoms,lithos-steal,lithos): hp P99 vs alone + 1 atom
+#            alone,mps,lithos): hp P99 vs alone + 1 atom
 #   load     hybrid-stacking with the service at LOADS (default "0.2 0.8"),
 #            alone and lithos each (load 0.5 is the bench phase)
 #   trace    hybrid-stacking under lithosd with LITHOSD_TRACE set, then
@@ -560,7 +560,7 @@ if has stack; then
 fi
 if has hol; then
   stamp "hol"
-  timeout -s KILL 400 "$LITHOS" bench head-of-line-steal --modes "${HOL_MODES:-alone,mps,mps-atoms,lithos-steal,lithos}" \
+  timeout -s KILL 400 "$LITHOS" bench head-of-line-steal --modes "${HOL_MODES:-alone,mps,lithos}" \
     --out "$OUT/hol" --no-plots -q | grep -vE "^(report:|$)"
   pack_logs "$OUT/hol"
 fi

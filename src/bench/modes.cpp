@@ -25,15 +25,6 @@ const std::vector<ModeInfo>& mode_catalog() {
        true},
       {"lithos-fixed", "lithos fixed sets",
        "MPS; hp tenants on the whole GPU, be tenants confined to their partition's TPCs by lithos", true, true},
-      {"mps-atoms", "MPS + atoms",
-       "MPS; be tenants under the lithos kernel atomizer (long kernels run as atoms of about 500 us), no masks", true,
-       false},
-      {"lithos-steal", "lithos stealing + atoms",
-       "MPS; be tenants under the atomizer run on the whole GPU while no hp kernel was launched in the last 1 ms "
-       "(activity board), else on their partition's TPCs: each atom decides",
-       true, true},
-      {"lithos-steal-whole", "lithos stealing, no atoms",
-       "as lithos-steal without the atomizer: a be kernel started on the whole GPU keeps it until it ends", true, true},
       {"lithos", "lithos (lithosd)",
        "MPS; lithosd decides every launch of every tenant with the LithOS policy: hp tenants launch at once on "
        "their allocation (quota = partition share), be tenants under the atomizer wait for each atom's grant",
@@ -153,20 +144,6 @@ Result<std::vector<TenantSetup>> plan_mode(const BenchScenario& sc, const ModeIn
                                         sc.source);
       }
       ts.tpc_set = sets[i];
-    } else if (mode.name == "mps-atoms") {
-      ts.atomize = t.role == Role::kBestEffort;
-    } else if (mode.name == "lithos-steal" || mode.name == "lithos-steal-whole") {
-      if (t.role == Role::kBestEffort) {
-        if (!sets[i]) {
-          return Status::invalid_argument("mode " + std::string(mode.name) + ": best-effort tenant '" + t.name +
-                                          "' has no 'partition' share in " + sc.source);
-        }
-        ts.tpc_set = sets[i];
-        ts.atomize = mode.name == "lithos-steal";
-        ts.board_role = "be";
-      } else {
-        ts.board_role = "hp";
-      }
     } else if (mode.daemon) {
       ts.daemon_tenant = t.name;
       if (t.role == Role::kBestEffort) {

@@ -40,9 +40,6 @@ struct TenantSetup {
   std::vector<std::pair<std::string, std::string>> env;  // added to the tenant's environment
   std::optional<std::string> tpc_set;                    // logical TPCs ("0-39"), via `lithos run --tpc-set`
   bool atomize = false;                                  // via `lithos run --atomize` (kernel atomizer)
-  // "hp" or "be": the tenant runs under `lithos run` with LITHOS_ROLE set to
-  // this and LITHOS_BOARD naming the run's activity board ("" = none).
-  std::string board_role;
   // lithosd (mode "lithos"): the tenant's name in the daemon's config; its
   // class follows its role, a high-priority tenant's quota is `quota` TPCs.
   std::string daemon_tenant;

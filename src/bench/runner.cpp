@@ -202,7 +202,7 @@ class ModeRun {
       const bool calibrate = mode_.name == "alone";
       const auto it = calib_.find(t.spec->name);
       t.config = tenant_config(sc_, *t.spec, it != calib_.end() ? it->second : json::object(), calibrate, opt_.device);
-      if (t.setup.tpc_set || t.setup.atomize || !t.setup.board_role.empty() || !t.setup.daemon_tenant.empty()) {
+      if (t.setup.tpc_set || t.setup.atomize || !t.setup.daemon_tenant.empty()) {
         t.argv = {opt_.lithos_exe, "run"};
         if (!t.setup.daemon_tenant.empty()) {
           t.argv.insert(t.argv.end(), {"--tenant", t.setup.daemon_tenant, "--daemon", log_dir + "/lithosd.sock"});
@@ -215,10 +215,6 @@ class ModeRun {
           t.argv.insert(t.argv.end(), {"--atomize", "--atom-report", log_dir + "/" + t.spec->name + "-atoms.json"});
         }
         t.argv.emplace_back("--");
-      }
-      if (!t.setup.board_role.empty()) {
-        t.setup.env.emplace_back("LITHOS_ROLE", t.setup.board_role);
-        t.setup.env.emplace_back("LITHOS_BOARD", log_dir + "/activity.board");
       }
       t.argv.push_back(opt_.python);
       t.argv.push_back(script);

@@ -47,8 +47,7 @@ struct RunArgs {
   std::string backend = "auto";
   int device = 0;
   bool atomize = false;
-  double atom_us = 0;      // 0: the library's default
-  int atom_inflight = -1;  // -1: the library's default
+  double atom_us = 0;  // 0: the library's default
   std::string atom_report;
   std::string tenant;  // lithosd: the tenant to claim
   std::string daemon;  // lithosd: its socket
@@ -258,7 +257,6 @@ int run(RunArgs a) {
   if (a.backend != "auto") set_env("LITHOS_BACKEND", a.backend);
   if (a.atomize) set_env("LITHOS_ATOMIZE", "1");
   if (a.atom_us > 0) set_env("LITHOS_ATOM_US", std::to_string(a.atom_us));
-  if (a.atom_inflight >= 0) set_env("LITHOS_ATOM_INFLIGHT", std::to_string(a.atom_inflight));
   if (!a.atom_report.empty()) set_env("LITHOS_ATOM_REPORT", a.atom_report);
   if (daemon) {
     const char* env = std::getenv("LITHOS_DAEMON");
@@ -320,11 +318,6 @@ CommandRunner add_run_command(CLI::App& app) {
                 "long launches as atoms of about --atom-us, so that other work waits at most about one atom");
   sub->add_option("--atom-us", args->atom_us, "Atom duration target in microseconds (default 500)")
       ->check(CLI::Range(1.0, 1e7));
-  sub->add_option("--atom-inflight", args->atom_inflight,
-                  "At most this many atoms of one launch queued on the GPU at once: the next is issued when an "
-                  "earlier one ends, so that an allocation change takes effect at the next atom (default 1; 0 issues "
-                  "every atom at once)")
-      ->check(CLI::Range(0, 64));
   sub->add_option("--atom-report", args->atom_report,
                   "Write the atomizer's per-kernel report (JSON) to this file at exit (%p = pid)");
   sub->add_option("--tenant", args->tenant,

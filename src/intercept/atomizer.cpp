@@ -11,7 +11,6 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <thread>
 
 #include "intercept/launch_copy.hpp"
 #include "intercept/log.hpp"
@@ -539,7 +538,6 @@ Atomizer::Launch Atomizer::plan(const FunctionEntry& e, const std::uint32_t grid
     l.plan = sched::plan_atoms(cfg, desc, cfg.atom_duration() * config_.atoms_forced);
   } else {
     l.plan = sched::plan_atoms(atom_config_, desc, predicted);
-    if (predicted && l.plan.split()) l.expected_atom_ns = predicted->count() / l.plan.count;
   }
   if (l.plan.split()) {
     c.split_launches.fetch_add(1, std::memory_order_relaxed);
@@ -548,51 +546,45 @@ Atomizer::Launch Atomizer::plan(const FunctionEntry& e, const std::uint32_t grid
   }
 
   const Driver& d = Driver::get();
-  const bool pace = l.plan.split() && config_.atom_inflight > 0 &&
-                    c.pace_timeouts.load(std::memory_order_relaxed) < 2 && d.event_query != nullptr;
-  if ((sample || pace) && d.event_record != nullptr && d.stream_is_capturing != nullptr) {
-    // Neither timing nor pacing under stream capture: nothing runs then.
+  if (sample && d.event_record != nullptr && d.stream_is_capturing != nullptr) {
+    // No timing under stream capture: nothing runs then.
     CUstreamCaptureStatus cap = CU_STREAM_CAPTURE_STATUS_NONE;
     const CUstream s = event_stream(stream, ptsz);
     if (d.stream_is_capturing(s, &cap) == CUDA_SUCCESS && cap == CU_STREAM_CAPTURE_STATUS_NONE) {
       l.stream = s;
-      l.paced = pace;
-      void* ev = sample ? take_event(false) : nullptr;
+      void* ev = take_event();
       if (ev != nullptr && d.event_record(static_cast<CUevent>(ev), s) == CUDA_SUCCESS) {
         l.timed = true;
         l.start = ev;
       } else if (ev != nullptr) {
-        give_event(ev, false);
+        give_event(ev);
       }
     }
   }
   return l;
 }
 
-void* Atomizer::take_event(bool pace) noexcept {
+void* Atomizer::take_event() noexcept {
   try {
     const std::lock_guard lock(timing_mu_);
-    auto& pool = pace ? free_pace_events_ : free_events_;
-    if (!pool.empty()) {
-      void* ev = pool.back();
-      pool.pop_back();
+    if (!free_events_.empty()) {
+      void* ev = free_events_.back();
+      free_events_.pop_back();
       return ev;
     }
   } catch (...) {
   }
   const Driver& d = Driver::get();
   CUevent x = nullptr;
-  if (d.event_create == nullptr ||
-      d.event_create(&x, pace ? CU_EVENT_DISABLE_TIMING : CU_EVENT_DEFAULT) != CUDA_SUCCESS)
-    return nullptr;
+  if (d.event_create == nullptr || d.event_create(&x, CU_EVENT_DEFAULT) != CUDA_SUCCESS) return nullptr;
   return x;
 }
 
-void Atomizer::give_event(void* ev, bool pace) noexcept {
+void Atomizer::give_event(void* ev) noexcept {
   if (ev == nullptr) return;
   try {
     const std::lock_guard lock(timing_mu_);
-    (pace ? free_pace_events_ : free_events_).push_back(ev);
+    free_events_.push_back(ev);
   } catch (...) {
     // Lost to the pool (out of memory): the event leaks, nothing else.
   }
@@ -602,11 +594,11 @@ void Atomizer::finish(const FunctionEntry& e, Launch& l, bool ok) noexcept {
   if (!l.timed) return;
   const Driver& d = Driver::get();
   try {
-    void* end = take_event(false);
+    void* end = take_event();
     if (!ok || end == nullptr ||
         d.event_record(static_cast<CUevent>(end), static_cast<CUstream>(l.stream)) != CUDA_SUCCESS) {
-      give_event(l.start, false);
-      give_event(end, false);
+      give_event(l.start);
+      give_event(end);
       return;
     }
     {
@@ -620,78 +612,6 @@ void Atomizer::finish(const FunctionEntry& e, Launch& l, bool ok) noexcept {
 
 void Atomizer::atoms_issued(const FunctionEntry& e, std::uint32_t n) noexcept {
   if (e.counters != nullptr) e.counters->atoms.fetch_add(n, std::memory_order_relaxed);
-}
-
-// ---- Pacer ------------------------------------------------------------------
-
-Atomizer::Pacer::Pacer(Atomizer& az, const FunctionEntry& e, const Launch& l) noexcept
-    : az_(az), counters_(e.counters), stream_(l.stream) {
-  if (!l.paced) return;
-  inflight_ = std::min<std::uint32_t>(az.config_.atom_inflight, kMaxInflight);
-  atom_ns_ = std::chrono::duration_cast<std::chrono::nanoseconds>(l.plan.atom_duration).count();
-  expected_ns_ = l.expected_atom_ns;
-  if (inflight_ != 0) az.paced_launches.fetch_add(1, std::memory_order_relaxed);
-  if (inflight_ != 0 && counters_ != nullptr) counters_->paced.fetch_add(1, std::memory_order_relaxed);
-}
-
-Atomizer::Pacer::~Pacer() {
-  for (void*& ev : events_) {
-    az_.give_event(ev, true);
-    ev = nullptr;
-  }
-}
-
-void Atomizer::Pacer::after(std::uint32_t atom, double fraction) noexcept {
-  if (inflight_ == 0) return;
-  const Driver& d = Driver::get();
-  const std::uint32_t slot = atom % inflight_;
-  if (events_[slot] == nullptr) events_[slot] = az_.take_event(true);
-  if (events_[slot] == nullptr ||
-      d.event_record(static_cast<CUevent>(events_[slot]), static_cast<CUstream>(stream_)) != CUDA_SUCCESS) {
-    inflight_ = 0;  // cannot track this atom: issue the rest at once
-    return;
-  }
-  issued_ns_[slot] = static_cast<std::int64_t>(now_ns());
-  expected_slot_ns_[slot] = static_cast<std::int64_t>(static_cast<double>(expected_ns_) * fraction);
-}
-
-void Atomizer::Pacer::before(std::uint32_t atom) noexcept {
-  if (inflight_ == 0 || atom < inflight_) return;
-  const Driver& d = Driver::get();
-  const std::uint32_t slot = atom % inflight_;  // holds atom - inflight_'s event
-  const RelaxedCaptureMode relaxed;
-  const std::int64_t t0 = static_cast<std::int64_t>(now_ns());
-  const std::int64_t timeout = std::max<std::int64_t>(50'000'000, 50 * atom_ns_);
-  // Sleep through the first half of the atom's predicted run (from its
-  // issue; sleeps overshoot by up to ~100 us, hence only for atoms of 250 us
-  // or more), then poll: the next atom goes out within microseconds of the
-  // end. Without a prediction (LITHOS_ATOMS), poll throughout.
-  const std::int64_t expected = expected_slot_ns_[slot];
-  const std::int64_t sleep_until = issued_ns_[slot] + (expected >= 250'000 ? expected / 2 - 100'000 : 0);
-  for (;;) {
-    const CUresult q = d.event_query(static_cast<CUevent>(events_[slot]));
-    if (q == CUDA_SUCCESS) break;
-    const std::int64_t now = static_cast<std::int64_t>(now_ns());
-    if (q != CUDA_ERROR_NOT_READY || now - t0 > timeout) {
-      if (q == CUDA_ERROR_NOT_READY) {
-        az_.pace_timeouts.fetch_add(1, std::memory_order_relaxed);
-        if (counters_ != nullptr) counters_->pace_timeouts.fetch_add(1, std::memory_order_relaxed);
-        LITHOS_LOG_ONCE(LogLevel::kWarn,
-                        "atomizer: an atom of %s did not end within %.0f ms; its remaining atoms were issued at once",
-                        counters_ != nullptr ? counters_->name.c_str() : "a kernel",
-                        static_cast<double>(timeout) / 1e6);
-      }
-      inflight_ = 0;
-      break;
-    }
-    if (now < sleep_until) {
-      std::this_thread::sleep_for(std::chrono::microseconds(50));
-    } else {
-      std::this_thread::yield();
-    }
-  }
-  az_.pace_wait_ns.fetch_add(static_cast<std::uint64_t>(static_cast<std::int64_t>(now_ns()) - t0),
-                             std::memory_order_relaxed);
 }
 
 void Atomizer::poll_timings(bool wait) noexcept {
@@ -750,10 +670,6 @@ std::string Atomizer::report_json() noexcept {
     num("load_ns", load_ns.load());
     num("unknown_launches", unknown_launches.load());
     num("unsupported_paths", unsupported_paths.load());
-    num("atom_inflight", config_.atom_inflight);
-    num("paced_launches", paced_launches.load());
-    num("pace_wait_ns", pace_wait_ns.load());
-    num("pace_timeouts", pace_timeouts.load());
     o += ",\"not_rewritten\":{";
     {
       const std::lock_guard lock(reasons_mu_);
@@ -778,8 +694,6 @@ std::string Atomizer::report_json() noexcept {
       num("atoms", c->atoms.load());
       num("timed", c->timed.load());
       num("timed_ns", c->timed_ns.load());
-      num("paced", c->paced.load());
-      num("pace_timeouts", c->pace_timeouts.load());
       num("long_whole", c->long_whole.load());
       num("long_whole_ns", c->long_whole_ns.load());
       o += ",\"whole\":{";

@@ -11,13 +11,12 @@
 // kernel nodes included) must carry the extra parameter. The launch is run
 // as `count` launches of the same grid with consecutive block ranges
 // (atoms), in order on the caller's stream, each with its own launch
-// descriptor (so each can carry its own TPC mask). Atoms are issued lazily
-// (LITHOS_ATOM_INFLIGHT, default 1): the hook returns once the last atom is
-// queued, and before it waits for earlier atoms to end, so that no later
-// atom sits in the GPU's queue ahead of other work while one runs (docs/
-// atomizer.md, "Pacing"). count comes from the
-// scheduling core's atom planner (sched::plan_atoms) fed with durations
-// measured here with CUDA events on sampled launches, or from LITHOS_ATOMS.
+// descriptor (so each can carry its own TPC mask). Under lithosd each atom
+// waits for its grant (the Engine decides its TPCs and when it goes: hooks.cpp
+// run_granted); without a daemon the atoms are issued at once. count comes
+// from the scheduling core's atom planner (sched::plan_atoms) fed with
+// durations measured here with CUDA events on sampled launches, or from
+// LITHOS_ATOMS.
 // Cooperative launches and cluster launches whose clusters a block range
 // cannot keep whole run as one atom covering the grid.
 //
@@ -58,8 +57,6 @@ struct KernelCounters {
   std::atomic<std::uint64_t> whole_reason[sched::kAtomReasonCount]{};  // sched::AtomReason of launches run whole
   std::atomic<std::uint64_t> timed{0};                                 // launches timed with events
   std::atomic<std::uint64_t> timed_ns{0};                              // their total GPU time
-  std::atomic<std::uint64_t> paced{0};                                 // split launches issued atom by atom
-  std::atomic<std::uint32_t> pace_timeouts{0};                         // waits given up (2: never paced again)
   std::atomic<std::uint64_t> long_whole{0};                    // timed launches run whole yet longer than one atom
   std::atomic<std::uint64_t> long_whole_ns{0};                 // their GPU time
   std::mutex mu;                                               // guards ewma_ns and seen
@@ -150,52 +147,19 @@ class Atomizer {
   struct Launch {
     sched::AtomPlan plan;
     bool timed = false;
-    bool paced = false;                 // atoms issued lazily (Pacer)
-    std::int64_t expected_atom_ns = 0;  // predicted duration / count (0: no prediction)
-    void* start = nullptr;              // CUevent
-    void* stream = nullptr;             // the stream events go to
+    void* start = nullptr;   // CUevent
+    void* stream = nullptr;  // the stream events go to
   };
   using WaveQuery = AtomWaveQuery;
   // Decides the atoms of one launch. grid/cluster in blocks. `whole`: one
-  // atom, not paced (AtomReason::kUnneeded: a tenant of lithosd running free
+  // atom (AtomReason::kUnneeded: a tenant of lithosd running free
   // has nothing to protect, and atoms would only cost it).
   Launch plan(const FunctionEntry& e, const std::uint32_t grid[3], const std::uint32_t cluster[3], bool cooperative,
               void* stream, bool ptsz, const WaveQuery& wave = {}, bool whole = false) noexcept;
   void finish(const FunctionEntry& e, Launch& l, bool ok) noexcept;
-  // Counts `n` atoms launched for a split launch (paced launches size their
-  // atoms when issued, so the count can differ from the plan's).
+  // Counts `n` atoms launched for a split launch (granted launches take
+  // their ranges from the daemon, so the count can differ from the plan's).
   void atoms_issued(const FunctionEntry& e, std::uint32_t n) noexcept;
-
-  // Issues the atoms of a paced launch lazily: after each atom an event is
-  // recorded; before atom i the calling thread waits until atom
-  // i - LITHOS_ATOM_INFLIGHT has ended. A wait that lasts longer than
-  // max(50 ms, 50 atoms) is given up (the remaining atoms go out at once; a
-  // kernel whose waits time out twice is never paced again): a kernel that
-  // waits for work the application enqueues later cannot deadlock the host.
-  // Does nothing for a launch that is not paced.
-  class Pacer {
-   public:
-    Pacer(Atomizer& az, const FunctionEntry& e, const Launch& l) noexcept;
-    ~Pacer();
-    Pacer(const Pacer&) = delete;
-    Pacer& operator=(const Pacer&) = delete;
-    void before(std::uint32_t atom) noexcept;  // call before launching atom `atom`
-    // Call after atom `atom` was launched; `fraction`: its size over the
-    // planned atom's (atoms are resized when issued), for the wait's sleep.
-    void after(std::uint32_t atom, double fraction = 1.0) noexcept;
-
-   private:
-    static constexpr std::uint32_t kMaxInflight = 64;
-    Atomizer& az_;
-    KernelCounters* counters_;
-    void* stream_;
-    std::uint32_t inflight_ = 0;    // 0: not pacing
-    std::int64_t atom_ns_ = 0;      // the plan's atom duration (timeouts)
-    std::int64_t expected_ns_ = 0;  // the predicted duration of one atom (0: unknown)
-    void* events_[kMaxInflight] = {};
-    std::int64_t issued_ns_[kMaxInflight] = {};
-    std::int64_t expected_slot_ns_[kMaxInflight] = {};  // the predicted run of the atom in each slot
-  };
 
   // LITHOS_ATOM_TIME: a launch of a kernel lithos did not rewrite, timed
   // under "?<name>" so that coverage can count its GPU time.
@@ -230,7 +194,6 @@ class Atomizer {
   std::atomic<std::uint64_t> kernels_patched{0}, kernels_unpatched{0};
   std::atomic<std::uint64_t> load_ns{0};
   std::atomic<std::uint64_t> unknown_launches{0}, unsupported_paths{0};
-  std::atomic<std::uint64_t> paced_launches{0}, pace_wait_ns{0}, pace_timeouts{0};
 
  private:
   Atomizer() = default;
@@ -239,10 +202,9 @@ class Atomizer {
   std::uint64_t wave_blocks(KernelCounters& c, const void* handle, const std::uint32_t block[3],
                             std::uint32_t smem) noexcept;
   void poll_timings(bool wait) noexcept;
-  // CUDA events from the pools (pace: created without timing); null when
-  // none can be created.
-  void* take_event(bool pace) noexcept;
-  void give_event(void* ev, bool pace) noexcept;
+  // CUDA timing events from the pool; null when none can be created.
+  void* take_event() noexcept;
+  void give_event(void* ev) noexcept;
   KernelCounters* counters_for(const std::string& name, cubin::PatchStatus s);
   FunctionEntry entry_for(const std::shared_ptr<ImageRecord>& rec, const char* name);
 
@@ -272,7 +234,6 @@ class Atomizer {
   std::mutex timing_mu_;
   std::vector<Pending> pending_;
   std::vector<void*> free_events_;
-  std::vector<void*> free_pace_events_;  // created without timing
 };
 
 }  // namespace lithos::intercept

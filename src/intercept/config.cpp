@@ -171,25 +171,19 @@ Config config_from_env(const EnvLookup& lookup) {
   micros("LITHOS_ATOM_US", 1, 1e7, &c.atom_us);
   micros("LITHOS_ATOM_COST_US", 0, 1e6, &c.atom_cost_us);
   whole("LITHOS_ATOMS", 1, 4096, "expected a whole number of atoms between 1 and 4096", &c.atoms_forced);
-  whole("LITHOS_ATOM_INFLIGHT", 0, 64, "expected a whole number of atoms between 0 (all at once) and 64",
-        &c.atom_inflight);
   if (const char* v = get("LITHOS_ATOM_REPORT")) c.atom_report = v;
-  if (const char* v = get("LITHOS_ROLE")) {
-    if (std::strcmp(v, "hp") == 0)
-      c.role = Role::kHighPriority;
-    else if (std::strcmp(v, "be") == 0)
-      c.role = Role::kBestEffort;
-    else
-      problem("LITHOS_ROLE", v, "expected hp or be");
+  // The activity board's and the atom pacer's variables: their rules were
+  // a second scheduling policy beside lithosd's Engine, and are gone.
+  for (const char* name : {"LITHOS_ROLE", "LITHOS_BOARD", "LITHOS_HP_HOLD_US", "LITHOS_STEAL_ATOM"}) {
+    if (const char* v = get(name)) {
+      problem(name, v,
+              "the activity board was removed: lithosd decides every launch (lithos daemon; lithos run --tenant NAME)");
+    }
   }
-  if (const char* v = get("LITHOS_BOARD")) c.board_path = v;
-  micros("LITHOS_HP_HOLD_US", 0, 1e7, &c.hp_hold_us);
-  if (const char* v = get("LITHOS_STEAL_ATOM")) {
-    double d = 0;
-    if (!number(v, &d) || !(d > 0.0 && d <= 1.0))
-      problem("LITHOS_STEAL_ATOM", v, "expected a fraction of an atom in (0, 1]");
-    else
-      c.steal_atom = d;
+  if (const char* v = get("LITHOS_ATOM_INFLIGHT")) {
+    problem("LITHOS_ATOM_INFLIGHT", v,
+            "the atom pacer was removed: atoms wait for lithosd's grants (lithos daemon; lithos run --tenant NAME), "
+            "and without a daemon they are issued at once");
   }
   if (const char* v = get("LITHOS_DAEMON")) c.daemon_socket = std::strcmp(v, "off") == 0 ? "" : v;
   if (const char* v = get("LITHOS_TENANT")) {
@@ -210,9 +204,6 @@ Config config_from_env(const EnvLookup& lookup) {
   on_off("LITHOS_GRAPH_REPLAY", &c.graph_replay);
   on_off("LITHOS_SUBMIT_AHEAD", &c.submit_ahead);
   whole("LITHOS_DEFER_DEPTH", 1, 65536, "expected a whole number of launches between 1 and 65536", &c.defer_depth);
-  if (c.role != Role::kNone && c.board_path.empty()) {
-    problem("LITHOS_ROLE", c.role == Role::kHighPriority ? "hp" : "be", "has no effect without LITHOS_BOARD");
-  }
 
   if (const char* v = get("LITHOS_TEST_FAULT")) {
     if (std::strcmp(v, "launch") == 0)

@@ -16,19 +16,8 @@
 //   LITHOS_ATOM_US=T       atom duration target in microseconds (default 500)
 //   LITHOS_ATOM_COST_US=C  measured cost of one more atom (default 20)
 //   LITHOS_ATOMS=N         tests: split every splittable launch into N atoms
-//   LITHOS_ATOM_INFLIGHT=K at most K atoms of one launch queued on the GPU at
-//                          once; the next one is issued when an earlier one
-//                          ends (default 1; 0 = all atoms at once)
 //   LITHOS_ATOM_TIME=1     time every launch of a rewritten kernel (coverage)
 //   LITHOS_ATOM_REPORT=F   write the atomizer's per-kernel report (JSON) to F
-//   LITHOS_ROLE=hp|be      this process's role on the activity board
-//   LITHOS_BOARD=FILE      the activity board (board.hpp): hp stamps its
-//                          launches there; a be process confined to a set runs
-//                          on the whole GPU while no hp launch is recent
-//   LITHOS_HP_HOLD_US=T    how long after an hp launch a be process stays on
-//                          its set (default 1000)
-//   LITHOS_STEAL_ATOM=F    a stealing be process runs atoms of this fraction
-//                          of the planned atom (default 0.5)
 //   LITHOS_DAEMON=SOCKET   register with lithosd at this socket (client.hpp):
 //                          the daemon decides every launch; unset: no daemon
 //   LITHOS_TENANT=NAME     the tenant to claim from lithosd (default: the
@@ -51,7 +40,11 @@
 //                          decided on each launch's stream before launching
 //                          (client.hpp; default 1)
 // A malformed value is reported (problems) and ignored: the library then runs
-// as if that variable were unset, it never stops the host program.
+// as if that variable were unset, it never stops the host program. So are the
+// variables of the activity board and the atom pacer (LITHOS_ROLE,
+// LITHOS_BOARD, LITHOS_HP_HOLD_US, LITHOS_STEAL_ATOM, LITHOS_ATOM_INFLIGHT):
+// their decisions were a second scheduling policy in the interposer, and
+// lithosd's Engine makes them now (docs/daemon.md).
 #pragma once
 
 #include <cstdint>
@@ -66,7 +59,6 @@ namespace lithos::intercept {
 
 enum class MaskRequest { kNone, kFirstN, kSet };
 enum class BackendChoice { kAuto, kDescriptor, kGreen, kOff };
-enum class Role { kNone, kHighPriority, kBestEffort };
 
 const char* backend_choice_name(BackendChoice b);
 
@@ -81,18 +73,12 @@ struct Config {
   BackendChoice backend = BackendChoice::kAuto;
   bool fault_launch = false;  // LITHOS_TEST_FAULT=launch
   // Kernel atomizer (docs/atomizer.md).
-  bool atomize = false;             // LITHOS_ATOMIZE
-  double atom_us = 500.0;           // LITHOS_ATOM_US
-  double atom_cost_us = 20.0;       // LITHOS_ATOM_COST_US
-  std::uint32_t atoms_forced = 0;   // LITHOS_ATOMS (0: from predictions)
-  std::uint32_t atom_inflight = 1;  // LITHOS_ATOM_INFLIGHT (0: every atom at once)
-  bool atom_time_all = false;       // LITHOS_ATOM_TIME
-  std::string atom_report;          // LITHOS_ATOM_REPORT ("" = none; "%p" = pid)
-  // Activity board (board.hpp).
-  Role role = Role::kNone;   // LITHOS_ROLE
-  std::string board_path;    // LITHOS_BOARD ("" = none)
-  double hp_hold_us = 1000;  // LITHOS_HP_HOLD_US
-  double steal_atom = 0.5;   // LITHOS_STEAL_ATOM
+  bool atomize = false;            // LITHOS_ATOMIZE
+  double atom_us = 500.0;          // LITHOS_ATOM_US
+  double atom_cost_us = 20.0;      // LITHOS_ATOM_COST_US
+  std::uint32_t atoms_forced = 0;  // LITHOS_ATOMS (0: from predictions)
+  bool atom_time_all = false;      // LITHOS_ATOM_TIME
+  std::string atom_report;         // LITHOS_ATOM_REPORT ("" = none; "%p" = pid)
   // lithosd (client.hpp).
   std::string daemon_socket;         // LITHOS_DAEMON ("" = no daemon)
   std::string tenant;                // LITHOS_TENANT

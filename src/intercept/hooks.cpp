@@ -282,12 +282,10 @@ CUresult granted_whole(const LaunchInfo& li, CUstream stream, bool ptsz, std::ui
   return r;
 }
 
-// Runs the atoms of one planned launch in order, paced (Atomizer::Pacer);
+// Runs the atoms of one planned launch in order, all at once (without
+// lithosd nothing decides when an atom may go; under it, run_granted);
 // `launch` performs one launch with the bounds currently in `bp`. Stops at
-// the first failure. A paced launch sizes each atom when it is issued: the
-// planned atom scaled by Runtime::board_atom_scale (the activity board: a
-// confined be process runs smaller atoms on its smaller set, a stealing one
-// shorter atoms), in whole units; other launches run the plan's ranges.
+// the first failure.
 template <class Launch>
 CUresult run_atoms(const FunctionEntry& e, const Atomizer::Launch& l, BoundsParams& bp, Launch&& launch) {
   if (!l.plan.split()) {
@@ -295,43 +293,16 @@ CUresult run_atoms(const FunctionEntry& e, const Atomizer::Launch& l, BoundsPara
     return launch();
   }
   Atomizer& az = Atomizer::instance();
-  Atomizer::Pacer pacer(az, e, l);
-  if (!l.paced) {
-    for (std::uint32_t i = 0; i < l.plan.count; ++i) {
-      const sched::BlockRange r = l.plan.atom(i);
-      bp.set(static_cast<std::uint32_t>(r.lo), static_cast<std::uint32_t>(r.hi));
-      const CUresult res = launch();
-      if (res != CUDA_SUCCESS) {
-        az.atoms_issued(e, i);
-        return res;
-      }
-    }
-    az.atoms_issued(e, l.plan.count);
-    return CUDA_SUCCESS;
-  }
-  const std::uint64_t unit = l.plan.unit;
-  const std::uint64_t units = l.plan.total_blocks / unit;
-  // Units per atom on the whole GPU: the plan's whole waves, else its near-equal share.
-  const std::uint64_t planned = l.plan.atom_units > 0 ? l.plan.atom_units : (units + l.plan.count - 1) / l.plan.count;
-  Runtime& rt = Runtime::instance();
-  std::uint64_t next = 0;
-  std::uint32_t i = 0;
-  while (next < units) {
-    pacer.before(i);
-    const double scale = rt.board_atom_scale();
-    auto size = static_cast<std::uint64_t>(static_cast<double>(planned) * scale + 0.5);
-    size = std::clamp<std::uint64_t>(size, 1, units - next);
-    bp.set(static_cast<std::uint32_t>(next * unit), static_cast<std::uint32_t>((next + size) * unit));
+  for (std::uint32_t i = 0; i < l.plan.count; ++i) {
+    const sched::BlockRange r = l.plan.atom(i);
+    bp.set(static_cast<std::uint32_t>(r.lo), static_cast<std::uint32_t>(r.hi));
     const CUresult res = launch();
     if (res != CUDA_SUCCESS) {
       az.atoms_issued(e, i);
       return res;
     }
-    next += size;
-    if (next < units) pacer.after(i, static_cast<double>(size) / static_cast<double>(planned));
-    ++i;
   }
-  az.atoms_issued(e, i);
+  az.atoms_issued(e, l.plan.count);
   return CUDA_SUCCESS;
 }
 

@@ -103,22 +103,9 @@ Runtime::Runtime() {
   DaemonClient::instance().configure(config_);
   DeferredLaunches::instance().configure(config_.defer_launches && !config_.daemon_socket.empty(), config_.defer_depth);
   GraphReplay::instance().configure(config_.graph_replay && !config_.daemon_socket.empty());
-  hp_hold_ns_ = static_cast<std::uint64_t>(config_.hp_hold_us * 1e3);
   pthread_atfork(nullptr, nullptr, [] {
     if (Runtime* rt = instance_if_created()) rt->note_forked();
   });
-  if (!config_.board_path.empty() && config_.role != Role::kNone) {
-    try {
-      const Status st = board_.open(config_.board_path);
-      if (!st.is_ok()) {
-        LITHOS_LOG(LogLevel::kError, "activity board: %s; %s", st.message().c_str(),
-                   config_.role == Role::kBestEffort ? "staying on the configured TPC set"
-                                                     : "high-priority launches are not published");
-      }
-    } catch (...) {
-      LITHOS_LOG(LogLevel::kError, "activity board: out of memory while opening it");
-    }
-  }
 }
 
 namespace {
@@ -446,13 +433,6 @@ std::optional<Runtime::Choice> Runtime::choose(CUstream_st* stream, bool ptsz, S
       return std::nullopt;
     }
     entry = *e;
-    // A best-effort process steals the whole GPU while the board shows no
-    // recent high-priority launch (per-stream masks set through the C API
-    // are kept as they are). No board (it failed to open): stay confined.
-    if (config_.role == Role::kBestEffort && board_.is_open() && !board_.hp_active(Board::now_ns(), hp_hold_ns_)) {
-      *why = SkipReason::kStealing;
-      return std::nullopt;
-    }
   }
   if (entry.whole) {
     *why = SkipReason::kWholeLiveSet;
@@ -465,21 +445,9 @@ std::optional<Runtime::Choice> Runtime::choose(CUstream_st* stream, bool ptsz, S
   return Choice{entry.slots, entry.tpcs};
 }
 
-double Runtime::board_atom_scale() noexcept {
-  if (config_.role != Role::kBestEffort || !board_.is_open()) return 1.0;
-  attach();  // the process mask is set up on the first launch: this may be it
-  if (!map_) return 1.0;
-  const MaskEntry* e = process_mask_.load(std::memory_order_acquire);
-  if (e == nullptr || e->whole) return 1.0;
-  if (!board_.hp_active(Board::now_ns(), hp_hold_ns_)) return config_.steal_atom;
-  const int live = map_->live_set().count();
-  return live > 0 ? std::clamp(static_cast<double>(e->tpcs.count()) / live, 0.0, 1.0) : 1.0;
-}
-
 void Runtime::begin_launch(HookId id, CUstream_st* stream, bool ptsz, const LaunchInfo& launch) {
   attach();
   if (config_.fault_launch) throw std::runtime_error("injected fault (LITHOS_TEST_FAULT=launch)");
-  if (config_.role == Role::kHighPriority && board_.is_open()) board_.hp_launched(Board::now_ns());
   if (launch.cooperative) counters_.bump(counters_.cooperative_launches);
   ThreadFrame& f = t_frame;
   f.kind = CallKind::kLaunch;

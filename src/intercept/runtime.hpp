@@ -29,7 +29,6 @@
 
 #include "gpu/qmd.hpp"
 #include "gpu/slot_map.hpp"
-#include "intercept/board.hpp"
 #include "intercept/config.hpp"
 #include "intercept/hook_table.hpp"
 #include "intercept/launch_info.hpp"
@@ -195,13 +194,6 @@ class Runtime {
   int clear_stream_tpcs(CUstream_st* stream) noexcept;
   int set_process_tpcs(const sched::TpcSet* tpcs) noexcept;  // null: whole GPU
   int live_tpcs(sched::TpcSet* out) noexcept;
-  // How the atomizer scales the next paced atom of this process (activity
-  // board, be role only; 1 otherwise). Confined (hp active): the share of
-  // the live TPCs its set holds, so that an atom on the smaller allocation
-  // lasts about as long as one on the whole GPU. Stealing (hp idle):
-  // LITHOS_STEAL_ATOM (default 0.5), so that stolen TPCs come back within
-  // that fraction of an atom when hp returns.
-  double board_atom_scale() noexcept;
 
   // ---- reporting ----
   StatsHeader stats_header() noexcept;
@@ -293,8 +285,6 @@ class Runtime {
   void publish_process_mask_locked(const gpu::SlotMask* slots, const sched::TpcSet& tpcs);
 
   Config config_;
-  Board board_;                   // LITHOS_BOARD (opened by the constructor)
-  std::uint64_t hp_hold_ns_ = 0;  // LITHOS_HP_HOLD_US
   Counters counters_;
   // In a child forked after the parent called the driver: the counters and
   // the atomizer's state are the parent's copy (and CUDA cannot be used in

@@ -41,7 +41,6 @@ const char* skip_reason_name(SkipReason r) {
     case SkipReason::kWriteFailed: return "layout_refused_mask";
     case SkipReason::kInternalError: return "internal_error";
     case SkipReason::kWholeLiveSet: return "whole_live_set";
-    case SkipReason::kStealing: return "stealing";
   }
   return "unknown";
 }

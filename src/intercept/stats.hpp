@@ -25,9 +25,8 @@ enum class SkipReason : int {
   kWriteFailed,     // the layout refused this mask (pre-Hopper 64-bit limit)
   kInternalError,   // lithos failed inside the hook; the launch ran unmasked
   kWholeLiveSet,    // the set is every live TPC: no mask written (same TPCs; not an error)
-  kStealing,        // a be process on the whole GPU: no recent hp launch on the board (not an error)
 };
-inline constexpr int kSkipReasonCount = 10;
+inline constexpr int kSkipReasonCount = 9;
 const char* skip_reason_name(SkipReason r);
 
 // A copy of the counters at one moment.

@@ -217,23 +217,13 @@ TEST(BenchModes, EnvironmentAndTpcSetsPerMode) {
   auto fixed = plan_mode(*sc, *find_mode("lithos-fixed"), 66);
   EXPECT_FALSE((*fixed)[0].tpc_set.has_value());  // hp: the whole GPU
   EXPECT_EQ((*fixed)[1].tpc_set, "33-49");
-  // Stealing: hp stamps the activity board; be is confined to its partition
-  // only while hp is active, with the atomizer (or without, as the control).
-  auto steal = plan_mode(*sc, *find_mode("lithos-steal"), 66);
-  ASSERT_TRUE(steal);
-  EXPECT_EQ((*steal)[0].board_role, "hp");
-  EXPECT_FALSE((*steal)[0].tpc_set.has_value() || (*steal)[0].atomize);
-  EXPECT_EQ((*steal)[1].board_role, "be");
-  EXPECT_EQ((*steal)[1].tpc_set, "33-49");
-  EXPECT_TRUE((*steal)[1].atomize);
-  auto steal_whole = plan_mode(*sc, *find_mode("lithos-steal-whole"), 66);
-  ASSERT_TRUE(steal_whole);
-  EXPECT_EQ((*steal_whole)[1].board_role, "be");
-  EXPECT_FALSE((*steal_whole)[1].atomize);
+  // The activity board's modes were a second policy beside lithosd's Engine
+  // and are gone, with the atomizer-without-a-scheduler mode.
+  for (const char* m : {"lithos-steal", "lithos-steal-whole", "mps-atoms"}) EXPECT_EQ(find_mode(m), nullptr) << m;
   for (const char* m : {"alone", "mps-alone", "time-slicing", "mps"}) {
     auto p = plan_mode(*sc, *find_mode(m), 66);
     ASSERT_TRUE(p);
-    EXPECT_TRUE((*p)[0].env.empty() && !(*p)[0].tpc_set && (*p)[0].board_role.empty()) << m;
+    EXPECT_TRUE((*p)[0].env.empty() && !(*p)[0].tpc_set && !(*p)[0].atomize) << m;
   }
   EXPECT_TRUE(find_mode("mps")->mps);
   EXPECT_FALSE(find_mode("time-slicing")->mps);

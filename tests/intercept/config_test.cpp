@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <string>
 
@@ -31,12 +32,10 @@ TEST(Config, AtomizerSettings) {
   EXPECT_FALSE(off.atomize);
   EXPECT_EQ(off.atom_us, 500.0);
   EXPECT_EQ(off.atoms_forced, 0u);
-  EXPECT_EQ(off.atom_inflight, 1u);  // atoms are issued one at a time by default
   const Config c = parse({{"LITHOS_ATOMIZE", "1"},
                           {"LITHOS_ATOM_US", "250"},
                           {"LITHOS_ATOM_COST_US", "12.5"},
                           {"LITHOS_ATOMS", "7"},
-                          {"LITHOS_ATOM_INFLIGHT", "0"},
                           {"LITHOS_ATOM_TIME", "1"},
                           {"LITHOS_ATOM_REPORT", "/tmp/a-%p.json"}});
   EXPECT_TRUE(c.problems.empty());
@@ -44,36 +43,31 @@ TEST(Config, AtomizerSettings) {
   EXPECT_EQ(c.atom_us, 250.0);
   EXPECT_EQ(c.atom_cost_us, 12.5);
   EXPECT_EQ(c.atoms_forced, 7u);
-  EXPECT_EQ(c.atom_inflight, 0u);
   EXPECT_TRUE(c.atom_time_all);
   EXPECT_EQ(c.atom_report, "/tmp/a-%p.json");
 }
 
-TEST(Config, BoardSettings) {
-  const Config none = parse({});
-  EXPECT_EQ(none.role, Role::kNone);
-  EXPECT_TRUE(none.board_path.empty());
-  EXPECT_EQ(none.hp_hold_us, 1000.0);
-  EXPECT_EQ(none.steal_atom, 0.5);
-  const Config be = parse({{"LITHOS_ROLE", "be"},
-                           {"LITHOS_BOARD", "/dev/shm/b"},
-                           {"LITHOS_HP_HOLD_US", "2500"},
-                           {"LITHOS_STEAL_ATOM", "0.25"}});
-  EXPECT_TRUE(be.problems.empty());
-  EXPECT_EQ(be.steal_atom, 0.25);
-  EXPECT_EQ(parse({{"LITHOS_STEAL_ATOM", "0"}}).problems.size(), 1u);
-  EXPECT_EQ(parse({{"LITHOS_STEAL_ATOM", "1.5"}}).steal_atom, 0.5);
-  EXPECT_EQ(be.role, Role::kBestEffort);
-  EXPECT_EQ(be.board_path, "/dev/shm/b");
-  EXPECT_EQ(be.hp_hold_us, 2500.0);
-  EXPECT_EQ(parse({{"LITHOS_ROLE", "hp"}, {"LITHOS_BOARD", "/x"}}).role, Role::kHighPriority);
-  const Config bad = parse({{"LITHOS_ROLE", "boss"}, {"LITHOS_BOARD", "/x"}, {"LITHOS_HP_HOLD_US", "soon"}});
-  EXPECT_EQ(bad.problems.size(), 2u);
-  EXPECT_EQ(bad.role, Role::kNone);
-  EXPECT_EQ(bad.hp_hold_us, 1000.0);
-  const Config lonely = parse({{"LITHOS_ROLE", "be"}});
-  ASSERT_EQ(lonely.problems.size(), 1u) << "a role without a board does nothing: say so";
-  EXPECT_NE(lonely.problems[0].find("LITHOS_BOARD"), std::string::npos);
+// The activity board's and the atom pacer's variables were a second policy
+// beside lithosd's Engine and are gone: a process that still sets them is
+// told so (and where the decisions are made now), and runs on.
+TEST(Config, RetiredBoardAndPacerVariablesAreNamed) {
+  const Config c = parse({{"LITHOS_ROLE", "be"},
+                          {"LITHOS_BOARD", "/dev/shm/b"},
+                          {"LITHOS_HP_HOLD_US", "2500"},
+                          {"LITHOS_STEAL_ATOM", "0.25"},
+                          {"LITHOS_ATOM_INFLIGHT", "1"}});
+  ASSERT_EQ(c.problems.size(), 5u);
+  for (const char* name :
+       {"LITHOS_ROLE='be'", "LITHOS_BOARD='/dev/shm/b'", "LITHOS_HP_HOLD_US='2500'", "LITHOS_STEAL_ATOM='0.25'"}) {
+    const bool named = std::any_of(c.problems.begin(), c.problems.end(), [&](const std::string& p) {
+      return p.rfind(name, 0) == 0 &&
+             p.find("the activity board was removed: lithosd decides every launch") != std::string::npos;
+    });
+    EXPECT_TRUE(named) << name;
+  }
+  EXPECT_EQ(c.problems.back().rfind("LITHOS_ATOM_INFLIGHT='1': the atom pacer was removed", 0), 0u)
+      << c.problems.back();
+  EXPECT_TRUE(parse({}).problems.empty());
 }
 
 TEST(Config, MalformedAtomizerSettingsAreReportedAndIgnored) {
@@ -87,10 +81,6 @@ TEST(Config, MalformedAtomizerSettingsAreReportedAndIgnored) {
   EXPECT_EQ(c.atom_cost_us, 20.0);
   EXPECT_EQ(c.atoms_forced, 0u);
   EXPECT_EQ(parse({{"LITHOS_ATOMS", "5000"}}).problems.size(), 1u);
-  const Config bad_inflight = parse({{"LITHOS_ATOM_INFLIGHT", "-1"}});
-  EXPECT_EQ(bad_inflight.problems.size(), 1u);
-  EXPECT_EQ(bad_inflight.atom_inflight, 1u);
-  EXPECT_EQ(parse({{"LITHOS_ATOM_INFLIGHT", "65"}}).problems.size(), 1u);
 }
 
 TEST(Config, DisableSwitch) {

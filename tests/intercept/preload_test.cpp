@@ -19,13 +19,10 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
-#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 #include <vector>
-
-#include "intercept/board.hpp"
 
 namespace {
 
@@ -756,45 +753,6 @@ TEST_F(Masked, SwitchingOffAndOnAtRunTime) {
   expect_mask(last_mask(), expected_for({2, 3}), "on again");
 }
 
-// ---- Activity board (LITHOS_ROLE, LITHOS_BOARD) ----------------------------------
-using Steal = PreloadTest;
-using Publish = PreloadTest;
-
-TEST_F(Steal, BestEffortStealsTheWholeGpuOnlyWhileNoHighPriorityLaunchIsRecent) {
-  lithos::intercept::Board board;
-  ASSERT_TRUE(board.open(std::getenv("LITHOS_BOARD")).is_ok());
-  constexpr std::uint64_t kHold = 200'000'000;  // LITHOS_HP_HOLD_US=200000
-  // An earlier run may have left a recent stamp: let it age.
-  if (board.hp_active(lithos::intercept::Board::now_ns(), kHold))
-    std::this_thread::sleep_for(std::chrono::milliseconds(210));
-  const auto stolen = not_applied("stealing");
-  ASSERT_EQ(launch_on(nullptr), CUDA_SUCCESS);
-  EXPECT_FALSE(last_mask().valid) << "no hp launch: the whole GPU";
-  EXPECT_EQ(not_applied("stealing"), stolen + 1);
-
-  board.hp_launched(lithos::intercept::Board::now_ns());  // what an hp process does at each launch
-  ASSERT_EQ(launch_on(nullptr), CUDA_SUCCESS);
-  expect_mask(last_mask(), expected_for({2, 3}), "hp active: back on TPCs 1-2");
-
-  std::this_thread::sleep_for(std::chrono::milliseconds(250));
-  ASSERT_EQ(launch_on(nullptr), CUDA_SUCCESS);
-  EXPECT_FALSE(last_mask().valid) << "the hold has passed: stealing again";
-  EXPECT_EQ(not_applied("stealing"), stolen + 2);
-}
-
-TEST_F(Publish, HighPriorityLaunchesAreStamped) {
-  lithos::intercept::Board board;
-  ASSERT_TRUE(board.open(std::getenv("LITHOS_BOARD")).is_ok());
-  const std::uint64_t before = board.hp_launches();
-  const std::uint64_t t0 = lithos::intercept::Board::now_ns();
-  ASSERT_EQ(launch_on(nullptr), CUDA_SUCCESS);
-  ASSERT_EQ(launch_on(nullptr, "cuLaunchKernel_ptsz"), CUDA_SUCCESS);
-  EXPECT_EQ(board.hp_launches(), before + 2);
-  EXPECT_GE(board.hp_last_launch_ns(), t0);
-  EXPECT_LE(board.hp_last_launch_ns(), lithos::intercept::Board::now_ns());
-  EXPECT_FALSE(last_mask().valid) << "an hp process is not masked by its role";
-}
-
 // ---- Kernel atomizer (LITHOS_ATOMIZE=1 LITHOS_ATOMS=4) ---------------------------
 #ifdef LITHOS_CUBIN_FIXTURES
 namespace {
@@ -851,7 +809,7 @@ struct AtomLaunch {
   std::vector<std::pair<std::uint32_t, std::uint32_t>> bounds;
   std::vector<std::uint64_t> outstanding;  // launches not ended when each atom was launched
 };
-AtomLaunch launch_block_ids(const std::function<void()>& just_before = {}) {
+AtomLaunch launch_block_ids() {
   static const std::vector<std::uint8_t> img = read_fixture("corpus_kernels.sm90.cubin");
   CUmodule mod = nullptr;
   CUfunction f = nullptr;
@@ -863,25 +821,13 @@ AtomLaunch launch_block_ids(const std::function<void()>& just_before = {}) {
   driver_fn<void (*)(int)>("fake_record_bounds")(1);
   CUdeviceptr out = 0x1000;
   void* params[] = {&out};
-  if (just_before) just_before();
   EXPECT_EQ(driver_fn<LaunchFn>("cuLaunchKernel")(f, 100, 3, 1, 64, 1, 1, 0, nullptr, params, nullptr), CUDA_SUCCESS);
   return {recorded_bounds(), recorded_outstanding()};
-}
-
-nlohmann::json kernel_report(const char* name) {
-  const auto report = atom_report();
-  if (!report.is_object()) return {};
-  for (const auto& k : report["kernels"]) {
-    if (k.value("name", "") == name) return k;
-  }
-  return {};
 }
 
 }  // namespace
 
 using Atomize = PreloadTest;
-using AtomizeInflight2 = PreloadTest;
-using AtomizeEager = PreloadTest;
 
 TEST_F(Atomize, TheDriverGetsTheRewrittenImageAndLaunchesRunAsAtoms) {
   const std::vector<std::uint8_t> img = read_fixture("corpus_kernels.sm90.cubin");
@@ -963,112 +909,27 @@ TEST_F(Atomize, ImagesThatAreNotCubinsPassThrough) {
   EXPECT_EQ(reinterpret_cast<const char*>(Fake::get().last_call()->args[1]), garbage);
 }
 
-// LITHOS_ATOM_INFLIGHT=1 (the default): each atom is issued only once the
-// one before it has ended, so none ever waits in the GPU's queue.
-TEST_F(Atomize, AtomsAreIssuedOneAtATime) {
+// Without lithosd nothing decides when an atom may go: every atom of the
+// launch is issued at once, in order on its stream (with lithosd each waits
+// for its grant: DaemonE2E).
+TEST_F(Atomize, EveryAtomIsIssuedAtOnce) {
   driver_fn<void (*)(int, int)>("fake_events")(3, 0);
   const AtomLaunch l = launch_block_ids();
   ASSERT_EQ(l.bounds.size(), 4u);
-  EXPECT_EQ(l.outstanding, (std::vector<std::uint64_t>{0, 0, 0, 0}));
-  EXPECT_GE(atom_report().value("paced_launches", 0), 1);
+  EXPECT_EQ(l.outstanding, (std::vector<std::uint64_t>{0, 1, 2, 3}));
+  const nlohmann::json report = atom_report();
+  ASSERT_TRUE(report.is_object());
+  EXPECT_FALSE(report.contains("paced_launches")) << "the pacer is gone";
 }
 
 // Under stream capture nothing runs: the atoms become consecutive nodes at once.
-TEST_F(Atomize, CapturedAtomsAreNotPaced) {
+TEST_F(Atomize, CapturedAtomsAreConsecutiveNodes) {
   driver_fn<void (*)(int, int)>("fake_events")(3, 0);
   driver_fn<void (*)(int)>("fake_capturing")(1);
   const AtomLaunch l = launch_block_ids();
   driver_fn<void (*)(int)>("fake_capturing")(0);
   ASSERT_EQ(l.bounds.size(), 4u);
   EXPECT_EQ(l.outstanding, (std::vector<std::uint64_t>{0, 1, 2, 3}));
-}
-
-// An atom that never ends (a kernel waiting for work the application has not
-// enqueued yet) must not hang the caller: the wait is given up, the rest of
-// the atoms go out at once, and after two such launches the kernel is no
-// longer paced.
-TEST_F(Atomize, AWaitThatNeverEndsIsGivenUp) {
-  driver_fn<void (*)(int, int)>("fake_events")(3, 1);
-  for (int i = 0; i < 3; ++i) {
-    const AtomLaunch l = launch_block_ids();
-    ASSERT_EQ(l.bounds.size(), 4u);
-    std::uint32_t next = 0;
-    for (const auto& [lo, hi] : l.bounds) {
-      EXPECT_EQ(lo, next);
-      next = hi;
-    }
-    EXPECT_EQ(next, 300u) << "launch " << i << ": every block still runs once";
-  }
-  driver_fn<void (*)(int, int)>("fake_events")(3, 0);
-  const nlohmann::json k = kernel_report("block_ids");
-  ASSERT_TRUE(k.is_object());
-  EXPECT_EQ(k.value("pace_timeouts", 0), 2);
-  EXPECT_EQ(atom_report().value("pace_timeouts", 0), 2);
-  const AtomLaunch after = launch_block_ids();  // not paced any more
-  EXPECT_EQ(after.outstanding, (std::vector<std::uint64_t>{0, 1, 2, 3}));
-}
-
-// LITHOS_ATOM_INFLIGHT=2: at most one atom waits behind the running one.
-TEST_F(AtomizeInflight2, AtMostTwoAtomsAreInFlight) {
-  driver_fn<void (*)(int, int)>("fake_events")(3, 0);
-  const AtomLaunch l = launch_block_ids();
-  ASSERT_EQ(l.bounds.size(), 4u);
-  // The fake GPU ends every queued launch at once: atom 2 waits for atom 0,
-  // by then atom 1 has ended too.
-  EXPECT_EQ(l.outstanding, (std::vector<std::uint64_t>{0, 1, 0, 1}));
-}
-
-// LITHOS_ATOM_INFLIGHT=0: every atom at once, as before pacing existed.
-TEST_F(AtomizeEager, EveryAtomIsIssuedAtOnce) {
-  driver_fn<void (*)(int, int)>("fake_events")(3, 0);
-  const AtomLaunch l = launch_block_ids();
-  ASSERT_EQ(l.bounds.size(), 4u);
-  EXPECT_EQ(l.outstanding, (std::vector<std::uint64_t>{0, 1, 2, 3}));
-  EXPECT_EQ(atom_report().value("paced_launches", -1), 0);
-}
-
-// A be process on the activity board sizes each paced atom when it is
-// issued: confined (hp active) by the share of the GPU its set holds (TPCs
-// 1-2 of the fake's 4: half the blocks), stealing (hp idle) by
-// LITHOS_STEAL_ATOM.
-using StealAtoms = PreloadTest;
-TEST_F(StealAtoms, AtomsShrinkWithTheAllocation) {
-  lithos::intercept::Board board;
-  ASSERT_TRUE(board.open(std::getenv("LITHOS_BOARD")).is_ok());
-  // LITHOS_HP_HOLD_US=2000000: long enough that the eight paced atoms of the
-  // busy launch go out within it on a loaded machine. A stamp left by a run
-  // less than 2 s ago must age first.
-  while (board.hp_active(lithos::intercept::Board::now_ns(), 2'000'000'000))
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  driver_fn<void (*)(int, int)>("fake_events")(3, 0);
-  auto sizes = [](const AtomLaunch& l) {
-    std::vector<std::uint32_t> out;
-    std::uint32_t next = 0;
-    for (const auto& [lo, hi] : l.bounds) {
-      EXPECT_EQ(lo, next);
-      out.push_back(hi - lo);
-      next = hi;
-    }
-    EXPECT_EQ(next, 300u) << "every block once";
-    return out;
-  };
-  // Stealing (hp idle): atoms of LITHOS_STEAL_ATOM=0.25 of the planned 75
-  // blocks (round(18.75) = 19), so that hp gets the stolen TPCs back soon.
-  const AtomLaunch idle = launch_block_ids();
-  std::vector<std::uint32_t> stolen(15, 19);
-  stolen.push_back(15);
-  EXPECT_EQ(sizes(idle), stolen);
-  EXPECT_FALSE(last_mask().valid);
-
-  // 2 of 4 TPCs: atoms of round(37.5) = 38 blocks (the stamp right before
-  // the launch: loading the module may take long on a loaded machine).
-  const AtomLaunch busy = launch_block_ids([&] { board.hp_launched(lithos::intercept::Board::now_ns()); });
-  EXPECT_EQ(sizes(busy), (std::vector<std::uint32_t>{38, 38, 38, 38, 38, 38, 38, 34}));
-  expect_mask(last_mask(), expected_for({2, 3}), "confined atom");
-  EXPECT_EQ(busy.outstanding, std::vector<std::uint64_t>(8, 0)) << "paced: one atom at a time";
-  const nlohmann::json k = kernel_report("block_ids");
-  EXPECT_EQ(k.value("split_launches", 0), 2);
-  EXPECT_EQ(k.value("atoms", 0), 24) << "the atoms issued (16 + 8), not the 8 planned";
 }
 
 // With the occupancy known (FAKE_OCCUPANCY=5 blocks per SM x 4 SMs: waves of
