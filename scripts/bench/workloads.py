@@ -28,11 +28,10 @@ import torch.nn.functional as F
 import triton
 import triton.language as tl
 
-from user_workload import closed_loop_rps
+from timing import closed_loop_rps
 
 WARMUP_ITERS = 10     # warm-up before capture / ready: at least this many ...
 WARMUP_S = 1.0        # ... and at least this long (cuDNN, cuBLAS heuristics, clocks)
-CAPACITY_S = 2.0      # closed-loop capacity: measured over at least this long
 
 BERT_VOCAB, BERT_POSITIONS = 30522, 512
 BERT = {  # layers, d, heads, ffn
@@ -111,7 +110,7 @@ class Runner:
         if key == "gpu_ms":
             return event_ms(self.step, 20, budget_s=2.0)
         if key == "capacity_rps":
-            return closed_loop_rps(self.step, self.sync, CAPACITY_S)
+            return closed_loop_rps(self.step, self.sync)
         raise ValueError(f"{type(self).__name__} cannot measure {key}")
 
     def info(self):
