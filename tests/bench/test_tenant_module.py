@@ -6,16 +6,13 @@ the tests need neither torch nor a GPU.
 
   python3 -m unittest discover -s tests/bench -p 'test_tenant*.py' -v
 """
-import json
-import os
-import subprocess
-import sys
+import statistics
 import tempfile
 import textwrap
 import unittest
 from pathlib import Path
 
-from test_tenant import ROOT, config, run_tenant
+from test_tenant import config, run_tenant
 
 # A unit of work that sleeps args.ms, counts what it did and tells the
 # tenant about it; build() checks what it was called with.
@@ -142,7 +139,8 @@ class ModuleWorkloadTest(unittest.TestCase):
         run = run_tenant(self, cfg, timeout=60.0)
         self.assertEqual(run.rc, 0, run.stderr)
         short, long = run.event("result")["phases"]
-        self.assertTrue(all(lat < 14.0 for rep in short["reps"] for lat in rep["latencies_ms"]), short)
+        # The median, not every request: a loaded machine may oversleep now and then.
+        self.assertLess(statistics.median(lat for rep in short["reps"] for lat in rep["latencies_ms"]), 8.0, short)
         self.assertTrue(all(lat >= 15.9 for rep in long["reps"] for lat in rep["latencies_ms"]), long)
 
     def test_bad_modules_fail_with_an_error_event(self):
