@@ -427,11 +427,7 @@ int run(BenchArgs a) {
   opt.interrupted = &g_interrupted;
   opt.progress = [&a, t0](const std::string& l) { progress(a, t0, l); };
 
-  struct sigaction sa {};
-  sa.sa_handler = on_signal;
-  ::sigaction(SIGINT, &sa, nullptr);
-  ::sigaction(SIGTERM, &sa, nullptr);
-  ::signal(SIGPIPE, SIG_IGN);
+  catch_stop_signals(on_signal);
 
   bool any_failed = false;
   std::vector<std::string> not_run;

@@ -2,7 +2,7 @@
 //
 //   lithos daemon [--config F] [--socket P] [--policy NAME] [--mps MODE] [--atom-us T]
 //                 [--state-dir D] [--trace F] [--device N] [--no-gpu] [--print-config]
-//   lithos status [--socket P] [--json | --prometheus]
+//   lithos status [--socket P] [--json | --prometheus] [--out F] [--every S]
 //
 // The daemon serves one GPU (docs/daemon.md): it reads the GPU's slot map
 // and GPCs from the calibration cache (calibrating once in a forked child if
@@ -13,15 +13,21 @@
 #include <unistd.h>
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <atomic>
+#include <cerrno>
+#include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "bench/process.hpp"
@@ -255,11 +261,7 @@ int run_daemon(const DaemonArgs& a) {
     if (*mps) (void)bench::run_command({"nvidia-cuda-mps-control"}, {}, "quit\n", 30.0, "/dev/null");
     return kFailure;
   }
-  struct sigaction sa {};
-  sa.sa_handler = on_signal;
-  ::sigaction(SIGINT, &sa, nullptr);
-  ::sigaction(SIGTERM, &sa, nullptr);
-  ::signal(SIGPIPE, SIG_IGN);
+  catch_stop_signals(on_signal);
   std::fprintf(stderr, "lithosd: serving %s (%d TPCs, %d GPCs) on %s, policy %s, %zu tenants%s\n",
                opt.device.name.c_str(), opt.device.tpcs, opt.device.topology.count(), cfg.socket.c_str(),
                cfg.policy.c_str(), cfg.tenants.size(), *mps ? ", MPS started" : "");
@@ -275,19 +277,18 @@ int run_daemon(const DaemonArgs& a) {
 
 // ---- lithos status --------------------------------------------------------
 
-// --prometheus when no daemon answers: the file a collector reads says so.
-int status_down(bool prometheus) {
-  if (prometheus) std::fputs(daemon::prometheus_down().c_str(), stdout);
-  return kFailure;
-}
+struct StatusArgs {
+  std::string socket;
+  bool json = false;
+  bool prometheus = false;
+  std::string out;   // "" = stdout
+  double every = 0;  // seconds between rounds; 0 = one round
+};
 
-int run_status(const std::string& socket_arg, bool json, bool prometheus) {
-  const std::string socket = socket_arg.empty() ? ipc::default_socket_path() : socket_arg;
+// lithosd's status answer (its JSON text), or why there is none.
+Result<std::string> fetch_status(const std::string& socket) {
   auto fd = ipc::connect_socket(socket, 1000);
-  if (!fd) {
-    std::fprintf(stderr, "lithos status: no lithosd at %s: %s\n", socket.c_str(), fd.status().message().c_str());
-    return status_down(prometheus);
-  }
+  if (!fd) return Status::unavailable("no lithosd at " + socket + ": " + fd.status().message());
   ipc::Hello hello;
   hello.kind = ipc::HelloKind::kStatus;
   hello.pid = static_cast<std::int32_t>(::getpid());
@@ -299,58 +300,45 @@ int run_status(const std::string& socket_arg, bool json, bool prometheus) {
   ::close(fd.value());
   if (passed >= 0) ::close(passed);
   if (!got || got.value() == 0) {
-    std::fprintf(stderr, "lithos status: lithosd at %s did not answer: %s\n", socket.c_str(),
-                 got ? "connection closed" : got.status().message().c_str());
-    return status_down(prometheus);
+    return Status::unavailable("lithosd at " + socket +
+                               " did not answer: " + (got ? "connection closed" : got.status().message()));
   }
   buf.resize(got.value());
-  if (json) {
-    std::printf("%s\n", buf.c_str());
-    return 0;
-  }
-  if (prometheus) {
-    const auto text = daemon::prometheus_text(buf);
-    if (!text) {
-      std::fprintf(stderr, "lithos status: %s\n", text.status().message().c_str());
-      return status_down(true);
-    }
-    std::fputs(text->c_str(), stdout);
-    return 0;
-  }
-  nlohmann::json j = nlohmann::json::parse(buf, nullptr, false);
-  if (j.is_discarded()) {
-    std::fprintf(stderr, "lithos status: the answer is not JSON\n");
-    return kFailure;
-  }
+  return buf;
+}
+
+void print_human(std::FILE* f, const nlohmann::json& j) {
   const double up = j.value("uptime_s", 0.0), cpu = j.value("cpu_s", 0.0);
-  std::printf("lithosd pid %d on %s, policy %s, up %.0f s (CPU %.1f s, %.1f%% of one core); device %d TPCs, %d GPCs\n",
-              j.value("pid", 0), j.value("socket", std::string()).c_str(), j.value("policy", std::string()).c_str(), up,
-              cpu, up > 0 ? 100.0 * cpu / up : 0.0, j["device"].value("tpcs", 0), j["device"].value("gpcs", 0));
+  std::fprintf(f,
+               "lithosd pid %d on %s, policy %s, up %.0f s (CPU %.1f s, %.1f%% of one core); device %d TPCs, %d GPCs\n",
+               j.value("pid", 0), j.value("socket", std::string()).c_str(), j.value("policy", std::string()).c_str(),
+               up, cpu, up > 0 ? 100.0 * cpu / up : 0.0, j["device"].value("tpcs", 0), j["device"].value("gpcs", 0));
   if (j.contains("settings") && j["settings"].is_object() && !j["settings"].empty()) {
     std::string line;
     for (const auto& [key, value] : j["settings"].items())
       line += (line.empty() ? "" : ", ") + key + " " + value.dump();
-    std::printf("settings: %s\n", line.c_str());
+    std::fprintf(f, "settings: %s\n", line.c_str());
   }
-  std::printf("\n%-16s %-12s %5s %7s %6s %8s %8s %-14s %s\n", "tenant", "class", "quota", "clients", "active",
-              "pending", "inflight", "holds", "allocation");
+  std::fprintf(f, "\n%-16s %-12s %5s %7s %6s %8s %8s %-14s %s\n", "tenant", "class", "quota", "clients", "active",
+               "pending", "inflight", "holds", "allocation");
   for (const auto& t : j["tenants"]) {
-    std::printf("%-16s %-12s %5d %7d %6s %8d %8d %-14s %s\n", t.value("name", std::string()).c_str(),
-                t.value("class", std::string()).c_str(), t.value("quota", 0), t.value("clients", 0),
-                t.value("active", false) ? "yes" : "no", t.value("pending_launches", 0), t.value("inflight_atoms", 0),
-                t.value("held", std::string()).c_str(),
-                (t.value("allocation", std::string()) + (t.value("runs_free", false) ? " (runs free)" : "")).c_str());
+    std::fprintf(f, "%-16s %-12s %5d %7d %6s %8d %8d %-14s %s\n", t.value("name", std::string()).c_str(),
+                 t.value("class", std::string()).c_str(), t.value("quota", 0), t.value("clients", 0),
+                 t.value("active", false) ? "yes" : "no", t.value("pending_launches", 0), t.value("inflight_atoms", 0),
+                 t.value("held", std::string()).c_str(),
+                 (t.value("allocation", std::string()) + (t.value("runs_free", false) ? " (runs free)" : "")).c_str());
   }
-  std::printf("\n%-6s %-8s %-16s %-16s %7s %10s %10s\n", "client", "pid", "program", "tenant", "streams", "launches",
-              "grants");
+  std::fprintf(f, "\n%-6s %-8s %-16s %-16s %7s %10s %10s\n", "client", "pid", "program", "tenant", "streams",
+               "launches", "grants");
   for (const auto& c : j["clients"]) {
-    std::printf("%-6u %-8d %-16s %-16s %7d %10llu %10llu\n", c.value("id", 0U), c.value("pid", 0),
-                c.value("program", std::string()).c_str(), c.value("tenant", std::string()).c_str(),
-                c.value("streams", 0), static_cast<unsigned long long>(c.value("launches", 0ULL)),
-                static_cast<unsigned long long>(c.value("grants", 0ULL)));
+    std::fprintf(f, "%-6u %-8d %-16s %-16s %7d %10llu %10llu\n", c.value("id", 0U), c.value("pid", 0),
+                 c.value("program", std::string()).c_str(), c.value("tenant", std::string()).c_str(),
+                 c.value("streams", 0), static_cast<unsigned long long>(c.value("launches", 0ULL)),
+                 static_cast<unsigned long long>(c.value("grants", 0ULL)));
   }
   const auto& k = j["counters"];
-  std::printf(
+  std::fprintf(
+      f,
       "\ngrants %llu (%.0f/s), completions %llu (%llu seen several under one marker), hp launches accounted "
       "%llu; clients: %llu accepted, %llu refused, %llu gone, %llu dropped (malformed); atoms reclaimed %llu\n",
       static_cast<unsigned long long>(k.value("grants", 0ULL)), k.value("grants_per_s", 0.0),
@@ -362,7 +350,8 @@ int run_status(const std::string& socket_arg, bool json, bool prometheus) {
       static_cast<unsigned long long>(k.value("clients_gone", 0ULL)),
       static_cast<unsigned long long>(k.value("clients_dropped", 0ULL)),
       static_cast<unsigned long long>(k.value("reclaimed_atoms", 0ULL)));
-  std::printf(
+  std::fprintf(
+      f,
       "loop: longest gap between spinning turns %.0f us (%llu over 1 ms), longest turn %.0f us, deepest submit "
       "ring %llu, doorbells %llu\n",
       k.value("max_spin_gap_us", 0.0), static_cast<unsigned long long>(k.value("spin_gaps_over_1ms", 0ULL)),
@@ -370,20 +359,107 @@ int run_status(const std::string& socket_arg, bool json, bool prometheus) {
       static_cast<unsigned long long>(k.value("doorbells", 0ULL)));
   for (const char* cls : {"high", "best-effort"}) {
     const auto& p = j["predictor"][cls];
-    std::printf("predictor (%s): %llu observations, %.1f%% off by more than 50 us, mean |error| %.1f us, P99 %.1f us\n",
-                cls, static_cast<unsigned long long>(p.value("observations", 0ULL)), 100.0 * p.value("miss_share", 0.0),
-                p.value("mean_abs_error_us", 0.0), p.value("p99_abs_error_us", 0.0));
+    std::fprintf(
+        f, "predictor (%s): %llu observations, %.1f%% off by more than 50 us, mean |error| %.1f us, P99 %.1f us\n", cls,
+        static_cast<unsigned long long>(p.value("observations", 0ULL)), 100.0 * p.value("miss_share", 0.0),
+        p.value("mean_abs_error_us", 0.0), p.value("p99_abs_error_us", 0.0));
   }
   const auto& pc = j["predictor"].value("cache", nlohmann::json::object());
   if (!pc.value("path", std::string()).empty()) {
     const std::string err = pc.value("error", std::string());
-    std::printf("predictor: %llu entries; cache %s: %llu loaded at start, written %llu times%s%s\n",
-                static_cast<unsigned long long>(j["predictor"].value("entries", 0ULL)),
-                pc.value("path", std::string()).c_str(),
-                static_cast<unsigned long long>(pc.value("loaded_entries", 0ULL)),
-                static_cast<unsigned long long>(pc.value("saves", 0ULL)), err.empty() ? "" : "; ", err.c_str());
+    std::fprintf(f, "predictor: %llu entries; cache %s: %llu loaded at start, written %llu times%s%s\n",
+                 static_cast<unsigned long long>(j["predictor"].value("entries", 0ULL)),
+                 pc.value("path", std::string()).c_str(),
+                 static_cast<unsigned long long>(pc.value("loaded_entries", 0ULL)),
+                 static_cast<unsigned long long>(pc.value("saves", 0ULL)), err.empty() ? "" : "; ", err.c_str());
   }
-  return 0;
+}
+
+// One round on `f`: the answer in the asked format. Without one (no daemon,
+// a bad answer) the reason goes to `why` and, for --prometheus, lithos_up 0
+// to `f`, so that a collector reading the output learns that the daemon is
+// down. Returns the round's exit status.
+int write_status(std::FILE* f, const StatusArgs& a, const Result<std::string>& answer, Status* why) {
+  *why = answer.status();
+  if (answer && a.json) {
+    std::fprintf(f, "%s\n", answer->c_str());
+    return 0;
+  }
+  if (answer && a.prometheus) {
+    const auto text = daemon::prometheus_text(*answer);
+    if (text) {
+      std::fputs(text->c_str(), f);
+      return 0;
+    }
+    *why = text.status();
+  }
+  if (answer && !a.prometheus) {
+    const nlohmann::json j = nlohmann::json::parse(*answer, nullptr, false);
+    if (!j.is_discarded()) {
+      print_human(f, j);
+      return 0;
+    }
+    *why = Status::internal("the answer is not JSON");
+  }
+  if (a.prometheus) std::fputs(daemon::prometheus_down().c_str(), f);
+  return kFailure;
+}
+
+// Runs `write` on a temporary file beside `path` and renames it over `path`
+// once complete, so that a reader (node_exporter's textfile collector, a
+// script) never sees half of one round. Returns what `write` returned.
+Result<int> write_file_atomically(const std::string& path, const std::function<int(std::FILE*)>& write) {
+  const std::filesystem::path p(path);
+  const std::string tmp =
+      (p.parent_path() / ("." + p.filename().string() + ".tmp-" + std::to_string(::getpid()))).string();
+  std::FILE* f = std::fopen(tmp.c_str(), "w");
+  if (f == nullptr) return Status::unavailable("cannot write " + tmp + ": " + std::strerror(errno));
+  const int rc = write(f);
+  const bool written = std::ferror(f) == 0;
+  if (std::fclose(f) != 0 || !written || std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const std::string err = std::strerror(errno);
+    ::unlink(tmp.c_str());
+    return Status::unavailable("cannot write " + path + ": " + err);
+  }
+  return rc;
+}
+
+int run_status(const StatusArgs& a) {
+  const std::string socket = a.socket.empty() ? ipc::default_socket_path() : a.socket;
+  if (a.every > 0) catch_stop_signals(on_signal);
+  std::string said;  // the last problem said on stderr: a daemon down for hours is said once, not every round
+  for (bool first = true;; first = false) {
+    const Result<std::string> answer = fetch_status(socket);
+    int rc = 0;
+    Status why;
+    if (a.out.empty()) {
+      if (a.every > 0 && !a.json && !first) std::fputs("\n", stdout);  // rounds of tables, apart
+      rc = write_status(stdout, a, answer, &why);
+      std::fflush(stdout);
+    } else {
+      const auto w = write_file_atomically(a.out, [&](std::FILE* f) { return write_status(f, a, answer, &why); });
+      if (!w) {
+        std::fprintf(stderr, "lithos status: %s\n", w.status().message().c_str());
+        return kFailure;
+      }
+      rc = *w;
+    }
+    if (why.message() != said) {
+      if (!why.is_ok()) std::fprintf(stderr, "lithos status: %s\n", why.message().c_str());
+      if (why.is_ok() && !said.empty())
+        std::fprintf(stderr, "lithos status: lithosd at %s answers again\n", socket.c_str());
+      said = why.message();
+    }
+    if (a.every <= 0) return rc;
+    // Until the next round, or SIGINT / SIGTERM (then exit 0: a service told to stop).
+    using Clock = std::chrono::steady_clock;
+    const Clock::time_point next =
+        Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(a.every));
+    while (!g_stop.load() && Clock::now() < next) {
+      std::this_thread::sleep_for(std::min<Clock::duration>(std::chrono::milliseconds(50), next - Clock::now()));
+    }
+    if (g_stop.load()) return 0;
+  }
 }
 
 }  // namespace
@@ -480,18 +556,30 @@ CommandRunner add_daemon_command(CLI::App& app) {
 }
 
 CommandRunner add_status_command(CLI::App& app) {
-  auto socket = std::make_shared<std::string>();
-  auto json = std::make_shared<bool>(false);
+  auto args = std::make_shared<StatusArgs>();
   CLI::App* sub = app.add_subcommand(
       "status", "What lithosd does now: tenants, allocations, in-flight work, clients, grants/s, predictor error.");
-  sub->add_option("--socket", *socket, "lithosd's socket (default: see docs/daemon.md)");
-  auto prometheus = std::make_shared<bool>(false);
-  CLI::Option* as_json = sub->add_flag("--json", *json, "One JSON object (schema lithos.status/1) on stdout");
-  sub->add_flag("--prometheus", *prometheus,
+  sub->add_option("--socket", args->socket, "lithosd's socket (default: see docs/daemon.md)");
+  CLI::Option* as_json = sub->add_flag("--json", args->json, "One JSON object (schema lithos.status/1) on stdout");
+  sub->add_flag("--prometheus", args->prometheus,
                 "The same numbers in the Prometheus text format (for node_exporter's textfile collector; "
                 "docs/daemon.md, \"Metrics\"); with no daemon: lithos_up 0 and exit 1")
       ->excludes(as_json);
-  return [socket, json, prometheus] { return run_status(*socket, *json, *prometheus); };
+  sub->add_option("--out", args->out,
+                  "Write to this file instead of stdout, atomically (a temporary file beside it, renamed over it "
+                  "when complete): a reader never sees half of it");
+  sub->add_option("--every", args->every,
+                  "Repeat every this many seconds until SIGINT or SIGTERM (then exit 0), rewriting --out each "
+                  "time; a round without a daemon is reported (--prometheus: lithos_up 0) and the next one tried")
+      ->check(CLI::Range(0.1, 86400.0));
+  sub->footer(
+      "Examples:\n"
+      "  lithos status                                   tenants, allocations, clients, counters\n"
+      "  lithos status --json                            the same as one JSON object\n"
+      "  lithos status --prometheus --every 15 \\\n"
+      "      --out /var/lib/node_exporter/textfile/lithos.prom   for node_exporter's textfile collector\n"
+      "Exit status: 0; 1 when no daemon answered (one round) or --out cannot be written; 2 for bad options.");
+  return [args] { return run_status(*args); };
 }
 
 }  // namespace lithos::cli

@@ -25,6 +25,11 @@ using CommandRunner = std::function<int()>;
 // set. liblithos.so and the repository's scripts are found relative to it.
 std::optional<std::string> executable_path();
 
+// Calls `handler` on SIGINT and SIGTERM (a sleep or a blocking wait then
+// returns early) and ignores SIGPIPE: for the commands that run until told
+// to stop (lithos daemon, lithos status --every, lithos bench).
+void catch_stop_signals(void (*handler)(int));
+
 // Each adds a subcommand to `app` and returns the runner to call when that
 // subcommand was selected.
 CommandRunner add_sim_command(CLI::App& app);

@@ -223,6 +223,17 @@ class DaemonE2E : public ::testing::Test {
     return false;
   }
 
+  // Waits until `pred()` holds; false after `timeout_s`.
+  template <class Pred>
+  static bool wait_until(Pred pred, double timeout_s) {
+    const auto t0 = std::chrono::steady_clock::now();
+    while (since(t0) < timeout_s) {
+      if (pred()) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return false;
+  }
+
   static json stats_of(const Proc& p) {
     for (const json& j : p.lines())
       if (j.contains("stats")) return j["stats"];
@@ -504,6 +515,55 @@ TEST_F(DaemonE2E, AClientWakesASleepingDaemon) {
                           (dir_ / "status-down.txt").string());
   EXPECT_EQ(down.wait(), 1);
   EXPECT_NE(read_all(down.out).find("\nlithos_up 0\n"), std::string::npos) << read_all(down.out);
+}
+
+// `lithos status` as a collector's feeder: --out writes the file whole (a
+// temporary file renamed over it), --every repeats until SIGTERM (exit 0),
+// and a daemon that is down is said once on stderr while the file says
+// lithos_up 0 every round.
+TEST_F(DaemonE2E, StatusFeedsAFileEveryFewSeconds) {
+  start_daemon();
+  const std::filesystem::path prom_dir = dir_ / "textfile";
+  std::filesystem::create_directories(prom_dir);
+  const std::string prom = (prom_dir / "lithos.prom").string();
+  Proc once = Proc::spawn({LITHOS_EXE, "status", "--socket", sock_, "--prometheus", "--out", prom}, {},
+                          (dir_ / "status-once.txt").string());
+  ASSERT_EQ(once.wait(), 0) << once.err();
+  EXPECT_EQ(read_all(once.out), "") << "--out: nothing on stdout";
+  EXPECT_NE(read_all(prom).find("\nlithos_up 1\n"), std::string::npos) << read_all(prom);
+  EXPECT_NE(read_all(prom).find("\nlithos_tenant_quota_tpcs{tenant=\"svc\",class=\"high\"} "), std::string::npos);
+
+  // JSON lines, one per round, until SIGTERM.
+  Proc json_rounds = Proc::spawn({LITHOS_EXE, "status", "--socket", sock_, "--json", "--every", "0.1"}, {},
+                                 (dir_ / "status-rounds.txt").string());
+  ASSERT_TRUE(wait_until([&] { return json_rounds.lines().size() >= 3; }, 10.0)) << json_rounds.err();
+  json_rounds.signal(SIGTERM);
+  ASSERT_EQ(json_rounds.wait(), 0) << json_rounds.err();
+  for (const json& j : json_rounds.lines()) EXPECT_EQ(j.value("schema", ""), "lithos.status/1");
+
+  // The daemon goes away: every round rewrites the file with lithos_up 0,
+  // and stderr says so once.
+  daemon_.signal(SIGTERM);
+  ASSERT_EQ(daemon_.wait(10), 0) << daemon_.err();
+  Proc feeder = Proc::spawn({LITHOS_EXE, "status", "--socket", sock_, "--prometheus", "--out", prom, "--every", "0.1"},
+                            {}, (dir_ / "status-feeder.txt").string());
+  ASSERT_TRUE(wait_until([&] { return read_all(prom).find("\nlithos_up 0\n") != std::string::npos; }, 10.0));
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));  // a few more rounds
+  feeder.signal(SIGTERM);
+  ASSERT_EQ(feeder.wait(), 0) << feeder.err();
+  const std::string err = feeder.err();
+  EXPECT_NE(err.find("lithos status: no lithosd at " + sock_), std::string::npos) << err;
+  EXPECT_EQ(err.find("lithos status: no lithosd at "), err.rfind("lithos status: no lithosd at ")) << err;
+  // Only the file itself is left: no temporary file of a round.
+  std::vector<std::string> names;
+  for (const auto& e : std::filesystem::directory_iterator(prom_dir)) names.push_back(e.path().filename().string());
+  EXPECT_EQ(names, std::vector<std::string>{"lithos.prom"});
+  // A file that cannot be written ends the command: exit 1.
+  Proc unwritable = Proc::spawn({LITHOS_EXE, "status", "--socket", sock_, "--prometheus", "--out",
+                                 (dir_ / "no-such-dir" / "x.prom").string(), "--every", "0.1"},
+                                {}, (dir_ / "status-unwritable.txt").string());
+  EXPECT_EQ(unwritable.wait(), 1);
+  EXPECT_NE(unwritable.err().find("cannot write "), std::string::npos) << unwritable.err();
 }
 
 // An hp launch never waits for the daemon, even a stalled one: once the
