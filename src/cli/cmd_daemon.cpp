@@ -577,7 +577,8 @@ CommandRunner add_status_command(CLI::App& app) {
       "  lithos status                                   tenants, allocations, clients, counters\n"
       "  lithos status --json                            the same as one JSON object\n"
       "  lithos status --prometheus --every 15 \\\n"
-      "      --out /var/lib/node_exporter/textfile/lithos.prom   for node_exporter's textfile collector\n"
+      "      --out /var/lib/prometheus/node-exporter/lithos.prom   for node_exporter's textfile collector\n"
+      "                                                  (packaging/lithos-metrics.service)\n"
       "Exit status: 0; 1 when no daemon answered (one round) or --out cannot be written; 2 for bad options.");
   return [args] { return run_status(*args); };
 }
