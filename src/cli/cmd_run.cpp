@@ -24,6 +24,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cli/commands.hpp"
@@ -49,8 +50,9 @@ struct RunArgs {
   bool atomize = false;
   double atom_us = 0;  // 0: the library's default
   std::string atom_report;
-  std::string tenant;  // lithosd: the tenant to claim
-  std::string daemon;  // lithosd: its socket
+  std::string tenant;      // lithosd: the tenant to claim
+  std::string daemon;      // lithosd: its socket
+  bool print_env = false;  // print the environment instead of running a program
   std::vector<std::string> command;
 };
 
@@ -98,15 +100,27 @@ int exec_program(const std::vector<std::string>& command) {
 
 void set_env(const char* name, const std::string& value) { ::setenv(name, value.c_str(), 1); }
 
-// The program, untouched, because lithos cannot work here.
+// The program, untouched, because lithos cannot work here (--print-env:
+// there is no environment to print, exit 1).
 int run_without_lithos(const RunArgs& a, const std::string& why) {
+  if (a.print_env) {
+    std::fprintf(stderr, "lithos run --print-env: %s: lithos cannot work on this machine\n", why.c_str());
+    return kFailure;
+  }
   std::fprintf(stderr, "lithos: %s; running %s without lithos\n", why.c_str(), a.command[0].c_str());
   return exec_program(a.command);
 }
 
 int run(RunArgs a) {
-  if (a.command.empty()) {
-    std::fprintf(stderr, "lithos run: no program given (lithos run [options] -- PROGRAM ARGS...)\n");
+  if (a.print_env && !a.command.empty()) {
+    std::fprintf(stderr, "lithos run: --print-env runs no program; drop '%s...' (or drop --print-env)\n",
+                 a.command[0].c_str());
+    return kBadInput;
+  }
+  if (a.command.empty() && !a.print_env) {
+    std::fprintf(stderr,
+                 "lithos run: no program given (lithos run [options] -- PROGRAM ARGS...; the command is "
+                 "required)\n");
     return kBadInput;
   }
   // Flags first; LITHOS_TPCS / LITHOS_TPC_SET from the environment stand in
@@ -243,27 +257,43 @@ int run(RunArgs a) {
     }
   }
 
-  // The environment the library reads (docs/interposer.md).
+  // The environment the library reads (docs/interposer.md). The slot map by
+  // its absolute path: the program (or a job given --print-env's lines) may
+  // run in another folder.
+  if (!slot_map_path.empty()) {
+    char resolved[PATH_MAX];
+    if (::realpath(slot_map_path.c_str(), resolved) != nullptr) slot_map_path = resolved;
+  }
+  std::vector<std::pair<const char*, std::string>> env{{"LD_PRELOAD", *library}};
+  if (a.tpcs > 0) env.emplace_back("LITHOS_TPCS", std::to_string(a.tpcs));
+  if (set) env.emplace_back("LITHOS_TPC_SET", set->to_string());
+  if (!slot_map_path.empty()) env.emplace_back("LITHOS_SLOT_MAP", slot_map_path);
+  if (a.stats) env.emplace_back("LITHOS_STATS", "1");
+  if (!a.stats_file.empty()) env.emplace_back("LITHOS_STATS_FILE", a.stats_file);
+  if (!a.log.empty()) env.emplace_back("LITHOS_LOG", a.log);
+  if (a.backend != "auto") env.emplace_back("LITHOS_BACKEND", a.backend);
+  if (a.atomize) env.emplace_back("LITHOS_ATOMIZE", "1");
+  if (a.atom_us > 0) env.emplace_back("LITHOS_ATOM_US", std::to_string(a.atom_us));
+  if (!a.atom_report.empty()) env.emplace_back("LITHOS_ATOM_REPORT", a.atom_report);
+  if (daemon) {
+    const char* sock = std::getenv("LITHOS_DAEMON");
+    env.emplace_back("LITHOS_DAEMON", !a.daemon.empty()                  ? a.daemon
+                                      : sock != nullptr && *sock != '\0' ? std::string(sock)
+                                                                         : ipc::default_socket_path());
+    if (!a.tenant.empty()) env.emplace_back("LITHOS_TENANT", a.tenant);
+  }
+  if (a.print_env) {
+    // For a job that cannot be started through `lithos run` (a container's
+    // entrypoint, a Kubernetes pod): the same variables, to set there.
+    for (const auto& [name, value] : env) std::printf("%s=%s\n", name, value.c_str());
+    return 0;
+  }
   const char* old_preload = std::getenv("LD_PRELOAD");
-  set_env("LD_PRELOAD", old_preload != nullptr && *old_preload != '\0' ? *library + ":" + old_preload : *library);
   ::unsetenv("LITHOS_TPCS");
   ::unsetenv("LITHOS_TPC_SET");
-  if (a.tpcs > 0) set_env("LITHOS_TPCS", std::to_string(a.tpcs));
-  if (set) set_env("LITHOS_TPC_SET", set->to_string());
-  if (!slot_map_path.empty()) set_env("LITHOS_SLOT_MAP", slot_map_path);
-  if (a.stats) set_env("LITHOS_STATS", "1");
-  if (!a.stats_file.empty()) set_env("LITHOS_STATS_FILE", a.stats_file);
-  if (!a.log.empty()) set_env("LITHOS_LOG", a.log);
-  if (a.backend != "auto") set_env("LITHOS_BACKEND", a.backend);
-  if (a.atomize) set_env("LITHOS_ATOMIZE", "1");
-  if (a.atom_us > 0) set_env("LITHOS_ATOM_US", std::to_string(a.atom_us));
-  if (!a.atom_report.empty()) set_env("LITHOS_ATOM_REPORT", a.atom_report);
-  if (daemon) {
-    const char* env = std::getenv("LITHOS_DAEMON");
-    set_env("LITHOS_DAEMON", !a.daemon.empty()                ? a.daemon
-                             : env != nullptr && *env != '\0' ? std::string(env)
-                                                              : ipc::default_socket_path());
-    if (!a.tenant.empty()) set_env("LITHOS_TENANT", a.tenant);
+  for (const auto& [name, value] : env) {
+    const bool preload = std::strcmp(name, "LD_PRELOAD") == 0 && old_preload != nullptr && *old_preload != '\0';
+    set_env(name, preload ? value + ":" + old_preload : value);
   }
   return exec_program(a.command);
 }
@@ -286,6 +316,7 @@ CommandRunner add_run_command(CLI::App& app) {
       "  lithos run --tpc-set 0-7,16-23 -- ./app --batch 4    confine to these logical TPCs\n"
       "  lithos run --stats -- ./app                          whole GPU; just count launches\n"
       "  lithos run --tenant svc -- python3 serve.py          under lithosd, as its tenant svc\n"
+      "  lithos run --tenant svc --print-env                  the variables to give a job started otherwise\n"
       "\n"
       "A TPC is a pair of SMs: logical TPC t = SMs 2t and 2t+1 as %smid numbers them (0-65 on an H100 SXM).\n"
       "The first run with a TPC set on a GPU calibrates its slot map (a few seconds, `lithos calibrate`) and\n"
@@ -328,7 +359,11 @@ CommandRunner add_run_command(CLI::App& app) {
                   "registering, as the tenant the daemon's match rules give");
   sub->add_option("--device", args->device, "CUDA device whose slot map is used (default 0)")
       ->check(CLI::NonNegativeNumber);
-  sub->add_option("command", args->command, "The program and its arguments")->required();
+  sub->add_flag("--print-env", args->print_env,
+                "Run no program: print the environment lithos run would give it (NAME=VALUE lines: liblithos.so "
+                "in LD_PRELOAD, the LITHOS_* variables) after the same checks, for a job started some other way "
+                "(a container's entrypoint, a Kubernetes pod); put LD_PRELOAD's value before any of the job's own");
+  sub->add_option("command", args->command, "The program and its arguments (required unless --print-env)");
   return [args] { return run(*args); };
 }
 
