@@ -158,14 +158,18 @@ void progress(const BenchArgs& a, double t0, const std::string& line) {
 // The simulator's model of a shipped bench scenario: the same kinds of
 // service and training job at the same load, with modelled kernels ("" =
 // none). hybrid-stacking's service is BERT-large at batch 8 (the sim's
-// "heavy" variant); inference-stacking's services differ (BERT-base, not
-// Llama decode), so it has none. Only the shipped file itself: a copy with
+// "heavy" variant); head-of-line-steal's spin kernels are synthetic, so its
+// model (of the first phase, the one the prediction is compared with) has
+// them exactly; inference-stacking's services differ (BERT-base, not Llama
+// decode), so it has none. Only the shipped file itself: a copy with
 // another load or workload is not what the model describes.
 std::string sim_model_of(const bench::BenchScenario& sc) {
   const fs::path src(sc.source);
-  if (sc.name == "hybrid-stacking" && src.filename() == "hybrid-stacking.toml" &&
-      src.parent_path().filename() == "bench" && src.parent_path().parent_path().filename() == "scenarios")
-    return "hybrid-stacking-heavy";
+  const bool shipped = src.filename() == sc.name + ".toml" && src.parent_path().filename() == "bench" &&
+                       src.parent_path().parent_path().filename() == "scenarios";
+  if (!shipped) return "";
+  if (sc.name == "hybrid-stacking") return "hybrid-stacking-heavy";
+  if (sc.name == "head-of-line-steal") return "head-of-line-steal-5ms";
   return "";
 }
 
@@ -515,7 +519,8 @@ CommandRunner add_bench_command(CLI::App& app) {
   sub->add_option("--sim", args->sim,
                   "The simulator's model whose prediction the report shows beside the measurement: a `lithos sim` "
                   "scenario (name or .toml); default: the shipped twin of the scenario (hybrid-stacking -> "
-                  "hybrid-stacking-heavy), none for others; 'none' for no prediction");
+                  "hybrid-stacking-heavy, head-of-line-steal -> head-of-line-steal-5ms), none for others; 'none' "
+                  "for no prediction");
   sub->add_flag("--report-only", args->report_only, "Rebuild results.json, report.md and the plots from OUT/runs");
   sub->add_flag("--list", args->list, "List scenarios and modes, then exit");
   sub->add_flag("--json", args->json, "Print results.json (schema lithos.bench/1) instead of the table");

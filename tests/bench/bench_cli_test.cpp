@@ -190,6 +190,50 @@ TEST(BenchCli, RunsModesWithItsOwnMpsDaemonAndMergesLaterRuns) {
   EXPECT_FALSE(read_json(out + "/results.json").contains("simulator"));
 }
 
+// The shipped head-of-line-steal has a model in the simulator (its spin
+// kernels are synthetic, so the model has them exactly): recorded H100 runs
+// of it, rebuilt with --report-only, get the model's prediction by default.
+// A copy of the scenario elsewhere is not what the model describes: none.
+TEST(BenchCli, HeadOfLineStealIsPredictedByItsTwin) {
+  const std::string out = testing::TempDir() + "bench-cli-hol";
+  std::filesystem::remove_all(out);
+  std::filesystem::create_directories(out + "/runs");
+  const std::string rec = LITHOS_BENCH_RECORDED_HOL;
+  for (const char* f :
+       {"/versus-head-of-line-steal-alone/runs/alone-hp.json", "/versus-head-of-line-steal-alone/runs/alone-be.json",
+        "/versus-head-of-line-steal-this-1/runs/lithos.json"}) {
+    const std::filesystem::path from = rec + f;
+    std::filesystem::copy_file(from, out + "/runs/" + from.filename().string());
+  }
+  Result r = sh(std::string(LITHOS_BINARY) + " bench head-of-line-steal --report-only --no-plots --out " + out);
+  ASSERT_EQ(r.status, 0) << r.out;
+  const json sim = read_json(out + "/results.json")["simulator"];
+  ASSERT_TRUE(sim.is_object()) << r.out;
+  EXPECT_EQ(sim["scenario"], "head-of-line-steal-5ms");
+  std::set<std::string> seen;
+  for (const json& row : sim["rows"]) {
+    seen.insert(row["mode"].get<std::string>() + "/" + row["tenant"].get<std::string>());
+    EXPECT_EQ(row["model_tenant"], row["tenant"]);
+    if (row["tenant"] == "hp") {
+      // The service waits for best-effort atoms on its TPCs, in the model as on the GPU.
+      EXPECT_GT(row["p99_norm"]["sim"].get<double>(), 1.2) << row.dump();
+      EXPECT_GT(row["p99_norm"]["hw"].get<double>(), 1.2) << row.dump();
+    } else {
+      EXPECT_GT(row["throughput_norm"]["sim"].get<double>(), 0.5) << row.dump();
+      EXPECT_LT(row["throughput_norm"]["sim"].get<double>(), 1.0) << row.dump();
+    }
+  }
+  EXPECT_EQ(seen, (std::set<std::string>{"lithos/hp", "lithos/be"}));
+  EXPECT_TRUE(has(read_text(out + "/report.md"), "`lithos sim` of the model `head-of-line-steal-5ms`"));
+
+  const std::string copy = out + "/copy/head-of-line-steal.toml";
+  std::filesystem::create_directories(out + "/copy");
+  std::filesystem::copy_file(std::string(LITHOS_BENCH_SCENARIOS) + "/head-of-line-steal.toml", copy);
+  r = sh(std::string(LITHOS_BINARY) + " bench " + copy + " --report-only --no-plots --out " + out);
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_FALSE(read_json(out + "/results.json").contains("simulator")) << "a copy has no model";
+}
+
 TEST(BenchCli, AFailingModeIsRecordedAndTheOthersStillRun) {
   const std::string out = testing::TempDir() + "bench-cli-fail";
   std::filesystem::remove_all(out);
