@@ -187,7 +187,8 @@ std::string policy_of_mode(const std::string& mode) {
 // with the k-th high-priority tenant of the model, likewise best effort.
 // The lithos mode is lithosd, so its prediction drives the Engine as lithosd
 // does (the model's immediate_launches), with each high-priority tenant's
-// quota that of its bench twin (its partition share), as lithosd's is.
+// quota that of its bench twin (its partition share), as lithosd's is, on a
+// GPU that honours no stream priorities (lithosd's default sets none).
 Status add_sim_prediction(json& results, const std::string& model, std::uint64_t seed) {
   auto sc = sim::load_scenario(model);
   if (!sc) return sc.status();
@@ -202,6 +203,10 @@ Status add_sim_prediction(json& results, const std::string& model, std::uint64_t
   std::vector<std::pair<std::string, std::size_t>> pairs;
   sim::Scenario lithosd = *sc;
   lithosd.immediate_launches = true;
+  // lithosd's default (stream_priorities = false) sets no stream priority:
+  // on the GPU the service's kernels and the best-effort atoms are served
+  // alike, in the order they became ready.
+  lithosd.gpu.priorities = false;
   for (const bool hp : {true, false}) {
     std::vector<std::size_t> model_idx;
     for (std::size_t i = 0; i < sc->tenants.size(); ++i) {

@@ -93,12 +93,13 @@ Time GpuModel::advance(Time limit, std::vector<HwCompletion>& done) {
   return now_;
 }
 
-// ready_ stays sorted by (hardware priority, order it became ready).
+// ready_ stays sorted by (hardware priority, order it became ready); by the
+// order alone when the GPU honours no priorities (GpuModelConfig::priorities).
 void GpuModel::insert_ready(std::uint32_t stream) {
   const AtomRun& x = streams_[stream].atoms.front();
   auto before = [&](std::uint32_t other) {
     const AtomRun& y = streams_[other].atoms.front();
-    return x.hw.priority != y.hw.priority ? x.hw.priority < y.hw.priority : x.order < y.order;
+    return config_.priorities && x.hw.priority != y.hw.priority ? x.hw.priority < y.hw.priority : x.order < y.order;
   };
   auto it = std::find_if(ready_.begin(), ready_.end(), before);
   ready_.insert(it, stream);

@@ -12,8 +12,8 @@
 //   set are free, it takes up to ceil(remaining / blocks_per_tpc) of them and
 //   runs that many blocks for one block time. A TPC holds blocks of one atom
 //   at a time (no co-residence of different kernels on one SM).
-// - Ready atoms are served by hardware priority, then in the order they
-//   became ready: an earlier kernel keeps getting TPCs before a later one of
+// - Ready atoms are served by hardware priority (unless the config says the
+//   GPU honours none), then in the order they became ready: an earlier kernel keeps getting TPCs before a later one of
 //   equal priority
 //   (head-of-line blocking), a higher-priority one takes TPCs as they free
 //   up. A running block is never preempted.

@@ -814,11 +814,13 @@ Status parse_gpu_table(const Doc& doc, const toml::table& root, Scenario& sc) {
   if (!sec) return sec.status();
   if (*sec != nullptr) {
     Fields f(doc, **sec, "gpu");
-    LITHOS_RETURN_IF_ERROR(f.check_keys({"tpcs", "launch_latency_us", "stream_gap_us", "per_atom_cost_us"}));
+    LITHOS_RETURN_IF_ERROR(
+        f.check_keys({"tpcs", "launch_latency_us", "stream_gap_us", "per_atom_cost_us", "priorities"}));
     LITHOS_RETURN_IF_ERROR(f.integer("tpcs", sc.gpu.tpcs, 1, kMaxTpcs));
     LITHOS_RETURN_IF_ERROR(f.number("launch_latency_us", sc.gpu.launch_latency_us, non_negative(kMaxUs)));
     LITHOS_RETURN_IF_ERROR(f.number("stream_gap_us", sc.gpu.stream_gap_us, non_negative(kMaxUs)));
     LITHOS_RETURN_IF_ERROR(f.number("per_atom_cost_us", sc.gpu.per_atom_cost_us, non_negative(kMaxUs)));
+    LITHOS_RETURN_IF_ERROR(f.boolean("priorities", sc.gpu.priorities));
   }
   sc.engine.device.tpcs = sc.gpu.tpcs;
   sc.engine.atoms.per_atom_cost = us(sc.gpu.per_atom_cost_us);

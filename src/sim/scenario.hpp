@@ -82,6 +82,11 @@ struct GpuModelConfig {
   double launch_latency_us = 4.0;  // launch to first block on an idle stream
   double stream_gap_us = 1.0;      // between consecutive kernels of one stream
   double per_atom_cost_us = 15.0;  // extra fixed time of each atom of a split launch
+  // Whether the GPU serves ready kernels by the hardware priority the policy
+  // gave them (stream priorities). false: every kernel at the same priority,
+  // in the order it became ready, as under lithosd with stream_priorities
+  // off (its default), which sets no stream priority on the GPU.
+  bool priorities = true;
 };
 
 struct Scenario {

@@ -145,8 +145,9 @@ TEST(BenchCli, RunsModesWithItsOwnMpsDaemonAndMergesLaterRuns) {
   // A lithos run (here the MPS run relabelled: the report only reads it) is
   // predicted as lithosd drives the Engine: the model's service on its
   // bench twin's quota (its partition's share of the TPCs), its launches at
-  // once: the same numbers as `lithos sim` gives for the model so changed,
-  // and not the built-in model's (whole-GPU quota, queued launches).
+  // once, on a GPU that honours no stream priorities: the same numbers as
+  // `lithos sim` gives for the model so changed, and not the built-in
+  // model's (whole-GPU quota, queued launches).
   {
     json run = read_json(out + "/runs/mps.json");
     run["mode"] = "lithos";
@@ -179,6 +180,9 @@ TEST(BenchCli, RunsModesWithItsOwnMpsDaemonAndMergesLaterRuns) {
   ASSERT_NE(model.find(whole), std::string::npos);
   model.replace(model.find(whole), whole.size(), "quota = " + std::to_string(std::lround(svc_share * 66)) + " ");
   const std::string lithosd_model = out + "/lithosd-model.toml";
+  const std::string gpu = "[gpu]\n";  // lithosd sets no stream priority: a GPU that honours none
+  ASSERT_NE(model.find(gpu), std::string::npos);
+  model.replace(model.find(gpu), gpu.size(), gpu + "priorities = false\n");
   std::ofstream(lithosd_model) << model << "\n[scheduler]\nimmediate_launches = true\n";
   EXPECT_DOUBLE_EQ(*lithos_train, sim_train(lithosd_model));
   EXPECT_NE(*lithos_train, sim_train("hybrid-stacking-heavy")) << "the queued whole-GPU model";

@@ -101,6 +101,23 @@ TEST(GpuModel, HigherPriorityTakesTpcsAtTheNextBlockBoundary) {
   EXPECT_EQ(small.end, time_at(us(104 + 5 + 2)));
 }
 
+// A GPU that honours no priorities (lithosd without stream priorities):
+// the high-priority kernel waits like an equal one, behind every block of
+// the kernel that became ready first.
+TEST(GpuModel, WithoutPrioritiesTheEarlierKernelKeepsTpcs) {
+  GpuModelConfig c = config();
+  c.priorities = false;
+  GpuModel m(c, 2);
+  m.submit(atom(0, 0, 66 * 10, 1, 100.0), Time{});
+  HwAtom hp = atom(1, 1, 66, 1, 5.0);
+  hp.priority = sched::HwPriority::kHigh;
+  m.submit(hp, time_at(us(50)));
+  auto done = run_all(m);
+  ASSERT_EQ(done.size(), 2U);
+  const auto& small = done[0].atom == 1 ? done[0] : done[1];
+  EXPECT_EQ(small.start, time_at(us(4 + 1000)));  // the long kernel's last wave's end
+}
+
 TEST(GpuModel, DisjointMasksRunSideBySide) {
   GpuModel m(config(), 2);
   m.submit(atom(0, 0, 66 * 10, 1, 100.0, sched::TpcSet::range(0, 33)), Time{});
