@@ -11,6 +11,7 @@ whole file runs in about 15 s.
 import json
 import os
 import random
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -126,15 +127,18 @@ class TenantProtocolTest(unittest.TestCase):
             self.assertEqual(rep["window_s"], 0.4)
             self.assertEqual(rep["unfinished_ms"], [])
             self.assertEqual(rep["completed"], len(rep["latencies_ms"]))
-            self.assertTrue(15 <= rep["completed"] <= 21, rep["completed"])  # 0.4 s / 20 ms
-            for lat in rep["latencies_ms"]:
-                self.assertTrue(19.9 <= lat < 35.0, lat)
+            # 0.4 s / 20 ms. A sleep never ends early, but on a loaded machine
+            # (CI runs fuzzers beside this) one may end late: per request only
+            # the lower bound, the median for the rest.
+            self.assertTrue(10 <= rep["completed"] <= 21, rep["completed"])
+            self.assertTrue(all(lat >= 19.9 for lat in rep["latencies_ms"]), rep["latencies_ms"])
+            self.assertLess(statistics.median(rep["latencies_ms"]), 30.0, rep["latencies_ms"])
 
     def test_training_loop_counts_steps(self):
         run = run_tenant(self, config(kind="training", params={"ms": 10.0}))
         self.assert_ok(run)
         for rep in run.event("result")["phases"][0]["reps"]:
-            self.assertTrue(22 <= rep["completed"] <= 31, rep["completed"])  # 0.3 s / 10 ms
+            self.assertTrue(15 <= rep["completed"] <= 31, rep["completed"])  # 0.3 s / 10 ms
             self.assertEqual(rep["completed"], len(rep["latencies_ms"]))
             self.assertTrue(all(lat >= 9.9 for lat in rep["latencies_ms"]))
 
@@ -149,11 +153,13 @@ class TenantProtocolTest(unittest.TestCase):
         short, long = run.event("result")["phases"]
         self.assertEqual((short["name"], long["name"]), ("short", "long"))
         for rep in short["reps"]:
-            self.assertTrue(40 <= rep["completed"] <= 61, rep["completed"])  # 0.3 s / 5 ms
-            self.assertTrue(all(4.9 <= lat < 15.0 for lat in rep["latencies_ms"]), rep["latencies_ms"])
+            self.assertTrue(25 <= rep["completed"] <= 61, rep["completed"])  # 0.3 s / 5 ms
+            self.assertTrue(all(lat >= 4.9 for lat in rep["latencies_ms"]), rep["latencies_ms"])
+            self.assertLess(statistics.median(rep["latencies_ms"]), 10.0, rep["latencies_ms"])
         for rep in long["reps"]:
-            self.assertTrue(8 <= rep["completed"] <= 13, rep["completed"])  # 0.3 s / 25 ms
-            self.assertTrue(all(24.9 <= lat < 40.0 for lat in rep["latencies_ms"]), rep["latencies_ms"])
+            self.assertTrue(6 <= rep["completed"] <= 13, rep["completed"])  # 0.3 s / 25 ms
+            self.assertTrue(all(lat >= 24.9 for lat in rep["latencies_ms"]), rep["latencies_ms"])
+            self.assertLess(statistics.median(rep["latencies_ms"]), 35.0, rep["latencies_ms"])
 
     def test_service_arrivals_follow_the_seeded_streams(self):
         rate, window = 100.0, 0.3
