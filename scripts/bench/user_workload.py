@@ -104,7 +104,7 @@ class ModuleRunner:
         self._sync()
 
     def set_params(self, params):
-        """Every param but none is fixed at build: phases that differ get a runner each."""
+        """Every param is fixed at build: phases whose params differ get a runner each."""
 
     def apply_calib(self, calib):
         pass
