@@ -14,9 +14,11 @@
 #include <cuda.h>
 #include <dlfcn.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <nlohmann/json.hpp>
@@ -784,7 +786,10 @@ std::vector<std::pair<std::uint32_t, std::uint32_t>> recorded_bounds() {
 nlohmann::json atom_report() {
   auto fn = reinterpret_cast<int (*)(const char*)>(::dlsym(RTLD_DEFAULT, "lithos_atom_report"));
   if (fn == nullptr) return {};
-  const std::string path = ::testing::TempDir() + "lithos-atom-report.json";
+  // One file per process: ctest runs the preload suites (one process each)
+  // side by side, and a shared name let one suite read another's half-written
+  // report.
+  const std::string path = ::testing::TempDir() + "lithos-atom-report-" + std::to_string(::getpid()) + ".json";
   if (fn(path.c_str()) != 0) return {};
   std::FILE* f = std::fopen(path.c_str(), "rb");
   if (f == nullptr) return {};
@@ -793,6 +798,7 @@ nlohmann::json atom_report() {
   std::size_t n = 0;
   while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) text.append(buf, n);
   std::fclose(f);
+  std::remove(path.c_str());
   return nlohmann::json::parse(text, nullptr, false);
 }
 
