@@ -17,7 +17,6 @@
 #include "intercept/graph_replay.hpp"
 #include "intercept/log.hpp"
 #include "intercept/real_driver.hpp"
-#include "intercept/runtime.hpp"
 #include "ipc/channel.hpp"
 #include "ipc/socket.hpp"
 
@@ -109,19 +108,6 @@ void futex_wake(std::atomic<std::uint32_t>* word) {
   ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(word), FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
 }
 
-// Raises the thread's "internal" flag: lithos's own driver calls pass
-// through the hooks untouched.
-class Internal {
- public:
-  Internal() : saved_(Runtime::frame().internal) { Runtime::frame().internal = true; }
-  ~Internal() { Runtime::frame().internal = saved_; }
-  Internal(const Internal&) = delete;
-  Internal& operator=(const Internal&) = delete;
-
- private:
-  bool saved_;
-};
-
 }  // namespace
 
 struct DaemonClient::ChannelHolder {
@@ -145,6 +131,7 @@ void DaemonClient::configure(const Config& c) noexcept {
     wanted_ = !c.daemon_socket.empty();
     socket_ = c.daemon_socket;
     tenant_ = c.tenant;
+    fallback_set_ = c.request != MaskRequest::kNone;
     grant_timeout_ms_ = c.grant_timeout_ms;
     hw_priority_ = c.hw_priority;
     submit_ahead_ = c.submit_ahead;
@@ -201,9 +188,8 @@ bool DaemonClient::connect_locked() noexcept {
     sock_ = -1;
     state_.store(was ? State::kGone : State::kFailed, std::memory_order_release);
     if (first) {
-      LITHOS_LOG(
-          LogLevel::kWarn, "lithosd at %s: %s; running %s until it answers", socket_.c_str(), why.c_str(),
-          Runtime::instance().config().request != MaskRequest::kNone ? "on the configured TPC set" : "pass-through");
+      LITHOS_LOG(LogLevel::kWarn, "lithosd at %s: %s; running %s until it answers", socket_.c_str(), why.c_str(),
+                 fallback_set_ ? "on the configured TPC set" : "pass-through");
     }
     return false;
   };
@@ -241,7 +227,7 @@ bool DaemonClient::connect_locked() noexcept {
   const Drv& d = Drv::get();
   CUdeviceptr dev = 0;
   {
-    Internal internal;
+    InternalScope internal;
     void* page = holder->channel.completion_page();
     if (d.host_register == nullptr || d.host_device_pointer == nullptr || d.write_value64 == nullptr ||
         d.host_register(page, sizeof(layout->completed), CU_MEMHOSTREGISTER_DEVICEMAP) != CUDA_SUCCESS ||
@@ -442,7 +428,7 @@ void DaemonClient::write_marker(CUstream_st* stream, bool ptsz, std::uint32_t sl
                                 std::uint64_t now) noexcept {
   const Drv& d = Drv::get();
   if (d.write_value64 == nullptr || dev_base_ == 0) return;
-  Internal internal;
+  InternalScope internal;
   const CUdeviceptr addr = dev_base_ + static_cast<CUdeviceptr>(slot) * sizeof(std::uint64_t);
   Slot& s = slots_[slot];
   // The launching thread and the tracker both mark a stream: values go onto
@@ -499,7 +485,7 @@ void DaemonClient::apply_priority(std::uint32_t slot, ipc::StreamPriority p) noe
   if (s.priority.load(std::memory_order_acquire) == p) return;
   const Drv& d = Drv::get();
   const CUstream h = handle_of(s.stream, s.ptsz);
-  Internal internal;
+  InternalScope internal;
   if (d.is_capturing != nullptr) {
     // Never touch a stream that is being captured (the call could end the
     // capture); its launches do not run now. The next launch tries again.
@@ -532,7 +518,7 @@ namespace {
 // launch's attribute, else the kernel's compile-time shape), and what the
 // daemon's occupancy bound needs besides (registers per thread, static plus
 // dynamic shared memory per block).
-void describe(ipc::SubmitMsg& m, const LaunchInfo& li, const Runtime::KernelStatics& k) noexcept {
+void describe(ipc::SubmitMsg& m, const LaunchInfo& li, const KernelStatics& k) noexcept {
   m.grid[0] = std::max(1U, li.grid.x), m.grid[1] = std::max(1U, li.grid.y), m.grid[2] = std::max(1U, li.grid.z);
   m.block[0] = std::max(1U, li.block.x), m.block[1] = std::max(1U, li.block.y), m.block[2] = std::max(1U, li.block.z);
   m.regs = static_cast<std::uint8_t>(std::min<std::uint32_t>(k.regs, 255));
@@ -547,14 +533,14 @@ void describe(ipc::SubmitMsg& m, const LaunchInfo& li, const Runtime::KernelStat
 }  // namespace
 
 void DaemonClient::report_running(CUstream_st* stream, bool ptsz, const LaunchInfo& li, std::uint64_t kernel,
-                                  bool graph, const Runtime::KernelStatics& statics) noexcept {
+                                  bool graph, const KernelStatics& statics) noexcept {
   if (!connected()) return;
   const Drv& d = Drv::get();
   // A captured launch is recorded, not run: not reported. Asked of the
-  // driver only while some capture is in progress (Runtime::captures).
-  if (d.is_capturing != nullptr && Runtime::captures().load(std::memory_order_acquire) > 0) {
+  // driver only while some capture is in progress (stream_captures).
+  if (d.is_capturing != nullptr && stream_captures().load(std::memory_order_acquire) > 0) {
     CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
-    Internal internal;
+    InternalScope internal;
     if (d.is_capturing(handle_of(stream, ptsz), &cs) == CUDA_SUCCESS && cs != CU_STREAM_CAPTURE_STATUS_NONE) return;
   }
   const int slot = slot_of(stream, ptsz);
@@ -605,9 +591,10 @@ DaemonClient::AheadScope::AheadScope(const std::optional<Ahead>& a) noexcept { t
 DaemonClient::AheadScope::~AheadScope() { t_ahead.reset(); }
 
 std::optional<DaemonClient::Ticket> DaemonClient::submit(CUstream_st* stream, bool ptsz, const LaunchInfo& li,
-                                                         std::uint64_t kernel, std::uint32_t unit, bool whole,
+                                                         const LaunchIdentity& id, std::uint32_t unit, bool whole,
                                                          bool graph, const sched::TpcSet* pinned) noexcept {
   if (!connected()) return std::nullopt;
+  const std::uint64_t kernel = id.kernel;
   const int slot = slot_of(stream, ptsz);
   if (slot < 0) return std::nullopt;
   if (t_ahead) {
@@ -629,7 +616,7 @@ std::optional<DaemonClient::Ticket> DaemonClient::submit(CUstream_st* stream, bo
   m.seq = s.seq.fetch_add(1, std::memory_order_acq_rel) + 1;
   m.kernel = kernel;
   if (!graph) {
-    describe(m, li, Runtime::instance().identity(li.function, true).statics);
+    describe(m, li, id.statics);
     m.unit = std::max(1U, unit);
   } else if (pinned != nullptr && !pinned->empty()) {
     ipc::set_pinned_tpcs(m, pinned->word(0), pinned->word(1));
@@ -778,7 +765,7 @@ void DaemonClient::wake_tracker() noexcept {
 // priority, or best effort running free) once they are quiet, and
 // notices a daemon that went away while nothing launched.
 void DaemonClient::tracker() noexcept {
-  Runtime::frame().internal = true;
+  thread_frame().internal = true;
   const Drv& d = Drv::get();
   bool busy = true;  // a stream dirty or launched on lately: look again soon
   while (tracker_running_.load(std::memory_order_acquire)) {

@@ -42,7 +42,7 @@
 
 #include "intercept/config.hpp"
 #include "intercept/launch_info.hpp"
-#include "intercept/runtime.hpp"
+#include "intercept/thread_frame.hpp"
 #include "ipc/protocol.hpp"
 #include "sched/tpc_set.hpp"
 
@@ -85,7 +85,7 @@ class DaemonClient {
   // and writes or schedules its completion marker.
   // `statics`: the kernel's (Runtime::identity; unused for a graph).
   void report_running(CUstream_st* stream, bool ptsz, const LaunchInfo& li, std::uint64_t kernel, bool graph,
-                      const Runtime::KernelStatics& statics) noexcept;
+                      const KernelStatics& statics) noexcept;
 
   // Best effort.
   struct Ticket {
@@ -97,7 +97,9 @@ class DaemonClient {
   // runs it on the fallback set).
   // `pinned` (graphs): the TPCs its kernels run on whatever the grant
   // (Runtime::graph_pinned); the daemon grants it a set that holds them.
-  std::optional<Ticket> submit(CUstream_st* stream, bool ptsz, const LaunchInfo& li, std::uint64_t kernel,
+  // `id`: the launched function's (Runtime::identity; its statics are unused
+  // for a graph).
+  std::optional<Ticket> submit(CUstream_st* stream, bool ptsz, const LaunchInfo& li, const LaunchIdentity& id,
                                std::uint32_t unit, bool whole, bool graph,
                                const sched::TpcSet* pinned = nullptr) noexcept;
   // Submitting ahead (LITHOS_SUBMIT_AHEAD=1): a deferred launch is submitted
@@ -224,6 +226,7 @@ class DaemonClient {
 
   bool wanted_ = false;
   std::string socket_, tenant_;
+  bool fallback_set_ = false;  // a TPC set was configured (config().request): said when the daemon is not there
   double grant_timeout_ms_ = 500;
   bool hw_priority_ = true;
   bool submit_ahead_ = false;

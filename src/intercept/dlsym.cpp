@@ -33,7 +33,7 @@ void* map_dlsym_answer(const char* symbol, void* answer) noexcept {
   if (lithos_disabled()) return answer;
   const auto id = find_hook(symbol);
   if (!id) return answer;
-  if (Runtime::frame().internal) return answer;  // lithos's own lookups get the real function
+  if (thread_frame().internal) return answer;  // lithos's own lookups get the real function
   // Only the driver's own function is replaced: a library that happens to
   // export the same name keeps its answer.
   if (RealDriver::instance().hook_of_real(answer) != id) return answer;

@@ -47,8 +47,8 @@ namespace {
 // Restores this thread's frame when a hooked call ends (calls can nest).
 class FrameGuard {
  public:
-  FrameGuard() noexcept : saved_(Runtime::frame()) {}
-  ~FrameGuard() { Runtime::frame() = saved_; }
+  FrameGuard() noexcept : saved_(thread_frame()) {}
+  ~FrameGuard() { thread_frame() = saved_; }
   FrameGuard(const FrameGuard&) = delete;
   FrameGuard& operator=(const FrameGuard&) = delete;
   const ThreadFrame& saved() const noexcept { return saved_; }
@@ -192,10 +192,10 @@ CUresult launch_one(Fn fn, CUstream stream, A... a) {
   try {
     rt.begin_launch(Id, stream, info.ptsz, li);
   } catch (const std::exception& e) {
-    Runtime::frame() = guard.saved();
+    thread_frame() = guard.saved();
     rt.internal_error(Id, e.what());
   } catch (...) {
-    Runtime::frame() = guard.saved();
+    thread_frame() = guard.saved();
     rt.internal_error(Id, "unknown exception");
   }
   if constexpr (kHasStreamParam<A...>) {
@@ -220,13 +220,13 @@ CUresult launch_one(Fn fn, CUstream stream, A... a) {
 // Runtime::choose gives it to every descriptor built meanwhile.
 class GrantScope {
  public:
-  explicit GrantScope(const sched::TpcSet& tpcs) noexcept : saved_(Runtime::frame()) {
-    Runtime::frame().granted = true;
-    Runtime::frame().grant = tpcs;
+  explicit GrantScope(const sched::TpcSet& tpcs) noexcept : saved_(thread_frame()) {
+    thread_frame().granted = true;
+    thread_frame().grant = tpcs;
   }
   ~GrantScope() {
-    Runtime::frame().granted = saved_.granted;
-    Runtime::frame().grant = saved_.grant;
+    thread_frame().granted = saved_.granted;
+    thread_frame().grant = saved_.grant;
   }
   GrantScope(const GrantScope&) = delete;
   GrantScope& operator=(const GrantScope&) = delete;
@@ -240,10 +240,10 @@ class GrantScope {
 // after it was made (Runtime::after_launch), as a high-priority one.
 class RunsFreeScope {
  public:
-  explicit RunsFreeScope(const sched::TpcSet& tpcs) noexcept : grant_(tpcs), saved_(Runtime::frame().runs_free) {
-    Runtime::frame().runs_free = true;
+  explicit RunsFreeScope(const sched::TpcSet& tpcs) noexcept : grant_(tpcs), saved_(thread_frame().runs_free) {
+    thread_frame().runs_free = true;
   }
-  ~RunsFreeScope() { Runtime::frame().runs_free = saved_; }
+  ~RunsFreeScope() { thread_frame().runs_free = saved_; }
   RunsFreeScope(const RunsFreeScope&) = delete;
   RunsFreeScope& operator=(const RunsFreeScope&) = delete;
 
@@ -261,10 +261,10 @@ sched::TpcSet grant_set(const ipc::GrantMsg& g) {
 // when granted on the granted set, followed by the grant's marker. Without
 // a grant (the daemon is gone) it runs on the fallback set.
 template <class Launch>
-CUresult granted_whole(const LaunchInfo& li, CUstream stream, bool ptsz, std::uint64_t kernel, bool graph,
+CUresult granted_whole(const LaunchInfo& li, CUstream stream, bool ptsz, const LaunchIdentity& id, bool graph,
                        Launch&& launch, const std::optional<sched::TpcSet>& pinned = std::nullopt) {
   DaemonClient& dc = DaemonClient::instance();
-  const auto ticket = dc.submit(stream, ptsz, li, kernel, 1, true, graph, pinned ? &*pinned : nullptr);
+  const auto ticket = dc.submit(stream, ptsz, li, id, 1, true, graph, pinned ? &*pinned : nullptr);
   ipc::GrantMsg g;
   if (!ticket || !dc.next_grant(*ticket, &g)) {
     const GrantScope scope(dc.fallback());
@@ -315,7 +315,7 @@ CUresult run_granted(const FunctionEntry& e, const LaunchInfo& li, CUstream stre
                      BoundsParams& bp, Launch&& launch) {
   DaemonClient& dc = DaemonClient::instance();
   const std::uint64_t total = li.grid.count();
-  const auto ticket = dc.submit(stream, ptsz, li, Runtime::kernel_id(li.function),
+  const auto ticket = dc.submit(stream, ptsz, li, Runtime::instance().identity(li.function, true),
                                 static_cast<std::uint32_t>(std::min<std::uint64_t>(unit, UINT32_MAX)), false, false);
   std::uint64_t next = 0;
   std::uint32_t atoms = 0;
@@ -364,7 +364,7 @@ void launch_attributes(const CUlaunchConfig* cfg, std::uint32_t cluster[3], bool
 // class here, before their first launch is made).
 bool be_daemon() noexcept {
   DaemonClient& dc = DaemonClient::instance();
-  if (!dc.wanted() || Runtime::frame().runs_free) return false;
+  if (!dc.wanted() || thread_frame().runs_free) return false;
   const bool up = dc.ready();
   return !dc.high() && (up || dc.registered_once());
 }
@@ -401,7 +401,7 @@ CUresult be_granted_atoms(const FunctionEntry& e, CUstream stream, BoundsParams&
   const std::uint64_t unit = be_atom_unit<Id>(e, li, a...);
   if (unit == 0) {
     bp.set(0, 0xffffffffu);
-    return granted_whole(li, stream, ptsz, Runtime::kernel_id(li.function), false, one);
+    return granted_whole(li, stream, ptsz, Runtime::instance().identity(li.function, true), false, one);
   }
   return run_granted(e, li, stream, ptsz, unit, bp, one);
 }
@@ -467,7 +467,7 @@ CUresult launch_maybe_atomized(Fn fn, CUstream stream, A... a) {
         if (be_daemon()) return be_granted_atoms<Id>(*e, stream, bp, one, a...);
       }
       const Atomizer::WaveQuery wave{handle, {std::get<4>(t), std::get<5>(t), std::get<6>(t)}, std::get<7>(t)};
-      Atomizer::Launch l = az.plan(*e, grid, cluster, Bare, stream, info.ptsz, wave, Runtime::frame().runs_free);
+      Atomizer::Launch l = az.plan(*e, grid, cluster, Bare, stream, info.ptsz, wave, thread_frame().runs_free);
       const CUresult r = run_atoms(*e, l, bp, one);
       az.finish(*e, l, r == CUDA_SUCCESS);
       return r;
@@ -486,7 +486,7 @@ CUresult launch_maybe_atomized(Fn fn, CUstream stream, A... a) {
       const std::uint32_t grid[3] = {cfg->gridDimX, cfg->gridDimY, cfg->gridDimZ};
       const Atomizer::WaveQuery wave{handle, {cfg->blockDimX, cfg->blockDimY, cfg->blockDimZ}, cfg->sharedMemBytes};
       Atomizer::Launch l =
-          az.plan(*e, grid, cluster, cooperative || Bare, stream, info.ptsz, wave, Runtime::frame().runs_free);
+          az.plan(*e, grid, cluster, cooperative || Bare, stream, info.ptsz, wave, thread_frame().runs_free);
       const CUresult r = run_atoms(*e, l, bp, one);
       az.finish(*e, l, r == CUDA_SUCCESS);
       return r;
@@ -545,13 +545,13 @@ CUcontext current_context() noexcept {
 // progress (what is captured must stay in its thread's capture sequence).
 bool deferrable_on(CUstream stream, bool ptsz) noexcept {
   if ((ptsz && stream == nullptr) || stream == CU_STREAM_PER_THREAD) return false;
-  return Runtime::captures().load(std::memory_order_acquire) == 0;
+  return stream_captures().load(std::memory_order_acquire) == 0;
 }
 
 // Whether `stream` is being captured (checked only while some capture is in
 // progress in the process).
 bool capturing(CUstream stream, bool ptsz) noexcept {
-  if (Runtime::captures().load(std::memory_order_acquire) == 0) return false;
+  if (stream_captures().load(std::memory_order_acquire) == 0) return false;
   using IsCapturing = CUresult (*)(CUstream, CUstreamCaptureStatus*);
   static const auto is_capturing = reinterpret_cast<IsCapturing>(RealDriver::instance().symbol("cuStreamIsCapturing"));
   if (is_capturing == nullptr) return false;
@@ -584,7 +584,7 @@ CUresult be_launch(Fn fn, CUstream stream, A... a) {
   const LaunchInfo li = launch_info<Id>(a...);
   if (splittable && atomizing && az.lookup(li.function) != nullptr)
     return launch_maybe_atomized<Id, false>(fn, stream, a...);
-  return granted_whole(li, stream, info.ptsz, Runtime::kernel_id(li.function), false, [&] {
+  return granted_whole(li, stream, info.ptsz, Runtime::instance().identity(li.function, true), false, [&] {
     return atomizing ? launch_maybe_atomized<Id, false>(fn, stream, a...) : launch_one<Id>(fn, stream, a...);
   });
 }
@@ -601,18 +601,18 @@ std::optional<DaemonClient::Ahead> submit_ahead(CUstream stream, const A&... a) 
   if (sched::TpcSet free; dc.runs_free(&free)) return std::nullopt;
   Atomizer& az = Atomizer::instance();
   const LaunchInfo li = launch_info<Id>(a...);
-  const std::uint64_t kernel = Runtime::kernel_id(li.function);
+  const LaunchIdentity id = Runtime::instance().identity(li.function, true);
   std::uint64_t unit = 0;  // as be_granted_atoms: 0 is one grant for the whole launch
   if (az.active() || az.rewrote_any()) {
     if (const FunctionEntry* e = az.lookup(li.function)) unit = be_atom_unit<Id>(*e, li, a...);
   }
   const auto t = unit != 0
-                     ? dc.submit(stream, info.ptsz, li, kernel,
+                     ? dc.submit(stream, info.ptsz, li, id,
                                  static_cast<std::uint32_t>(std::min<std::uint64_t>(unit, UINT32_MAX)), false, false)
-                     : dc.submit(stream, info.ptsz, li, kernel, 1, true, false);
+                     : dc.submit(stream, info.ptsz, li, id, 1, true, false);
   if (!t) return std::nullopt;
   dc.count_ahead();
-  return DaemonClient::Ahead{*t, kernel};
+  return DaemonClient::Ahead{*t, id.kernel};
 }
 
 // Queues a best-effort launch for the worker with its arguments copied.
@@ -697,7 +697,7 @@ int replay_step(const ReplayStep& step, CUstream stream) noexcept {
         const RunsFreeScope scope(free);
         return launch_one<HookId::cuLaunchKernelEx>(ex, stream, &cfg, k->function, k->params, k->extra);
       }
-      return granted_whole(li, stream, false, Runtime::kernel_id(k->function), false, [&] {
+      return granted_whole(li, stream, false, Runtime::instance().identity(k->function, true), false, [&] {
         return launch_one<HookId::cuLaunchKernelEx>(ex, stream, &cfg, k->function, k->params, k->extra);
       });
     }
@@ -911,7 +911,8 @@ CUresult dispatch_call(Fn fn, CUstream stream, A... a) {
           gr.count_whole();
           // Descriptors built by an earlier launch keep their mask: the
           // daemon is told the set it runs on (docs/daemon.md, "CUDA graphs").
-          return granted_whole(li, stream, info.ptsz, Runtime::kernel_id(exec), true, run, rt.graph_pinned(exec));
+          return granted_whole(li, stream, info.ptsz, Runtime::instance().identity(exec, false), true, run,
+                               rt.graph_pinned(exec));
         }
       }
       rt.before_immediate_launch(stream, info.ptsz);
@@ -1044,10 +1045,10 @@ CUresult dispatch_call(Fn fn, CUstream stream, A... a) {
     constexpr std::string_view name = info.name;
     const CUresult r = fn(a...);
     if constexpr (name.starts_with("cuStreamBeginCapture")) {
-      if (r == CUDA_SUCCESS) Runtime::captures().fetch_add(1, std::memory_order_acq_rel);
+      if (r == CUDA_SUCCESS) stream_captures().fetch_add(1, std::memory_order_acq_rel);
     } else if constexpr (name.starts_with("cuStreamEndCapture")) {
-      if (Runtime::captures().load(std::memory_order_acquire) > 0)
-        Runtime::captures().fetch_sub(1, std::memory_order_acq_rel);
+      if (stream_captures().load(std::memory_order_acquire) > 0)
+        stream_captures().fetch_sub(1, std::memory_order_acq_rel);
     }
     return r;
   } else {
@@ -1126,7 +1127,7 @@ CUresult dispatch(CUstream stream, A... a) {
   // lithos's own driver calls (green-context set-up) pass straight through,
   // and so does everything when the operator disabled lithos (pointers
   // handed out by cuGetProcAddress stay the driver's own then).
-  if (Runtime::frame().internal) return fn(a...);
+  if (thread_frame().internal) return fn(a...);
   if constexpr (ordered_after_launches(info.kind)) {
     DeferredLaunches& dq = DeferredLaunches::instance();
     if (dq.enabled()) {

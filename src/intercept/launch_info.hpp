@@ -1,6 +1,6 @@
 // What a launch hook knows of its launch from its arguments alone (no driver
-// call): shared by the mask decision (runtime.hpp) and the daemon client
-// (client.hpp).
+// call), and what the runtime learns of its kernel once per handle: shared by
+// the mask decision (runtime.hpp) and the daemon client (client.hpp).
 #pragma once
 
 #include <cstdint>
@@ -21,6 +21,26 @@ struct LaunchInfo {
   bool cooperative = false;   // cuLaunchCooperativeKernel* or CU_LAUNCH_ATTRIBUTE_COOPERATIVE
   bool multi_device = false;  // cuLaunchCooperativeKernelMultiDevice: needs of every entry already merged
   sched::LaunchNeeds merged;  // multi_device: the entries' needs
+};
+
+// What a kernel's compiled code fixes for every launch of it, from
+// cuFuncGetAttribute once per handle (Runtime::kernel_statics; zeros /
+// {1,1,1} when unknown): the compile-time cluster shape, registers per
+// thread and static shared memory (lithosd's occupancy bound needs the last
+// two: a launch's grid and block alone let it assume 32 registers and no
+// static memory).
+struct KernelStatics {
+  sched::Dim3 cluster;
+  std::uint32_t regs = 0;
+  std::uint32_t smem = 0;
+};
+
+// A launched function's stable identity (Runtime::kernel_id: the kernel's
+// name where the atomizer knows it, so that processes of a tenant share
+// predictions) with its statics (Runtime::identity).
+struct LaunchIdentity {
+  std::uint64_t kernel = 0;
+  KernelStatics statics;
 };
 
 }  // namespace lithos::intercept

@@ -32,10 +32,6 @@ namespace lithos::intercept {
 
 namespace {
 
-// This thread's frame. initial-exec TLS: liblithos.so is loaded at start-up
-// (LD_PRELOAD), so its TLS is static and costs one %fs-relative load.
-constinit thread_local ThreadFrame t_frame __attribute__((tls_model("initial-exec")));
-
 std::atomic<Runtime*> g_runtime{nullptr};
 
 void descriptor_callback(void* user, std::uint8_t* qmd) { static_cast<Runtime*>(user)->on_descriptor(qmd); }
@@ -51,19 +47,6 @@ std::string uuid_text(const CUuuid& u) {
                 b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
   return buf;
 }
-
-// Raises this thread's "internal" flag for the lifetime of the object:
-// lithos's own driver calls made meanwhile pass through the hooks untouched.
-class InternalScope {
- public:
-  InternalScope() noexcept : saved_(t_frame.internal) { t_frame.internal = true; }
-  ~InternalScope() { t_frame.internal = saved_; }
-  InternalScope(const InternalScope&) = delete;
-  InternalScope& operator=(const InternalScope&) = delete;
-
- private:
-  bool saved_;
-};
 
 }  // namespace
 
@@ -135,13 +118,6 @@ Runtime& Runtime::instance() noexcept {
 }
 
 Runtime* Runtime::instance_if_created() noexcept { return g_runtime.load(std::memory_order_acquire); }
-
-ThreadFrame& Runtime::frame() noexcept { return t_frame; }
-
-std::atomic<int>& Runtime::captures() noexcept {
-  static constinit std::atomic<int> n{0};
-  return n;
-}
 
 void Runtime::engage() noexcept {
   try {
@@ -521,7 +497,7 @@ CUfunction function_of(const void* handle) noexcept {
 
 }  // namespace
 
-Runtime::KernelStatics Runtime::kernel_statics(const void* function) noexcept {
+KernelStatics Runtime::kernel_statics(const void* function) noexcept {
   if (function == nullptr) return {};
   try {
     {
@@ -592,7 +568,7 @@ gpu::SlotMask Runtime::slots_for(const sched::TpcSet& tpcs) noexcept {
   return m;
 }
 
-Runtime::LaunchIdentity Runtime::identity(const void* function, bool statics) noexcept {
+LaunchIdentity Runtime::identity(const void* function, bool statics) noexcept {
   struct Cached {
     const void* function = nullptr;
     std::uint64_t epoch = 0;

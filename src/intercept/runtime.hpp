@@ -33,6 +33,7 @@
 #include "intercept/hook_table.hpp"
 #include "intercept/launch_info.hpp"
 #include "intercept/stats.hpp"
+#include "intercept/thread_frame.hpp"
 #include "sched/launch_fit.hpp"
 #include "sched/topology.hpp"
 #include "sched/tpc_set.hpp"
@@ -50,26 +51,6 @@ namespace lithos::intercept {
 // every hook first; a relaxed atomic load.
 bool lithos_disabled() noexcept;
 void lithos_set_disabled(bool disabled) noexcept;
-
-// What this thread is doing inside a hooked call. The descriptor callback,
-// which fires synchronously on the launching thread, reads it.
-enum class CallKind : std::uint8_t { kNone, kLaunch, kGraph };
-struct ThreadFrame {
-  CallKind kind = CallKind::kNone;
-  bool has_mask = false;          // a mask is wanted for descriptors built now
-  bool internal = false;          // lithos's own driver calls: hooks forward untouched
-  std::uint32_t descriptors = 0;  // descriptors built during the current call
-  gpu::SlotMask mask{};
-  sched::TpcSet tpcs;        // the set `mask` enables
-  sched::LaunchNeeds needs;  // what the launch (or graph) needs of a set not to hang
-  // Set by the daemon client around one granted launch (an atom, or a
-  // launch run on the fallback set): this set, whatever else is configured.
-  bool granted = false;
-  sched::TpcSet grant;
-  // Set with `granted` around a best-effort launch made at once because
-  // lithosd lets its tenant run free: it is reported after, as an hp one.
-  bool runs_free = false;
-};
 
 enum class Backend : std::uint8_t {
   kPending,     // not decided yet (no launch so far)
@@ -97,12 +78,6 @@ class Runtime {
 
   const Config& config() const noexcept { return config_; }
   Counters& counters() noexcept { return counters_; }
-  static ThreadFrame& frame() noexcept;
-  // Stream captures in progress in the process, counted by the capture
-  // hooks (cuStreamBeginCapture*, cuStreamEndCapture*). While there are
-  // none, no stream is being captured: no launch is captured (deferred
-  // launches need that), and no launch needs cuStreamIsCapturing.
-  static std::atomic<int>& captures() noexcept;
 
   // ---- hook work (hooks.cpp) ----
   // Before a kernel launch on `stream`: decide the mask, put it in this
@@ -257,25 +232,13 @@ class Runtime {
   // A stable identity of a launched function (the kernel's name where the
   // atomizer knows it, so that processes of a tenant share predictions).
   static std::uint64_t kernel_id(const void* function) noexcept;
-  // What a kernel's compiled code fixes for every launch of it, from
-  // cuFuncGetAttribute once per handle (zeros / {1,1,1} when unknown): the
-  // compile-time cluster shape, registers per thread and static shared
-  // memory (lithosd's occupancy bound needs the last two: a launch's grid
-  // and block alone let it assume 32 registers and no static memory).
-  struct KernelStatics {
-    sched::Dim3 cluster;
-    std::uint32_t regs = 0;
-    std::uint32_t smem = 0;
-  };
+  // What a kernel's compiled code fixes for every launch of it
+  // (launch_info.hpp), from cuFuncGetAttribute once per handle.
   KernelStatics kernel_statics(const void* function) noexcept;
   // kernel_id and kernel_statics of a launched function together, from a
   // small per-thread cache in front of the two locked tables (the hot path
-  // of a high-priority launch asks for both at every launch). `statics`
-  // false: kernel_id only (a graph exec has none).
-  struct LaunchIdentity {
-    std::uint64_t kernel = 0;
-    KernelStatics statics;
-  };
+  // of a launch asks for both). `statics` false: kernel_id only (a graph
+  // exec has none).
   LaunchIdentity identity(const void* function, bool statics) noexcept;
 
  private:

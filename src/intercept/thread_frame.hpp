@@ -1,0 +1,63 @@
+// The state that the hooks, the runtime and the daemon client share about
+// what is happening now: what this thread is doing inside a hooked call (its
+// frame, read by the launch-descriptor callback), and how many stream
+// captures are in progress in the process. It sits below all three, so the
+// runtime (runtime.hpp) and the client (client.hpp) need not know each other
+// to read it.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+#include "gpu/qmd.hpp"
+#include "sched/launch_fit.hpp"
+#include "sched/tpc_set.hpp"
+
+namespace lithos::intercept {
+
+// What this thread is doing inside a hooked call. The descriptor callback,
+// which fires synchronously on the launching thread, reads it.
+enum class CallKind : std::uint8_t { kNone, kLaunch, kGraph };
+struct ThreadFrame {
+  CallKind kind = CallKind::kNone;
+  bool has_mask = false;          // a mask is wanted for descriptors built now
+  bool internal = false;          // lithos's own driver calls: hooks forward untouched
+  std::uint32_t descriptors = 0;  // descriptors built during the current call
+  gpu::SlotMask mask{};
+  sched::TpcSet tpcs;        // the set `mask` enables
+  sched::LaunchNeeds needs;  // what the launch (or graph) needs of a set not to hang
+  // Set by the daemon client around one granted launch (an atom, or a
+  // launch run on the fallback set): this set, whatever else is configured.
+  bool granted = false;
+  sched::TpcSet grant;
+  // Set with `granted` around a best-effort launch made at once because
+  // lithosd lets its tenant run free: it is reported after, as an hp one.
+  bool runs_free = false;
+};
+
+// This thread's frame. initial-exec TLS: liblithos.so is loaded at start-up
+// (LD_PRELOAD), so its TLS is static and costs one %fs-relative load;
+// constinit: no initialisation wrapper on any access.
+extern constinit thread_local ThreadFrame t_frame __attribute__((tls_model("initial-exec")));
+inline ThreadFrame& thread_frame() noexcept { return t_frame; }
+
+// Stream captures in progress in the process, counted by the capture hooks
+// (cuStreamBeginCapture*, cuStreamEndCapture*). While there are none, no
+// stream is being captured: no launch is captured (deferred launches need
+// that), and no launch needs cuStreamIsCapturing.
+std::atomic<int>& stream_captures() noexcept;
+
+// Raises this thread's "internal" flag for the lifetime of the object:
+// lithos's own driver calls made meanwhile pass through the hooks untouched.
+class InternalScope {
+ public:
+  InternalScope() noexcept : saved_(t_frame.internal) { t_frame.internal = true; }
+  ~InternalScope() { t_frame.internal = saved_; }
+  InternalScope(const InternalScope&) = delete;
+  InternalScope& operator=(const InternalScope&) = delete;
+
+ private:
+  bool saved_;
+};
+
+}  // namespace lithos::intercept
