@@ -222,6 +222,7 @@ int run_daemon(const DaemonArgs& a) {
     opt.device.tpcs = live.count();
     opt.device.topology = m->topology;
     opt.device.name = m->gpu_name;
+    opt.gpu_uuid = m->gpu_uuid;
   } else if (!a.no_gpu) {
     gpu::CalibrateRunOptions copt;
     copt.device = a.device;
@@ -239,6 +240,7 @@ int run_daemon(const DaemonArgs& a) {
       opt.device.tpcs = live.count();
       opt.device.topology = r->map.topology;
       opt.device.name = r->map.gpu_name;
+      opt.gpu_uuid = r->map.gpu_uuid;
     }
   }
   if (Status s = daemon::validate(cfg, opt.device.tpcs); !s.is_ok()) {
@@ -262,9 +264,10 @@ int run_daemon(const DaemonArgs& a) {
     return kFailure;
   }
   catch_stop_signals(on_signal);
-  std::fprintf(stderr, "lithosd: serving %s (%d TPCs, %d GPCs) on %s, policy %s, %zu tenants%s\n",
-               opt.device.name.c_str(), opt.device.tpcs, opt.device.topology.count(), cfg.socket.c_str(),
-               cfg.policy.c_str(), cfg.tenants.size(), *mps ? ", MPS started" : "");
+  std::fprintf(stderr, "lithosd: serving %s%s%s (%d TPCs, %d GPCs) on %s, policy %s, %zu tenants%s\n",
+               opt.device.name.c_str(), opt.gpu_uuid.empty() ? "" : " ", opt.gpu_uuid.c_str(), opt.device.tpcs,
+               opt.device.topology.count(), cfg.socket.c_str(), cfg.policy.c_str(), cfg.tenants.size(),
+               *mps ? ", MPS started" : "");
   const Status s = (*d)->run(g_stop);
   std::fprintf(stderr, "lithosd: stopping (%llu clients served, %llu grants)\n",
                static_cast<unsigned long long>((*d)->counters().clients_accepted),
@@ -309,10 +312,12 @@ Result<std::string> fetch_status(const std::string& socket) {
 
 void print_human(std::FILE* f, const nlohmann::json& j) {
   const double up = j.value("uptime_s", 0.0), cpu = j.value("cpu_s", 0.0);
-  std::fprintf(f,
-               "lithosd pid %d on %s, policy %s, up %.0f s (CPU %.1f s, %.1f%% of one core); device %d TPCs, %d GPCs\n",
-               j.value("pid", 0), j.value("socket", std::string()).c_str(), j.value("policy", std::string()).c_str(),
-               up, cpu, up > 0 ? 100.0 * cpu / up : 0.0, j["device"].value("tpcs", 0), j["device"].value("gpcs", 0));
+  const nlohmann::json& dev = j["device"];
+  const std::string uuid = dev.contains("uuid") && dev["uuid"].is_string() ? dev["uuid"].get<std::string>() + ", " : "";
+  std::fprintf(
+      f, "lithosd pid %d on %s, policy %s, up %.0f s (CPU %.1f s, %.1f%% of one core); device %s%d TPCs, %d GPCs\n",
+      j.value("pid", 0), j.value("socket", std::string()).c_str(), j.value("policy", std::string()).c_str(), up, cpu,
+      up > 0 ? 100.0 * cpu / up : 0.0, uuid.c_str(), dev.value("tpcs", 0), dev.value("gpcs", 0));
   if (j.contains("settings") && j["settings"].is_object() && !j["settings"].empty()) {
     std::string line;
     for (const auto& [key, value] : j["settings"].items())

@@ -492,6 +492,7 @@ void Daemon::welcome(int sock, const ipc::Hello& hello_in, std::uint64_t now) {
   w.immediate_priority = stream_priority(engine_->immediate_priority(tenant), options_.config.stream_priorities);
   w.channel_bytes = static_cast<std::uint32_t>(c->channel.bytes());
   copy_text(w.tenant, tc.name);
+  copy_text(w.gpu, options_.gpu_uuid);
   copy_text(w.message, res->by_rule ? "matched by program name" : res->by_default ? "default tenant" : "as asked");
   if (Status s = ipc::send_packet(sock, &w, sizeof w, c->channel.fd()); !s.is_ok()) {
     ::close(sock);
@@ -797,7 +798,9 @@ std::string Daemon::status_json(std::uint64_t now) const {
       options_.config.trace.empty()
           ? nlohmann::json(nullptr)
           : nlohmann::json{{"path", options_.config.trace}, {"open", trace_.is_open()}, {"lines", trace_.lines()}};
-  j["device"] = {{"tpcs", st.config.device.tpcs},
+  j["device"] = {{"uuid", options_.gpu_uuid.empty() ? json(nullptr) : json(options_.gpu_uuid)},
+                 {"name", st.config.device.name},
+                 {"tpcs", st.config.device.tpcs},
                  {"gpcs", st.config.device.topology.count()},
                  {"topology", st.config.device.topology.to_string()}};
   const lithos::Time t = to_time(now);

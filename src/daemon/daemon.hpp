@@ -51,6 +51,10 @@ namespace lithos::daemon {
 struct DaemonOptions {
   DaemonConfig config;
   sched::DeviceShape device = sched::DeviceShape::h100_sxm();  // TPC count and GPCs (from the slot map)
+  // The GPU served, as cuDeviceGetUuid names it (from the slot map; "" when
+  // not known): told to every client (ipc::Welcome::gpu), which then leaves
+  // its launches on other GPUs alone.
+  std::string gpu_uuid;
   int max_clients = 512;
   // How long the loop spins (no sleep) after the last event before it
   // backs off to sleeping: a be client waiting for a grant is answered

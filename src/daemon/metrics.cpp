@@ -94,6 +94,13 @@ Result<std::string> prometheus_text(std::string_view status_json) {
   w.one("lithos_cpu_seconds_total", "counter", "lithosd's own CPU time since it started.", num(j, "cpu_s"));
   const json device = j.value("device", json::object());
   w.one("lithos_device_tpcs", "gauge", "TPCs of the GPU lithosd serves.", num(device, "tpcs"));
+  // Which GPU (one lithosd per GPU: docs/daemon.md, "Nodes with several GPUs").
+  if (device.contains("uuid") && device["uuid"].is_string()) {
+    const std::string name =
+        device.contains("name") && device["name"].is_string() ? device["name"].get<std::string>() : std::string();
+    w.family("lithos_device_info", "gauge", "Always 1: the GPU lithosd serves, by its UUID and name.",
+             {{"{uuid=\"" + escaped(device["uuid"].get<std::string>()) + "\",name=\"" + escaped(name) + "\"}", 1}});
+  }
 
   // Per tenant: labels tenant and class.
   struct Column {

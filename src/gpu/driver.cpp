@@ -10,6 +10,8 @@
 #include <mutex>
 #include <string_view>
 
+#include "gpu/slot_map.hpp"
+
 namespace lithos::gpu {
 
 namespace {
@@ -229,14 +231,7 @@ Result<DeviceInfo> device_info(const DriverApi& api, int ordinal) {
   info.name = name;
   CUuuid uuid{};
   if (CUresult r = api.cuDeviceGetUuid(&uuid, dev); r != CUDA_SUCCESS) return api.check(r, "cuDeviceGetUuid");
-  static constexpr char kHex[] = "0123456789abcdef";
-  info.uuid = "GPU-";
-  for (int i = 0; i < 16; ++i) {
-    if (i == 4 || i == 6 || i == 8 || i == 10) info.uuid += '-';
-    const auto b = static_cast<unsigned char>(uuid.bytes[i]);
-    info.uuid += kHex[b >> 4];
-    info.uuid += kHex[b & 0xFU];
-  }
+  info.uuid = uuid_text(uuid.bytes);
   if (CUresult r = api.cuDeviceGetAttribute(&info.sm_count, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev);
       r != CUDA_SUCCESS) {
     return api.check(r, "cuDeviceGetAttribute(MULTIPROCESSOR_COUNT)");

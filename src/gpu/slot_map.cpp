@@ -247,6 +247,18 @@ Result<SlotMap> slot_map_parse(std::string_view text) {
   return map;
 }
 
+std::string uuid_text(const void* bytes16) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  const auto* b = static_cast<const unsigned char*>(bytes16);
+  std::string out = "GPU-";
+  for (int i = 0; i < 16; ++i) {
+    if (i == 4 || i == 6 || i == 8 || i == 10) out += '-';
+    out += kHex[b[i] >> 4];
+    out += kHex[b[i] & 0xFU];
+  }
+  return out;
+}
+
 std::string slot_map_cache_path(std::string_view cache_dir, std::string_view uuid, std::string_view driver) {
   std::string dir(cache_dir);
   while (dir.size() > 1 && dir.back() == '/') dir.pop_back();

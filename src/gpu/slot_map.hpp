@@ -84,6 +84,10 @@ Result<SlotMask> mask_for(const SlotMap& map, const sched::TpcSet& tpcs);
 std::string slot_map_serialize(const SlotMap& map);
 Result<SlotMap> slot_map_parse(std::string_view text);
 
+// The text of a GPU's 16-byte UUID (cuDeviceGetUuid's CUuuid::bytes) as slot
+// maps, lithosd and nvidia-smi write it: "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx".
+std::string uuid_text(const void* bytes16);
+
 // "<cache_dir>/slot-map-<uuid>-<driver>.txt" (characters other than
 // [A-Za-z0-9._-] in uuid/driver become '_').
 std::string slot_map_cache_path(std::string_view cache_dir, std::string_view uuid, std::string_view driver);

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "gpu/slot_map.hpp"
 #include "intercept/deferred.hpp"
 #include "intercept/graph_replay.hpp"
 #include "intercept/log.hpp"
@@ -41,6 +42,10 @@ struct Drv {
   CUresult (*is_capturing)(CUstream, CUstreamCaptureStatus*) = nullptr;
   CUresult (*set_stream_attribute)(CUstream, CUstreamAttrID, const CUstreamAttrValue*) = nullptr;
   CUresult (*priority_range)(int*, int*) = nullptr;
+  CUresult (*device_count)(int*) = nullptr;
+  CUresult (*device_get)(CUdevice*, int) = nullptr;
+  CUresult (*device_uuid)(CUuuid*, CUdevice) = nullptr;
+  CUresult (*ctx_get_device)(CUdevice*) = nullptr;
   static const Drv& get() {
     static const Drv d = [] {
       Drv x;
@@ -56,6 +61,12 @@ struct Drv {
       x.is_capturing = reinterpret_cast<decltype(x.is_capturing)>(r.symbol("cuStreamIsCapturing"));
       x.set_stream_attribute = reinterpret_cast<decltype(x.set_stream_attribute)>(r.symbol("cuStreamSetAttribute"));
       x.priority_range = reinterpret_cast<decltype(x.priority_range)>(r.symbol("cuCtxGetStreamPriorityRange"));
+      x.device_count = reinterpret_cast<decltype(x.device_count)>(r.symbol("cuDeviceGetCount"));
+      x.device_get = reinterpret_cast<decltype(x.device_get)>(r.symbol("cuDeviceGet"));
+      x.device_uuid = reinterpret_cast<decltype(x.device_uuid)>(r.symbol("cuDeviceGetUuid_v2"));
+      if (x.device_uuid == nullptr)
+        x.device_uuid = reinterpret_cast<decltype(x.device_uuid)>(r.symbol("cuDeviceGetUuid"));
+      x.ctx_get_device = reinterpret_cast<decltype(x.ctx_get_device)>(r.symbol("cuCtxGetDevice"));
       return x;
     }();
     return d;
@@ -161,7 +172,7 @@ bool DaemonClient::ready() noexcept {
     disconnect(State::kGone);
     s = State::kGone;
   }
-  if (!wanted_ || s == State::kForked) return false;
+  if (!wanted_ || s == State::kForked || s == State::kOtherGpu) return false;
   const std::uint64_t now = now_ns();
   if (s != State::kIdle && now - last_attempt_ns_ < 1'000'000'000ULL) return false;
   if (!connect_mu_.try_lock()) return false;  // another thread is connecting: do not wait for it
@@ -217,6 +228,17 @@ bool DaemonClient::connect_locked() noexcept {
     if (chfd >= 0) ::close(chfd);
     w.message[sizeof w.message - 1] = '\0';
     return fail(std::string("refused: ") + w.message);
+  }
+  w.gpu[sizeof w.gpu - 1] = '\0';
+  if (std::string seen; !find_served_device(w.gpu, &seen)) {
+    // Not this process's GPU: nothing of it is the daemon's to schedule.
+    ::close(chfd);
+    ::close(sock_);
+    sock_ = -1;
+    state_.store(State::kOtherGpu, std::memory_order_release);
+    LITHOS_LOG(LogLevel::kWarn, "lithosd at %s schedules %s, which this process does not see (%s); running %s",
+               socket_.c_str(), w.gpu, seen.c_str(), fallback_set_ ? "on the configured TPC set" : "pass-through");
+    return false;
   }
   auto ch = ipc::Channel::attach(chfd);
   if (!ch) return fail("cannot map the channel: " + ch.status().message());
@@ -814,6 +836,55 @@ void DaemonClient::tracker() noexcept {
   }
 }
 
+bool DaemonClient::find_served_device(const std::string& uuid, std::string* why) noexcept {
+  try {
+    {
+      const std::lock_guard<std::mutex> lock(gpu_mu_);
+      gpu_ = uuid;
+    }
+    served_device_.store(-1, std::memory_order_relaxed);
+    const Drv& d = Drv::get();
+    int n = 0;
+    if (uuid.empty() || d.device_count == nullptr || d.device_get == nullptr || d.device_uuid == nullptr ||
+        d.device_count(&n) != CUDA_SUCCESS || n <= 0) {
+      scope_.store(Scope::kAll, std::memory_order_relaxed);  // cannot tell: every launch, as before
+      return true;
+    }
+    std::string seen;
+    for (int i = 0; i < n && i < 1024; ++i) {
+      CUdevice dev = 0;
+      CUuuid u{};
+      if (d.device_get(&dev, i) != CUDA_SUCCESS || d.device_uuid(&u, dev) != CUDA_SUCCESS) continue;
+      const std::string text = gpu::uuid_text(u.bytes);
+      if (text == uuid) {
+        served_device_.store(dev, std::memory_order_relaxed);
+        scope_.store(n == 1 ? Scope::kAll : Scope::kPerLaunch, std::memory_order_relaxed);
+        return true;
+      }
+      seen += (seen.empty() ? "" : ", ") + text;
+    }
+    scope_.store(Scope::kNone, std::memory_order_relaxed);
+    *why = "it sees " + (seen.empty() ? std::string("no GPU it can name") : seen);
+    return false;
+  } catch (...) {
+    scope_.store(Scope::kAll, std::memory_order_relaxed);
+    return true;
+  }
+}
+
+bool DaemonClient::on_served_device() noexcept {
+  if (scope_.load(std::memory_order_relaxed) != Scope::kPerLaunch) return false;
+  const Drv& d = Drv::get();
+  CUdevice dev = -1;
+  const int served = served_device_.load(std::memory_order_relaxed);
+  if (d.ctx_get_device != nullptr && d.ctx_get_device(&dev) == CUDA_SUCCESS && dev == served) return true;
+  if (!said_other_gpu_.exchange(true, std::memory_order_relaxed)) {
+    LITHOS_LOG(LogLevel::kInfo, "launches on CUDA device %d are not scheduled by lithosd (it schedules device %d)",
+               static_cast<int>(dev), served);
+  }
+  return false;
+}
+
 DaemonClient::Stats DaemonClient::stats() const noexcept {
   Stats s;
   s.reported = reported_.load();
@@ -860,6 +931,7 @@ std::string DaemonClient::stats_json() const {
     case State::kGone: state = "gone"; break;
     case State::kFailed: state = "unreachable"; break;
     case State::kForked: state = "forked"; break;
+    case State::kOtherGpu: state = "other_gpu"; break;
   }
   const Stats s = stats();
   auto num = [](std::uint64_t v) { return std::to_string(v); };
@@ -867,6 +939,16 @@ std::string DaemonClient::stats_json() const {
   out += ",\"submit_ahead\":{\"enabled\":" + std::string(submit_ahead_ ? "true" : "false") +
          ",\"submitted\":" + num(s.ahead) + ",\"taken\":" + num(s.ahead_taken) + "}";
   out += ",\"registered\":" + std::string(registered_once() ? "true" : "false");
+  {
+    const std::lock_guard<std::mutex> lock(gpu_mu_);
+    out += ",\"gpu\":" + (gpu_.empty() ? std::string("null") : "\"" + gpu_ + "\"");
+  }
+  const Scope sc = scope_.load(std::memory_order_relaxed);
+  out += ",\"launches_scheduled\":\"" +
+         std::string(sc == Scope::kAll    ? "all"
+                     : sc == Scope::kNone ? "none"
+                                          : "on the daemon's GPU only") +
+         "\"";
   out += ",\"class\":\"" + std::string(!registered_once() ? "" : high() ? "high" : "best-effort") + "\"";
   out +=
       ",\"reported\":" + num(s.reported) + ",\"markers\":" + num(s.markers) +

@@ -66,6 +66,18 @@ class DaemonClient {
   // Whether this process registered and was told its class (even if the
   // daemon is gone now): decides the fallback behaviour.
   bool registered_once() const noexcept { return registered_once_.load(std::memory_order_acquire); }
+  // Whether a launch made now (the calling thread's current context) goes to
+  // the GPU lithosd serves (ipc::Welcome::gpu), so that the daemon decides
+  // it. Launches on any other GPU are none of its business: they run as if
+  // no daemon were configured (the process mask or stream masks, if any,
+  // else unmasked) and are not reported. True while that GPU is not known
+  // (not registered yet; a daemon started without a GPU names none); one
+  // relaxed load unless the process sees several GPUs, then one
+  // cuCtxGetDevice per call.
+  bool here() noexcept {
+    if (scope_.load(std::memory_order_relaxed) == Scope::kAll) return true;
+    return on_served_device();
+  }
 
   // High priority: the tenant's allocation now (false: none published);
   // `lasting`: the one for a launch whose set lasts, a CUDA graph's
@@ -160,7 +172,17 @@ class DaemonClient {
   std::string stats_json() const;
 
  private:
-  enum class State : std::uint8_t { kIdle, kConnected, kGone, kFailed, kForked };
+  // kOtherGpu: the daemon serves a GPU this process does not see (another
+  // CUDA_VISIBLE_DEVICES, another node's GPU): never registered, never tried again.
+  enum class State : std::uint8_t { kIdle, kConnected, kGone, kFailed, kForked, kOtherGpu };
+  // Which launches go to the daemon's GPU (here()): every one (one GPU
+  // visible, or the daemon's GPU not known), those whose context's device
+  // is served_device_, or none (State::kOtherGpu).
+  enum class Scope : std::uint8_t { kAll, kPerLaunch, kNone };
+  bool on_served_device() noexcept;
+  // At registration: where the daemon's GPU (`uuid`) is among this process's
+  // devices. False when it is not one of them (`why` says what was seen).
+  bool find_served_device(const std::string& uuid, std::string* why) noexcept;
   struct Slot {
     std::atomic<bool> open{false};
     CUstream_st* stream = nullptr;
@@ -227,6 +249,11 @@ class DaemonClient {
   bool wanted_ = false;
   std::string socket_, tenant_;
   bool fallback_set_ = false;  // a TPC set was configured (config().request): said when the daemon is not there
+  std::atomic<Scope> scope_{Scope::kAll};
+  std::atomic<int> served_device_{-1};  // Scope::kPerLaunch: the CUdevice lithosd serves
+  mutable std::mutex gpu_mu_;
+  std::string gpu_;                          // its UUID, from the welcome ("" : not named); guarded by gpu_mu_
+  std::atomic<bool> said_other_gpu_{false};  // a launch on another GPU was logged
   double grant_timeout_ms_ = 500;
   bool hw_priority_ = true;
   bool submit_ahead_ = false;

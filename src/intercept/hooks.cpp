@@ -359,14 +359,15 @@ void launch_attributes(const CUlaunchConfig* cfg, std::uint32_t cluster[3], bool
   }
 }
 
-// Whether launches of this process go through lithosd as best effort.
-// Registers on first use (high-priority processes too: they learn their
-// class here, before their first launch is made).
+// Whether this launch of the process goes through lithosd as best effort
+// (not on a GPU the daemon does not serve: DaemonClient::here). Registers on
+// first use (high-priority processes too: they learn their class here,
+// before their first launch is made).
 bool be_daemon() noexcept {
   DaemonClient& dc = DaemonClient::instance();
   if (!dc.wanted() || thread_frame().runs_free) return false;
   const bool up = dc.ready();
-  return !dc.high() && (up || dc.registered_once());
+  return !dc.high() && (up || dc.registered_once()) && dc.here();
 }
 
 // Atom boundaries of a granted launch: whole clusters (sched::atom_unit; 0
@@ -957,8 +958,10 @@ CUresult dispatch_call(Fn fn, CUstream stream, A... a) {
   } else if constexpr (info.kind == HookKind::kSync) {
     constexpr bool every_stream = Id == HookId::cuCtxSynchronize || Id == HookId::cuCtxSynchronize_v2;
     DaemonClient& dc = DaemonClient::instance();
-    const auto points =
-        dc.wanted() ? dc.sync_points(stream, info.ptsz, every_stream) : std::vector<DaemonClient::SyncPoint>{};
+    // A context's synchronisation covers the daemon's streams only if it is
+    // a context of the daemon's GPU (a stream's names its own stream).
+    const auto points = dc.wanted() && (!every_stream || dc.here()) ? dc.sync_points(stream, info.ptsz, every_stream)
+                                                                    : std::vector<DaemonClient::SyncPoint>{};
     const CUresult r = fn(a...);
     if (r == CUDA_SUCCESS) dc.synced(points);
     return r;

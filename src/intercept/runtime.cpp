@@ -40,14 +40,6 @@ using CtxGetDeviceFn = CUresult (*)(CUdevice*);
 using DeviceGetUuidFn = CUresult (*)(CUuuid*, CUdevice);
 using DeviceGetCountFn = CUresult (*)(int*);
 
-std::string uuid_text(const CUuuid& u) {
-  const auto* b = reinterpret_cast<const unsigned char*>(u.bytes);
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
-                b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
-  return buf;
-}
-
 }  // namespace
 
 const char* backend_name(Backend b) {
@@ -253,12 +245,12 @@ void Runtime::attach_slow() noexcept {
       if (get_count != nullptr && get_count(&count) == CUDA_SUCCESS && count == 1 && cu_device_get_uuid_ != nullptr) {
         CUuuid u{};
         const bool match = reinterpret_cast<DeviceGetUuidFn>(cu_device_get_uuid_)(&u, 0) == CUDA_SUCCESS &&
-                           uuid_text(u) == map_->gpu_uuid;
+                           gpu::uuid_text(u.bytes) == map_->gpu_uuid;
         device_check_.store(match ? DeviceCheck::kAll : DeviceCheck::kNone, std::memory_order_release);
         if (!match) {
           LITHOS_LOG(LogLevel::kError,
                      "the slot map is for %s but this process sees %s: masks disabled (run `lithos calibrate`)",
-                     map_->gpu_uuid.c_str(), uuid_text(u).c_str());
+                     map_->gpu_uuid.c_str(), gpu::uuid_text(u.bytes).c_str());
         }
       } else {
         device_check_.store(DeviceCheck::kPerLaunch, std::memory_order_release);
@@ -327,7 +319,7 @@ bool Runtime::device_ok() noexcept {
   bool match = false;
   try {
     match = reinterpret_cast<DeviceGetUuidFn>(cu_device_get_uuid_)(&u, dev) == CUDA_SUCCESS &&
-            uuid_text(u) == map_->gpu_uuid;
+            gpu::uuid_text(u.bytes) == map_->gpu_uuid;
   } catch (...) {
     match = false;
   }
@@ -376,7 +368,7 @@ std::optional<Runtime::Choice> Runtime::choose(CUstream_st* stream, bool ptsz, S
   }
   // A high-priority tenant of lithosd: its current allocation (the last one
   // published if the daemon went away), the lasting one for a graph.
-  if (DaemonClient& dc = DaemonClient::instance(); dc.registered_once() && dc.high() && map_) {
+  if (DaemonClient& dc = DaemonClient::instance(); dc.registered_once() && dc.high() && map_ && dc.here()) {
     sched::TpcSet a;
     if (dc.allocation(&a, lasting)) {
       a &= live_;
@@ -603,9 +595,10 @@ std::uint64_t Runtime::kernel_id(const void* function) noexcept {
 }
 
 // Whether this thread's launch goes out at once and is reported to lithosd
-// (a high-priority tenant, or best effort running free) while connected.
-static bool made_at_once(const DaemonClient& dc) noexcept {
-  return dc.wanted() && (dc.high() || t_frame.runs_free) && dc.connected();
+// (a high-priority tenant, or best effort running free) while connected, on
+// the GPU the daemon serves.
+static bool made_at_once(DaemonClient& dc) noexcept {
+  return dc.wanted() && (dc.high() || t_frame.runs_free) && dc.connected() && dc.here();
 }
 
 void Runtime::before_immediate_launch(CUstream_st* stream, bool ptsz) noexcept {

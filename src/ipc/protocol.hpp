@@ -30,10 +30,11 @@
 namespace lithos::ipc {
 
 inline constexpr std::uint32_t kMagic = 0x4c495448;  // "LITH"
-inline constexpr std::uint32_t kVersion = 3;
-inline constexpr std::uint32_t kMaxStreams = 256;  // completion slots per client
-inline constexpr std::uint32_t kRingSlots = 1024;  // messages per ring (power of two)
+inline constexpr std::uint32_t kVersion = 4;         // 4: Welcome::gpu
+inline constexpr std::uint32_t kMaxStreams = 256;    // completion slots per client
+inline constexpr std::uint32_t kRingSlots = 1024;    // messages per ring (power of two)
 inline constexpr std::size_t kNameBytes = 64;
+inline constexpr std::size_t kGpuBytes = 48;  // "GPU-" and a UUID (40 characters), NUL-terminated
 
 // ---- registration (socket) --------------------------------------------------
 
@@ -85,6 +86,12 @@ struct Welcome {
   std::uint32_t reserved = 0;
   char tenant[kNameBytes] = {};  // the tenant granted
   char message[128] = {};        // why, when refused
+  // The GPU the daemon schedules, as cuDeviceGetUuid names it
+  // ("GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx"; "" when the daemon does not
+  // know it: started without a GPU). A client sends only launches on this
+  // GPU through the daemon; launches on any other run as if no daemon were
+  // there, and a process that cannot see this GPU does not register.
+  char gpu[kGpuBytes] = {};
 };
 
 // ---- the channel (shared memory) --------------------------------------------

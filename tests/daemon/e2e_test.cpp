@@ -157,8 +157,8 @@ class DaemonE2E : public ::testing::Test {
   }
 
   void start_daemon(const std::vector<std::string>& extra = {}) {
-    std::vector<std::string> argv = {LITHOS_EXE, "daemon",   "--slot-map", LITHOS_FAKE_MAP, "--config",
-                                     config_,    "--socket", sock_,        "--state-dir",   (dir_ / "state").string()};
+    std::vector<std::string> argv = {LITHOS_EXE, "daemon",   "--slot-map", slot_map_,     "--config",
+                                     config_,    "--socket", sock_,        "--state-dir", (dir_ / "state").string()};
     argv.insert(argv.end(), extra.begin(), extra.end());
     daemon_ = Proc::spawn(argv, daemon_env_, (dir_ / ("daemon-" + std::to_string(++daemons_) + ".log")).string());
     ASSERT_GT(daemon_.pid, 0);
@@ -265,10 +265,11 @@ class DaemonE2E : public ::testing::Test {
   }
 
   fs::path dir_;
-  bool defer_ = false;                   // clients queue best-effort launches (LITHOS_DEFER_LAUNCHES)
-  bool params_ = false;                  // clients pass a parameter per launch (CLIENT_PARAMS)
-  std::vector<std::string> extra_env_;   // more NAME=VALUE for the next clients
-  std::vector<std::string> daemon_env_;  // more NAME=VALUE for the next daemon
+  bool defer_ = false;                      // clients queue best-effort launches (LITHOS_DEFER_LAUNCHES)
+  bool params_ = false;                     // clients pass a parameter per launch (CLIENT_PARAMS)
+  std::vector<std::string> extra_env_;      // more NAME=VALUE for the next clients
+  std::vector<std::string> daemon_env_;     // more NAME=VALUE for the next daemon
+  std::string slot_map_ = LITHOS_FAKE_MAP;  // the next daemon's GPU
   std::string sock_, config_;
   Proc daemon_;
   int daemons_ = 0, clients_ = 0;
@@ -344,6 +345,101 @@ TEST_F(DaemonE2E, AForkedChildLeavesItsParentScheduled) {
     EXPECT_EQ(after["reclaimed_atoms"], before["reclaimed_atoms"]);
     EXPECT_EQ(after["grants"].get<int>(), before["grants"].get<int>() + 20);
   }
+}
+
+// A process that sees two GPUs: only its launches on the GPU lithosd
+// schedules (the fake driver's device 0, whose UUID the daemon's slot map
+// names) go through the daemon. Launches on device 1 are none of its
+// business: not granted, not reported, not masked (the slot map describes
+// device 0 only), and a context synchronisation there reports nothing.
+TEST_F(DaemonE2E, LaunchesOnAnotherGpuAreNotScheduled) {
+  start_daemon({"--best-effort-runs-free", "false"});
+  const std::string gpu0 = "GPU-00112233-4455-6677-8899-aabbccddeeff";
+  EXPECT_EQ(status()["device"]["uuid"], gpu0);
+
+  extra_env_ = {"FAKE_CUDA_DEVICES=2", "FAKE_CUDA_CTX_DEVICE=1"};
+  Proc be1 = client("train", 10, 0, 0, false, "", /*sync_every=*/5);
+  ASSERT_EQ(be1.wait(), 0) << be1.err();
+  for (const json& j : launches_of(be1)) {
+    EXPECT_EQ(j["rc"], 0);
+    EXPECT_EQ(j["tpcs"], "all");
+  }
+  json s = stats_of(be1);
+  ASSERT_TRUE(s.is_object());
+  EXPECT_EQ(s["daemon"]["registered"], true) << s.dump();
+  EXPECT_EQ(s["daemon"]["gpu"], gpu0);
+  EXPECT_EQ(s["daemon"]["launches_scheduled"], "on the daemon's GPU only");
+  EXPECT_EQ(s["daemon"]["submits"], 0) << s.dump();
+  EXPECT_EQ(s["daemon"]["grants"], 0) << s.dump();
+  EXPECT_EQ(s["daemon"]["fallbacks"], 0) << s.dump();
+  EXPECT_EQ(s["daemon"]["syncs"], 0) << s.dump();
+
+  Proc hp1 = client("svc", 10, 1, 0);
+  ASSERT_EQ(hp1.wait(), 0) << hp1.err();
+  s = stats_of(hp1);
+  ASSERT_TRUE(s.is_object());
+  EXPECT_EQ(s["daemon"]["class"], "high");
+  EXPECT_EQ(s["daemon"]["reported"], 0) << s.dump();
+  for (const json& j : launches_of(hp1)) EXPECT_EQ(j["tpcs"], "all");  // not the tenant's allocation
+
+  // The same programs on device 0: scheduled as always.
+  extra_env_ = {"FAKE_CUDA_DEVICES=2"};
+  Proc be0 = client("train", 10, 0, 0);
+  ASSERT_EQ(be0.wait(), 0) << be0.err();
+  s = stats_of(be0);
+  ASSERT_TRUE(s.is_object());
+  EXPECT_EQ(s["daemon"]["grants"], 10) << s.dump();
+  Proc hp0 = client("svc", 10, 1, 0);
+  ASSERT_EQ(hp0.wait(), 0) << hp0.err();
+  EXPECT_EQ(stats_of(hp0)["daemon"]["reported"], 10);
+
+  const json st = status();
+  EXPECT_EQ(st["counters"]["grants"], 10);
+  EXPECT_TRUE(wait_for([](const json& x) { return x["engine"]["launches"] == 20; })) << status().dump();
+}
+
+// A daemon that schedules a GPU this process cannot see (another
+// CUDA_VISIBLE_DEVICES; here a slot map naming the fake driver's device 1
+// while the process sees device 0 only): the client leaves at once, never
+// tries again, and its launches run as if no daemon were configured.
+TEST_F(DaemonE2E, AProcessThatCannotSeeTheDaemonsGpuRunsWithoutIt) {
+  std::string map;
+  {
+    std::ifstream in(LITHOS_FAKE_MAP);
+    std::stringstream text;
+    text << in.rdbuf();
+    map = text.str();
+  }
+  const std::string gpu0 = "GPU-00112233-4455-6677-8899-aabbccddeeff";
+  const std::string gpu1 = "GPU-00112233-4455-6677-8899-aabbccddeefe";
+  const auto at = map.find(gpu0);
+  ASSERT_NE(at, std::string::npos);
+  map.replace(at, gpu0.size(), gpu1);
+  slot_map_ = (dir_ / "device1.slot-map").string();
+  std::ofstream(slot_map_) << map;
+  start_daemon({"--best-effort-runs-free", "false"});
+  EXPECT_EQ(status()["device"]["uuid"], gpu1);
+
+  Proc be = client("train", 10, 2, 0);
+  ASSERT_EQ(be.wait(), 0) << be.err();
+  for (const json& j : launches_of(be)) {
+    EXPECT_EQ(j["rc"], 0);
+    EXPECT_EQ(j["tpcs"], "all");
+  }
+  const json s = stats_of(be);
+  ASSERT_TRUE(s.is_object());
+  EXPECT_EQ(s["daemon"]["state"], "other_gpu") << s.dump();
+  EXPECT_EQ(s["daemon"]["registered"], false);
+  EXPECT_EQ(s["daemon"]["gpu"], gpu1);
+  EXPECT_EQ(s["daemon"]["launches_scheduled"], "none");
+  EXPECT_EQ(s["daemon"]["submits"], 0);
+  EXPECT_EQ(s["daemon"]["fallbacks"], 0);
+  // It came once (10 launches 2 ms apart would have retried after a failure
+  // each second otherwise) and left; nothing was granted.
+  ASSERT_TRUE(wait_for([](const json& x) { return x["counters"]["clients_gone"] == 1; }));
+  const json st = status();
+  EXPECT_EQ(st["counters"]["clients_accepted"], 1);
+  EXPECT_EQ(st["counters"]["grants"], 0);
 }
 
 // A high-priority client's launches never wait: they are reported after the

@@ -14,7 +14,7 @@ namespace {
 
 const char* kStatus = R"({
   "schema": "lithos.status/1", "pid": 42, "uptime_s": 12.5, "cpu_s": 3.25,
-  "device": {"tpcs": 66, "gpcs": 8},
+  "device": {"uuid": "GPU-00112233-4455-6677-8899-aabbccddeeff", "name": "NVIDIA H100 80GB HBM3", "tpcs": 66, "gpcs": 8},
   "tenants": [
     {"name": "svc", "class": "high", "quota": 40, "active": true, "clients": 2, "pending_launches": 0,
      "inflight_atoms": 3, "stolen_inflight": 0, "held": "0-39", "allocation": "0-65", "runs_free": false,
@@ -95,6 +95,8 @@ TEST(Metrics, StatusBecomesPrometheusText) {
   EXPECT_EQ(s.at("lithos_up"), 1);
   EXPECT_EQ(s.at("lithos_cpu_seconds_total"), 3.25);
   EXPECT_EQ(s.at("lithos_device_tpcs"), 66);
+  EXPECT_EQ(
+      s.at("lithos_device_info{uuid=\"GPU-00112233-4455-6677-8899-aabbccddeeff\",name=\"NVIDIA H100 80GB HBM3\"}"), 1);
   const std::string svc = "{tenant=\"svc\",class=\"high\"}";
   EXPECT_EQ(s.at("lithos_tenant_quota_tpcs" + svc), 40);
   EXPECT_EQ(s.at("lithos_tenant_active" + svc), 1);

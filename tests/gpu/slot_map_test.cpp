@@ -367,5 +367,15 @@ TEST(DefaultCacheDir, FollowsTheEnvironment) {
   }
 }
 
+// The UUID text every part compares (slot maps, the interposer's device
+// check, lithosd's Welcome::gpu): nvidia-smi's form, lower-case hex.
+TEST(UuidText, IsNvidiaSmisForm) {
+  const unsigned char b[16] = {0x00, 0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77,
+                               0x88, 0x99, 0xaa, 0xbb, 0xcc, 0xdd, 0xee, 0xff};
+  EXPECT_EQ(uuid_text(b), "GPU-00112233-4455-6677-8899-aabbccddeeff");
+  const unsigned char z[16] = {};
+  EXPECT_EQ(uuid_text(z), "GPU-00000000-0000-0000-0000-000000000000");
+}
+
 }  // namespace
 }  // namespace lithos::gpu

@@ -17,7 +17,9 @@
 //
 // Switches (environment, read at each use): FAKE_CUDA_NO_DEVICE=1 (cuInit
 // fails with CUDA_ERROR_NO_DEVICE), FAKE_CUDA_NO_EXPORT_TABLE=1,
-// FAKE_QMD_VERSION=<byte> (descriptor version byte), FAKE_CUDA_DEVICES=<n>.
+// FAKE_QMD_VERSION=<byte> (descriptor version byte), FAKE_CUDA_DEVICES=<n>
+// (device d's UUID ends in 0xff - d), FAKE_CUDA_CTX_DEVICE=<d> (the current
+// context's device, default 0).
 #include "intercept/cuda_abi.hpp"  // first: every ABI variant declared
 
 #include <atomic>
@@ -342,7 +344,8 @@ FAKE_API CUresult cuDeviceGetUuid_v2(CUuuid* u, CUdevice dev) {
 }
 FAKE_API CUresult cuDeviceGetUuid(CUuuid* u, CUdevice dev) { return cuDeviceGetUuid_v2(u, dev); }
 FAKE_API CUresult cuCtxGetDevice(CUdevice* d) {
-  if (d != nullptr) *d = 0;
+  const char* v = std::getenv("FAKE_CUDA_CTX_DEVICE");  // the device of the current context (default 0)
+  if (d != nullptr) *d = v != nullptr ? std::atoi(v) : 0;
   return CUDA_SUCCESS;
 }
 FAKE_API CUresult cuDevicePrimaryCtxRetain(CUcontext* ctx, CUdevice dev) {
