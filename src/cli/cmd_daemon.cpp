@@ -243,6 +243,18 @@ int run_daemon(const DaemonArgs& a) {
       opt.gpu_uuid = r->map.gpu_uuid;
     }
   }
+  // One configuration for every GPU of a node: "%g" is this one's UUID.
+  for (std::string* named : {&cfg.socket, &cfg.state_dir, &cfg.trace}) {
+    if (!ipc::names_gpu(*named)) continue;
+    if (opt.gpu_uuid.empty()) {
+      std::fprintf(stderr,
+                   "lithos daemon: %s names the GPU (%%g), but which GPU is not known (no slot map that names it; "
+                   "give --slot-map, or leave out --no-gpu)\n",
+                   named->c_str());
+      return kBadInput;
+    }
+    *named = ipc::with_gpu(*named, opt.gpu_uuid);
+  }
   if (Status s = daemon::validate(cfg, opt.device.tpcs); !s.is_ok()) {
     std::fprintf(stderr, "lithos daemon: %s\n", s.message().c_str());
     return kBadInput;
@@ -429,20 +441,52 @@ Result<int> write_file_atomically(const std::string& path, const std::function<i
   return rc;
 }
 
+// The daemons a status round asks: `socket`, or with "%g" in it every
+// socket of that form that exists now (one lithosd per GPU), in order.
+// Empty: none exists (the round then reports the pattern unanswered).
+std::vector<std::string> status_sockets(const std::string& socket) {
+  return ipc::names_gpu(socket) ? ipc::paths_for_every_gpu(socket) : std::vector<std::string>{socket};
+}
+
+// One round: the status of every daemon `sockets` names, one after the
+// other (tables apart; JSON one object per line). The exit status is the
+// worst; `why` the first problem.
+int write_statuses(std::FILE* f, const StatusArgs& a, const std::string& pattern,
+                   const std::vector<std::string>& sockets, Status* why) {
+  if (sockets.empty()) {
+    return write_status(f, a, Status::unavailable("no lithosd socket matches " + pattern), why);
+  }
+  int rc = 0;
+  for (std::size_t i = 0; i < sockets.size(); ++i) {
+    if (i > 0 && !a.json) std::fputs("\n", f);
+    Status w;
+    rc = std::max(rc, write_status(f, a, fetch_status(sockets[i]), &w));
+    if (why->is_ok()) *why = w;
+  }
+  return rc;
+}
+
 int run_status(const StatusArgs& a) {
   const std::string socket = a.socket.empty() ? ipc::default_socket_path() : a.socket;
   if (a.every > 0) catch_stop_signals(on_signal);
   std::string said;  // the last problem said on stderr: a daemon down for hours is said once, not every round
   for (bool first = true;; first = false) {
-    const Result<std::string> answer = fetch_status(socket);
+    const std::vector<std::string> sockets = status_sockets(socket);
+    if (a.prometheus && sockets.size() > 1) {
+      // One text file per daemon: its metrics carry no GPU label of their own.
+      std::fprintf(stderr, "lithos status: %zu lithosd sockets match %s; --prometheus takes one (--socket PATH)\n",
+                   sockets.size(), socket.c_str());
+      return kBadInput;
+    }
     int rc = 0;
     Status why;
     if (a.out.empty()) {
       if (a.every > 0 && !a.json && !first) std::fputs("\n", stdout);  // rounds of tables, apart
-      rc = write_status(stdout, a, answer, &why);
+      rc = write_statuses(stdout, a, socket, sockets, &why);
       std::fflush(stdout);
     } else {
-      const auto w = write_file_atomically(a.out, [&](std::FILE* f) { return write_status(f, a, answer, &why); });
+      const auto w =
+          write_file_atomically(a.out, [&](std::FILE* f) { return write_statuses(f, a, socket, sockets, &why); });
       if (!w) {
         std::fprintf(stderr, "lithos status: %s\n", w.status().message().c_str());
         return kFailure;

@@ -68,10 +68,14 @@ bool policy_known(std::string_view name) {
   return false;
 }
 
-// A Unix socket path must fit sockaddr_un::sun_path with its NUL.
-bool socket_path_fits(const std::string& p) { return !p.empty() && p.size() < sizeof(sockaddr_un{}.sun_path); }
+// A Unix socket path must fit sockaddr_un::sun_path with its NUL, with a
+// GPU's UUID in place of every "%g".
+bool socket_path_fits(const std::string& p) {
+  return !p.empty() && ipc::with_gpu(p, std::string(ipc::kGpuUuidChars, 'x')).size() < sizeof(sockaddr_un{}.sun_path);
+}
 std::string socket_path_rule() {
-  return "must be a non-empty path of at most " + std::to_string(sizeof(sockaddr_un{}.sun_path) - 1) + " bytes";
+  return "must be a non-empty path of at most " + std::to_string(sizeof(sockaddr_un{}.sun_path) - 1) +
+         " bytes (each %g counted as a GPU's UUID, " + std::to_string(ipc::kGpuUuidChars) + ")";
 }
 
 std::string tenant_names(const DaemonConfig& c) {

@@ -194,17 +194,23 @@ bool DaemonClient::ready() noexcept {
 bool DaemonClient::connect_locked() noexcept {
   const bool first = attempts_++ == 0;
   const bool was = registered_once_.load();
+  // The daemon of this thread's GPU where the socket names it (%g).
+  std::string path = socket_;
+  std::string gpu_of_thread;
+  const bool by_gpu = ipc::names_gpu(socket_);
+  if (by_gpu && current_gpu(&gpu_of_thread)) path = ipc::with_gpu(socket_, gpu_of_thread);
   auto fail = [&](const std::string& why) {
     if (sock_ >= 0) ::close(sock_);
     sock_ = -1;
     state_.store(was ? State::kGone : State::kFailed, std::memory_order_release);
     if (first) {
-      LITHOS_LOG(LogLevel::kWarn, "lithosd at %s: %s; running %s until it answers", socket_.c_str(), why.c_str(),
+      LITHOS_LOG(LogLevel::kWarn, "lithosd at %s: %s; running %s until it answers", path.c_str(), why.c_str(),
                  fallback_set_ ? "on the configured TPC set" : "pass-through");
     }
     return false;
   };
-  auto fd = ipc::connect_socket(socket_, 200);
+  if (by_gpu && gpu_of_thread.empty()) return fail("the socket names the GPU (%g), and this thread's GPU is not known");
+  auto fd = ipc::connect_socket(path, 200);
   if (!fd) return fail(fd.status().message());
   sock_ = fd.value();
   ipc::Hello hello;
@@ -237,7 +243,7 @@ bool DaemonClient::connect_locked() noexcept {
     sock_ = -1;
     state_.store(State::kOtherGpu, std::memory_order_release);
     LITHOS_LOG(LogLevel::kWarn, "lithosd at %s schedules %s, which this process does not see (%s); running %s",
-               socket_.c_str(), w.gpu, seen.c_str(), fallback_set_ ? "on the configured TPC set" : "pass-through");
+               path.c_str(), w.gpu, seen.c_str(), fallback_set_ ? "on the configured TPC set" : "pass-through");
     return false;
   }
   auto ch = ipc::Channel::attach(chfd);
@@ -833,6 +839,22 @@ void DaemonClient::tracker() noexcept {
       write_marker(s.stream, s.ptsz, i, s.seq.load(std::memory_order_seq_cst));
       tracker_markers_.fetch_add(1, std::memory_order_relaxed);
     }
+  }
+}
+
+bool DaemonClient::current_gpu(std::string* uuid) noexcept {
+  try {
+    const Drv& d = Drv::get();
+    CUdevice dev = -1;
+    CUuuid u{};
+    if (d.ctx_get_device == nullptr || d.device_uuid == nullptr || d.ctx_get_device(&dev) != CUDA_SUCCESS ||
+        d.device_uuid(&u, dev) != CUDA_SUCCESS) {
+      return false;
+    }
+    *uuid = gpu::uuid_text(u.bytes);
+    return true;
+  } catch (...) {
+    return false;
   }
 }
 

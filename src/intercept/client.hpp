@@ -183,6 +183,9 @@ class DaemonClient {
   // At registration: where the daemon's GPU (`uuid`) is among this process's
   // devices. False when it is not one of them (`why` says what was seen).
   bool find_served_device(const std::string& uuid, std::string* why) noexcept;
+  // The UUID of the calling thread's current context's GPU; false when no
+  // context is current (or the driver cannot say).
+  static bool current_gpu(std::string* uuid) noexcept;
   struct Slot {
     std::atomic<bool> open{false};
     CUstream_st* stream = nullptr;

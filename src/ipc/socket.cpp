@@ -1,6 +1,7 @@
 #include "ipc/socket.hpp"
 
 #include <fcntl.h>
+#include <glob.h>
 #include <poll.h>
 #include <sys/file.h>
 #include <sys/socket.h>
@@ -8,6 +9,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -133,6 +135,43 @@ std::string default_socket_path() {
   if (const char* x = std::getenv("XDG_RUNTIME_DIR"); x != nullptr && *x != '\0')
     return std::string(x) + "/lithos/lithosd.sock";
   return "/tmp/lithos-" + std::to_string(uid) + "/lithosd.sock";
+}
+
+bool names_gpu(std::string_view path) { return path.find(kGpuToken) != std::string_view::npos; }
+
+std::string with_gpu(std::string_view path, std::string_view gpu_uuid) {
+  std::string out;
+  for (std::size_t at = 0;;) {
+    const std::size_t next = path.find(kGpuToken, at);
+    out.append(path.substr(at, next == std::string_view::npos ? std::string_view::npos : next - at));
+    if (next == std::string_view::npos) return out;
+    out.append(gpu_uuid);
+    at = next + kGpuToken.size();
+  }
+}
+
+std::vector<std::string> paths_for_every_gpu(const std::string& path) {
+  if (!names_gpu(path)) return {path};
+  // glob(3) with every "%g" as "GPU-*", the pattern's other characters
+  // escaped, so that only a GPU's UUID varies.
+  std::string pattern;
+  for (std::size_t i = 0; i < path.size(); ++i) {
+    if (path.compare(i, kGpuToken.size(), kGpuToken) == 0) {
+      pattern += "GPU-*";
+      i += kGpuToken.size() - 1;
+    } else {
+      if (path[i] == '*' || path[i] == '?' || path[i] == '[' || path[i] == '\\') pattern += '\\';
+      pattern += path[i];
+    }
+  }
+  std::vector<std::string> out;
+  glob_t g{};
+  if (::glob(pattern.c_str(), GLOB_NOSORT, nullptr, &g) == 0) {
+    for (std::size_t i = 0; i < g.gl_pathc; ++i) out.emplace_back(g.gl_pathv[i]);
+  }
+  ::globfree(&g);
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 Result<int> listen_socket(const std::string& path, mode_t mode) {

@@ -11,6 +11,8 @@
 
 #include <cstddef>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "common/status.hpp"
 
@@ -22,6 +24,20 @@ namespace lithos::ipc {
 //   3. $XDG_RUNTIME_DIR/lithos/lithosd.sock (a per-user daemon);
 //   4. /tmp/lithos-<uid>/lithosd.sock.
 std::string default_socket_path();
+
+// "%g" in a socket path (and in lithosd's state_dir and trace) stands for
+// the UUID of a GPU as cuDeviceGetUuid names it ("GPU-" and 36 characters):
+// lithosd puts in the GPU it schedules, a client the GPU of the context of
+// the launch that registers it, so that one setting gives every GPU of a
+// node a daemon of its own and every process the daemon of its GPU
+// (docs/daemon.md, "Nodes with several GPUs").
+inline constexpr std::string_view kGpuToken = "%g";
+inline constexpr std::size_t kGpuUuidChars = 40;  // "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx"
+bool names_gpu(std::string_view path);
+std::string with_gpu(std::string_view path, std::string_view gpu_uuid);
+// The files that a path naming the GPU stands for now: every existing path
+// that it gives for some GPU, sorted; a path without "%g" as it is.
+std::vector<std::string> paths_for_every_gpu(const std::string& path);
 
 // mkdir -p of `dir`: the directories made here get 0755 whatever the umask
 // (so that clients of other users can reach the socket); an existing

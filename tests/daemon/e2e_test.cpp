@@ -24,6 +24,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "daemon/daemon.hpp"
@@ -270,6 +271,23 @@ class DaemonE2E : public ::testing::Test {
   std::vector<std::string> extra_env_;      // more NAME=VALUE for the next clients
   std::vector<std::string> daemon_env_;     // more NAME=VALUE for the next daemon
   std::string slot_map_ = LITHOS_FAKE_MAP;  // the next daemon's GPU
+  // The fake driver's two GPUs (FAKE_CUDA_DEVICES=2): LITHOS_FAKE_MAP names device 0.
+  static constexpr const char* kGpu0 = "GPU-00112233-4455-6677-8899-aabbccddeeff";
+  static constexpr const char* kGpu1 = "GPU-00112233-4455-6677-8899-aabbccddeefe";
+  // A slot map of the fake driver's device 1 (LITHOS_FAKE_MAP with the
+  // other UUID), written under dir_; "" when that cannot be done.
+  std::string device1_map() const {
+    std::ifstream in(LITHOS_FAKE_MAP);
+    std::stringstream text;
+    text << in.rdbuf();
+    std::string map = text.str();
+    const auto at = map.find(kGpu0);
+    if (at == std::string::npos) return "";
+    map.replace(at, std::string(kGpu0).size(), kGpu1);
+    const std::string path = (dir_ / "device1.slot-map").string();
+    std::ofstream(path) << map;
+    return path;
+  }
   std::string sock_, config_;
   Proc daemon_;
   int daemons_ = 0, clients_ = 0;
@@ -354,7 +372,7 @@ TEST_F(DaemonE2E, AForkedChildLeavesItsParentScheduled) {
 // device 0 only), and a context synchronisation there reports nothing.
 TEST_F(DaemonE2E, LaunchesOnAnotherGpuAreNotScheduled) {
   start_daemon({"--best-effort-runs-free", "false"});
-  const std::string gpu0 = "GPU-00112233-4455-6677-8899-aabbccddeeff";
+  const std::string gpu0 = kGpu0;
   EXPECT_EQ(status()["device"]["uuid"], gpu0);
 
   extra_env_ = {"FAKE_CUDA_DEVICES=2", "FAKE_CUDA_CTX_DEVICE=1"};
@@ -403,22 +421,10 @@ TEST_F(DaemonE2E, LaunchesOnAnotherGpuAreNotScheduled) {
 // while the process sees device 0 only): the client leaves at once, never
 // tries again, and its launches run as if no daemon were configured.
 TEST_F(DaemonE2E, AProcessThatCannotSeeTheDaemonsGpuRunsWithoutIt) {
-  std::string map;
-  {
-    std::ifstream in(LITHOS_FAKE_MAP);
-    std::stringstream text;
-    text << in.rdbuf();
-    map = text.str();
-  }
-  const std::string gpu0 = "GPU-00112233-4455-6677-8899-aabbccddeeff";
-  const std::string gpu1 = "GPU-00112233-4455-6677-8899-aabbccddeefe";
-  const auto at = map.find(gpu0);
-  ASSERT_NE(at, std::string::npos);
-  map.replace(at, gpu0.size(), gpu1);
-  slot_map_ = (dir_ / "device1.slot-map").string();
-  std::ofstream(slot_map_) << map;
+  slot_map_ = device1_map();
+  ASSERT_FALSE(slot_map_.empty());
   start_daemon({"--best-effort-runs-free", "false"});
-  EXPECT_EQ(status()["device"]["uuid"], gpu1);
+  EXPECT_EQ(status()["device"]["uuid"], kGpu1);
 
   Proc be = client("train", 10, 2, 0);
   ASSERT_EQ(be.wait(), 0) << be.err();
@@ -430,7 +436,7 @@ TEST_F(DaemonE2E, AProcessThatCannotSeeTheDaemonsGpuRunsWithoutIt) {
   ASSERT_TRUE(s.is_object());
   EXPECT_EQ(s["daemon"]["state"], "other_gpu") << s.dump();
   EXPECT_EQ(s["daemon"]["registered"], false);
-  EXPECT_EQ(s["daemon"]["gpu"], gpu1);
+  EXPECT_EQ(s["daemon"]["gpu"], kGpu1);
   EXPECT_EQ(s["daemon"]["launches_scheduled"], "none");
   EXPECT_EQ(s["daemon"]["submits"], 0);
   EXPECT_EQ(s["daemon"]["fallbacks"], 0);
@@ -440,6 +446,94 @@ TEST_F(DaemonE2E, AProcessThatCannotSeeTheDaemonsGpuRunsWithoutIt) {
   const json st = status();
   EXPECT_EQ(st["counters"]["clients_accepted"], 1);
   EXPECT_EQ(st["counters"]["grants"], 0);
+}
+
+// One lithosd per GPU from one setting: with "%g" in the socket path each
+// daemon listens at its GPU's path, and each process registers with the
+// daemon of the GPU of its first launch. `lithos status` with the pattern
+// asks every daemon that matches.
+TEST_F(DaemonE2E, OneSocketPathGivesEveryGpuItsDaemon) {
+  const std::string map1 = device1_map();
+  ASSERT_FALSE(map1.empty());
+  // A short directory: a socket path holds 107 bytes, a GPU's UUID 40 of them.
+  char tmpl[] = "/tmp/lgpuXXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const fs::path sockets = tmpl;
+  const std::string pattern = (sockets / "lithosd-%g.sock").string();
+  std::vector<Proc> daemons;
+  struct Stop {
+    std::vector<Proc>& d;
+    fs::path dir;
+    ~Stop() {
+      for (Proc& p : d) {
+        p.signal(SIGKILL);
+        p.wait(5);
+      }
+      fs::remove_all(dir);
+    }
+  } stop{daemons, sockets};
+  for (const std::string& map : {std::string(LITHOS_FAKE_MAP), map1}) {
+    daemons.push_back(Proc::spawn({LITHOS_EXE, "daemon", "--slot-map", map, "--config", config_, "--socket", pattern,
+                                   "--state-dir", (dir_ / "state-%g").string(), "--best-effort-runs-free", "false"},
+                                  {}, (dir_ / ("daemon-gpu" + std::to_string(daemons.size()) + ".log")).string()));
+    ASSERT_GT(daemons.back().pid, 0);
+  }
+  const std::string sock0 = (sockets / (std::string("lithosd-") + kGpu0 + ".sock")).string();
+  const std::string sock1 = (sockets / (std::string("lithosd-") + kGpu1 + ".sock")).string();
+  for (const std::string& s : {sock0, sock1}) {
+    sock_ = s;
+    ASSERT_TRUE(wait_until([&] { return status().is_object(); }, 10.0))
+        << s << ": " << daemons[0].err() << daemons[1].err();
+  }
+
+  extra_env_ = {"FAKE_CUDA_DEVICES=2", "FAKE_CUDA_CTX_DEVICE=1"};
+  Proc on1 = client("train", 6, 0, 0, false, pattern);
+  extra_env_ = {"FAKE_CUDA_DEVICES=2", "FAKE_CUDA_CTX_DEVICE=0"};
+  Proc on0 = client("train", 4, 0, 0, false, pattern);
+  ASSERT_EQ(on1.wait(), 0) << on1.err();
+  ASSERT_EQ(on0.wait(), 0) << on0.err();
+  EXPECT_EQ(stats_of(on1)["daemon"]["gpu"], kGpu1);
+  EXPECT_EQ(stats_of(on1)["daemon"]["grants"], 6);
+  EXPECT_EQ(stats_of(on0)["daemon"]["gpu"], kGpu0);
+  EXPECT_EQ(stats_of(on0)["daemon"]["grants"], 4);
+  // Each daemon keeps its predictor cache in its own state directory.
+  for (const auto& [sock, gpu, grants] : {std::tuple{sock0, kGpu0, 4}, std::tuple{sock1, kGpu1, 6}}) {
+    sock_ = sock;
+    const json st = status();
+    EXPECT_EQ(st["counters"]["grants"], grants) << gpu;
+    EXPECT_EQ(st["predictor"]["cache"]["path"].get<std::string>().find((dir_ / (std::string("state-") + gpu)).string()),
+              0U)
+        << st["predictor"].dump();
+  }
+
+  // Every daemon of the pattern, in path order (device 1's UUID sorts first).
+  Proc st = Proc::spawn({LITHOS_EXE, "status", "--socket", pattern, "--json"}, {}, (dir_ / "status-all.txt").string());
+  ASSERT_EQ(st.wait(), 0) << st.err();
+  const std::vector<json> lines = st.lines();
+  ASSERT_EQ(lines.size(), 2U) << read_all(st.out);
+  EXPECT_EQ(lines[0]["device"]["uuid"], kGpu1);
+  EXPECT_EQ(lines[1]["device"]["uuid"], kGpu0);
+  Proc table = Proc::spawn({LITHOS_EXE, "status", "--socket", pattern}, {}, (dir_ / "status-table.txt").string());
+  ASSERT_EQ(table.wait(), 0) << table.err();
+  const std::string text = read_all(table.out);
+  EXPECT_NE(text.find(std::string("device ") + kGpu0), std::string::npos) << text;
+  EXPECT_NE(text.find(std::string("device ") + kGpu1), std::string::npos) << text;
+  // Prometheus text is one daemon's: several matches are a usage error.
+  Proc prom =
+      Proc::spawn({LITHOS_EXE, "status", "--socket", pattern, "--prometheus"}, {}, (dir_ / "status-prom.txt").string());
+  EXPECT_EQ(prom.wait(), 2);
+  EXPECT_NE(prom.err().find("2 lithosd sockets match"), std::string::npos) << prom.err();
+  // No daemon at all for the pattern: said, exit 1.
+  Proc none = Proc::spawn({LITHOS_EXE, "status", "--socket", (sockets / "none-%g.sock").string()}, {},
+                          (dir_ / "status-none.txt").string());
+  EXPECT_EQ(none.wait(), 1);
+  EXPECT_NE(none.err().find("no lithosd socket matches"), std::string::npos) << none.err();
+
+  // A daemon that does not know its GPU cannot take the pattern.
+  Proc blind = Proc::spawn({LITHOS_EXE, "daemon", "--no-gpu", "--config", config_, "--socket", pattern}, {},
+                           (dir_ / "daemon-blind.log").string());
+  EXPECT_EQ(blind.wait(), 2);
+  EXPECT_NE(blind.err().find("names the GPU (%g)"), std::string::npos) << blind.err();
 }
 
 // A high-priority client's launches never wait: they are reported after the
