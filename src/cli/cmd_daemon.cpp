@@ -445,7 +445,7 @@ Result<int> write_file_atomically(const std::string& path, const std::function<i
 // socket of that form that exists now (one lithosd per GPU), in order.
 // Empty: none exists (the round then reports the pattern unanswered).
 std::vector<std::string> status_sockets(const std::string& socket) {
-  return ipc::names_gpu(socket) ? ipc::paths_for_every_gpu(socket) : std::vector<std::string>{socket};
+  return ipc::names_gpu(socket) ? ipc::sockets_for_every_gpu(socket) : std::vector<std::string>{socket};
 }
 
 // One round: the status of every daemon `sockets` names, one after the

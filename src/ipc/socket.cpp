@@ -150,7 +150,7 @@ std::string with_gpu(std::string_view path, std::string_view gpu_uuid) {
   }
 }
 
-std::vector<std::string> paths_for_every_gpu(const std::string& path) {
+std::vector<std::string> sockets_for_every_gpu(const std::string& path) {
   if (!names_gpu(path)) return {path};
   // glob(3) with every "%g" as "GPU-*", the pattern's other characters
   // escaped, so that only a GPU's UUID varies.
@@ -167,7 +167,10 @@ std::vector<std::string> paths_for_every_gpu(const std::string& path) {
   std::vector<std::string> out;
   glob_t g{};
   if (::glob(pattern.c_str(), GLOB_NOSORT, nullptr, &g) == 0) {
-    for (std::size_t i = 0; i < g.gl_pathc; ++i) out.emplace_back(g.gl_pathv[i]);
+    for (std::size_t i = 0; i < g.gl_pathc; ++i) {
+      struct stat st {};
+      if (::stat(g.gl_pathv[i], &st) == 0 && S_ISSOCK(st.st_mode)) out.emplace_back(g.gl_pathv[i]);
+    }
   }
   ::globfree(&g);
   std::sort(out.begin(), out.end());

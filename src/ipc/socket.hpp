@@ -35,9 +35,10 @@ inline constexpr std::string_view kGpuToken = "%g";
 inline constexpr std::size_t kGpuUuidChars = 40;  // "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx"
 bool names_gpu(std::string_view path);
 std::string with_gpu(std::string_view path, std::string_view gpu_uuid);
-// The files that a path naming the GPU stands for now: every existing path
-// that it gives for some GPU, sorted; a path without "%g" as it is.
-std::vector<std::string> paths_for_every_gpu(const std::string& path);
+// The sockets that a path naming the GPU stands for now: every existing
+// socket file at a path it gives for some GPU, sorted; a path without "%g"
+// as it is.
+std::vector<std::string> sockets_for_every_gpu(const std::string& path);
 
 // mkdir -p of `dir`: the directories made here get 0755 whatever the umask
 // (so that clients of other users can reach the socket); an existing

@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -73,6 +74,32 @@ class IpcSocket : public ::testing::Test {
   std::string dir_, path_;
   std::vector<int> fds_;
 };
+
+// "%g" in a path is a GPU's UUID (one lithosd per GPU): replaced
+// everywhere it stands, and a pattern finds the sockets of every GPU that
+// exist (not the lock files beside them, not other files of that form).
+TEST_F(IpcSocket, PathsNameTheGpuWithPercentG) {
+  EXPECT_TRUE(names_gpu("/run/lithos/lithosd-%g.sock"));
+  EXPECT_FALSE(names_gpu("/run/lithos/lithosd.sock"));
+  EXPECT_EQ(with_gpu("/a/%g/lithosd-%g.sock", "GPU-1"), "/a/GPU-1/lithosd-GPU-1.sock");
+  EXPECT_EQ(with_gpu("/a/lithosd.sock", "GPU-1"), "/a/lithosd.sock");
+  EXPECT_EQ(with_gpu("%g", "GPU-x"), "GPU-x");
+
+  const std::string pattern = dir_ + "/l*-%g.sock";  // a '*' of the path is not a wildcard
+  EXPECT_TRUE(sockets_for_every_gpu(pattern).empty());
+  std::vector<std::string> made;
+  for (const char* gpu : {"GPU-b", "GPU-a"}) {
+    const std::string p = with_gpu(pattern, gpu);
+    auto l = listen_socket(p, 0600);
+    ASSERT_TRUE(l.is_ok()) << l.status().to_string();
+    keep(l.value());
+    made.push_back(p);
+  }
+  std::ofstream(with_gpu(pattern, "GPU-c")) << "not a socket";
+  std::ofstream(dir_ + "/lx-GPU-d.sock") << "";  // another name: not the pattern's
+  EXPECT_EQ(sockets_for_every_gpu(pattern), (std::vector<std::string>{made[1], made[0]}));
+  EXPECT_EQ(sockets_for_every_gpu(path_), std::vector<std::string>{path_}) << "no %g: the path as it is";
+}
 
 int open_fd_count() {
   int n = 0;
