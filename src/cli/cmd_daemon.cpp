@@ -537,7 +537,9 @@ CommandRunner add_daemon_command(CLI::App& app) {
       "  lithos daemon --replay t.jsonl                   check the recorded decisions replay the same\n"
       "  lithos daemon --scenario-from-trace t.jsonl --scenario-out sc   a simulator scenario from the run");
   sub->add_option("--config", args->config, "Configuration file (TOML)");
-  sub->add_option("--socket", args->socket, "Unix socket to serve (default: see docs/daemon.md)");
+  sub->add_option("--socket", args->socket,
+                  "Unix socket to serve (default: see docs/daemon.md); %g stands for the GPU's UUID, so that one "
+                  "setting gives every GPU of a node its own daemon");
   sub->add_option("--policy", args->policy, "Scheduling policy (lithos sim --list shows them; default lithos)");
   sub->add_option("--mps", args->mps, "auto (attach, else start), start, attach or off")
       ->check(CLI::IsMember({"auto", "start", "attach", "off"}));
@@ -579,10 +581,11 @@ CommandRunner add_daemon_command(CLI::App& app) {
       ->check(CLI::IsMember({"true", "false", "1", "0", "yes", "no", "on", "off"}));
   sub->add_option("--state-dir", args->state_dir,
                   "Where the daemon keeps its state: predictor.cache, what the latency predictor learnt, loaded at "
-                  "start and written every 30 s and at exit");
+                  "start and written every 30 s and at exit (%g: the GPU's UUID)");
   sub->add_option(
       "--trace", args->trace,
-      "Write every scheduling event (launches, decisions, completions) to this file, one JSON object per line");
+      "Write every scheduling event (launches, decisions, completions) to this file, one JSON object per line "
+      "(%g: the GPU's UUID)");
   sub->add_option("--device", args->device, "CUDA device served (default 0)")->check(CLI::NonNegativeNumber);
   sub->add_flag("--no-gpu", args->no_gpu, "Do not read the GPU: assume an H100 SXM (tests, CPU-only machines)");
   sub->add_option("--slot-map", args->slot_map,
@@ -608,7 +611,9 @@ CommandRunner add_status_command(CLI::App& app) {
   auto args = std::make_shared<StatusArgs>();
   CLI::App* sub = app.add_subcommand(
       "status", "What lithosd does now: tenants, allocations, in-flight work, clients, grants/s, predictor error.");
-  sub->add_option("--socket", args->socket, "lithosd's socket (default: see docs/daemon.md)");
+  sub->add_option("--socket", args->socket,
+                  "lithosd's socket (default: see docs/daemon.md); with %g, every daemon whose socket has that form "
+                  "(one per GPU), one after the other");
   CLI::Option* as_json = sub->add_flag("--json", args->json, "One JSON object (schema lithos.status/1) on stdout");
   sub->add_flag("--prometheus", args->prometheus,
                 "The same numbers in the Prometheus text format (for node_exporter's textfile collector; "
