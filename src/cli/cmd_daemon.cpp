@@ -441,13 +441,6 @@ Result<int> write_file_atomically(const std::string& path, const std::function<i
   return rc;
 }
 
-// The daemons a status round asks: `socket`, or with "%g" in it every
-// socket of that form that exists now (one lithosd per GPU), in order.
-// Empty: none exists (the round then reports the pattern unanswered).
-std::vector<std::string> status_sockets(const std::string& socket) {
-  return ipc::names_gpu(socket) ? ipc::sockets_for_every_gpu(socket) : std::vector<std::string>{socket};
-}
-
 // One round: the status of every daemon `sockets` names, one after the
 // other (tables apart; JSON one object per line). The exit status is the
 // worst; `why` the first problem.
@@ -471,7 +464,9 @@ int run_status(const StatusArgs& a) {
   if (a.every > 0) catch_stop_signals(on_signal);
   std::string said;  // the last problem said on stderr: a daemon down for hours is said once, not every round
   for (bool first = true;; first = false) {
-    const std::vector<std::string> sockets = status_sockets(socket);
+    // `socket`, or with "%g" in it every socket of that form that exists now
+    // (one lithosd per GPU); none: the round reports the pattern unanswered.
+    const std::vector<std::string> sockets = ipc::sockets_for_every_gpu(socket);
     if (a.prometheus && sockets.size() > 1) {
       // One text file per daemon: its metrics carry no GPU label of their own.
       std::fprintf(stderr, "lithos status: %zu lithosd sockets match %s; --prometheus takes one (--socket PATH)\n",

@@ -842,17 +842,21 @@ void DaemonClient::tracker() noexcept {
   }
 }
 
+namespace {
+// The UUID text of device `dev` (gpu::uuid_text); false when the driver cannot say.
+bool uuid_of(const Drv& d, CUdevice dev, std::string* uuid) {
+  CUuuid u{};
+  if (d.device_uuid == nullptr || d.device_uuid(&u, dev) != CUDA_SUCCESS) return false;
+  *uuid = gpu::uuid_text(u.bytes);
+  return true;
+}
+}  // namespace
+
 bool DaemonClient::current_gpu(std::string* uuid) noexcept {
   try {
     const Drv& d = Drv::get();
     CUdevice dev = -1;
-    CUuuid u{};
-    if (d.ctx_get_device == nullptr || d.device_uuid == nullptr || d.ctx_get_device(&dev) != CUDA_SUCCESS ||
-        d.device_uuid(&u, dev) != CUDA_SUCCESS) {
-      return false;
-    }
-    *uuid = gpu::uuid_text(u.bytes);
-    return true;
+    return d.ctx_get_device != nullptr && d.ctx_get_device(&dev) == CUDA_SUCCESS && uuid_of(d, dev, uuid);
   } catch (...) {
     return false;
   }
@@ -875,9 +879,8 @@ bool DaemonClient::find_served_device(const std::string& uuid, std::string* why)
     std::string seen;
     for (int i = 0; i < n && i < 1024; ++i) {
       CUdevice dev = 0;
-      CUuuid u{};
-      if (d.device_get(&dev, i) != CUDA_SUCCESS || d.device_uuid(&u, dev) != CUDA_SUCCESS) continue;
-      const std::string text = gpu::uuid_text(u.bytes);
+      std::string text;
+      if (d.device_get(&dev, i) != CUDA_SUCCESS || !uuid_of(d, dev, &text)) continue;
       if (text == uuid) {
         served_device_.store(dev, std::memory_order_relaxed);
         scope_.store(n == 1 ? Scope::kAll : Scope::kPerLaunch, std::memory_order_relaxed);
