@@ -194,6 +194,7 @@ int run(RunArgs a) {
     // watchdog: this process never initialises CUDA before the exec).
     gpu::CalibrateRunOptions opt;
     opt.device = a.device;
+    opt.other_devices = true;  // a process may make its first launch on any GPU it sees
     auto r = gpu::calibrate_device(opt);
     if (!r) {
       // No driver or no GPU: the program runs without lithos. (Checked
@@ -217,6 +218,11 @@ int run(RunArgs a) {
     if (r && !r->from_cache) {
       std::fprintf(stderr, "lithos: calibrated the slot map of %s in %.1f s (%d live TPCs), cached at %s\n",
                    r->map.gpu_name.c_str(), r->seconds, r->map.live_tpcs(), r->cache_path.c_str());
+    }
+    // Said only when something was new or failed (the cached case is quiet).
+    if (r && (r->others.find("calibrated") != std::string::npos || r->others.find("failed") != std::string::npos ||
+              r->others.find("not tried") != std::string::npos)) {
+      std::fprintf(stderr, "lithos: slot maps of the other GPUs (by device): %s\n", r->others.c_str());
     }
     if (r) slot_map_path = r->cache_path;
     if (r && !r->save_error.empty()) {
@@ -357,7 +363,9 @@ CommandRunner add_run_command(CLI::App& app) {
   sub->add_option("--daemon", args->daemon,
                   "lithosd's socket (default $LITHOS_DAEMON, else the default path of docs/daemon.md); implies "
                   "registering, as the tenant the daemon's match rules give");
-  sub->add_option("--device", args->device, "CUDA device whose slot map is used (default 0)")
+  sub->add_option("--device", args->device,
+                  "CUDA device whose slot map checks --tpcs/--tpc-set (default 0). The maps of every GPU the "
+                  "program sees are cached too: a process is confined and scheduled on the GPU of its first launch")
       ->check(CLI::NonNegativeNumber);
   sub->add_flag("--print-env", args->print_env,
                 "Run no program: print the environment lithos run would give it (NAME=VALUE lines: liblithos.so "

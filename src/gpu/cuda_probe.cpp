@@ -115,6 +115,9 @@ std::string encode_run(const CalibrateRunResult& r) {
   std::string topology_error = r.topology_error;
   for (char& c : topology_error) c = c == '\n' ? ' ' : c;
   out += "topology_error " + topology_error + "\n";
+  std::string others = r.others;
+  for (char& c : others) c = c == '\n' ? ' ' : c;
+  out += "others " + others + "\n";
   out += "topology_launches " + std::to_string(r.topology_stats.launches) + "\n";
   std::snprintf(secs, sizeof secs, "%.6f", r.topology_stats.seconds);
   out += std::string("topology_seconds ") + secs + "\n";
@@ -148,6 +151,8 @@ Result<CalibrateRunResult> decode_run(std::string_view text) {
       r.from_cache = value == "1";
     else if (key == "cache_path")
       r.cache_path = value;
+    else if (key == "others")
+      r.others = value;
     else if (key == "qmd_version")
       r.qmd_version = value;
     else if (key == "qmd_tested")
@@ -321,6 +326,41 @@ Result<CalibrateRunResult> calibrate_device_in_process(const CalibrateRunOptions
   return out;
 }
 
+namespace {
+
+// The other devices' maps into the same cache (CalibrateRunOptions::
+// other_devices), in the calibration child.
+std::string calibrate_other_devices(const CalibrateRunOptions& options, std::chrono::steady_clock::time_point start) {
+  auto api = load_driver_api();
+  if (!api) return "";
+  int count = 0;
+  if (api->cuDeviceGetCount(&count) != CUDA_SUCCESS) return "";
+  std::string out;
+  for (int d = 0; d < count; ++d) {
+    if (d == options.device) continue;
+    if (!out.empty()) out += "; ";
+    const double spent = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (spent > options.timeout_s / 2.0) {
+      out += std::to_string(d) + " not tried (time)";
+      continue;
+    }
+    CalibrateRunOptions one = options;
+    one.device = d;
+    one.other_devices = false;
+    auto r = calibrate_device_in_process(one);
+    if (!r) {
+      out += std::to_string(d) + " failed: " + r.status().message();
+    } else if (!r->save_error.empty()) {
+      out += std::to_string(d) + " failed: " + r->save_error;
+    } else {
+      out += std::to_string(d) + (r->from_cache ? " cached" : " calibrated");
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
 Result<CalibrateRunResult> calibrate_device(const CalibrateRunOptions& options) {
   const auto start = std::chrono::steady_clock::now();
   std::fflush(nullptr);
@@ -328,6 +368,7 @@ Result<CalibrateRunResult> calibrate_device(const CalibrateRunOptions& options) 
       [&]() -> Result<std::string> {
         auto r = calibrate_device_in_process(options);
         if (!r) return r.status();
+        if (options.other_devices) r->others = calibrate_other_devices(options, start);
         return encode_run(*r);
       },
       options.timeout_s, "calibration");

@@ -59,6 +59,11 @@ struct CalibrateRunOptions {
   // same child, with unmasked cluster launches (gpu/topology_probe.hpp).
   bool measure_topology = true;
   TopologyOptions topology{};
+  // Also load or calibrate, in the same child and cache, every other device
+  // the process sees (a program may make its first launch on any of them:
+  // liblithos then takes that GPU's map from the cache). Stops once half of
+  // timeout_s is spent; each device's outcome goes to `others`.
+  bool other_devices = false;
 };
 
 struct CalibrateRunResult {
@@ -77,6 +82,9 @@ struct CalibrateRunResult {
   // calibration: the map is used and cached without a topology.
   std::string topology_error;
   TopologyStats topology_stats;  // zero when loaded from the cache
+  // With other_devices: one entry per other device, "N cached",
+  // "N calibrated", "N failed: why" or "N not tried (time)", '; ' between.
+  std::string others;
 };
 
 // Loads the cached map for the device or calibrates it, in a forked child

@@ -129,19 +129,26 @@ void Runtime::engage_locked() {
   if (!config_.slot_map_path.empty()) {
     auto loaded = gpu::slot_map_load(config_.slot_map_path);
     if (loaded) {
-      map_ = std::move(loaded).value();
-      topology_ = map_->topology;
-      live_ = map_->live_set();
-      LITHOS_LOG(LogLevel::kInfo, "slot map %s: %s %s, %d live TPCs, %s", config_.slot_map_path.c_str(),
-                 map_->gpu_name.c_str(), map_->gpu_uuid.c_str(), map_->live_tpcs(),
-                 topology_.known() ? (std::to_string(topology_.count()) + " GPCs").c_str()
-                                   : "GPCs unknown (cluster launches run on the whole GPU; run `lithos calibrate`)");
+      use_map_locked(std::move(loaded).value(), config_.slot_map_path);
     } else {
       LITHOS_LOG(LogLevel::kError, "cannot use the slot map %s: %s", config_.slot_map_path.c_str(),
                  loaded.status().message().c_str());
     }
   }
+  apply_request_locked();
+}
 
+void Runtime::use_map_locked(gpu::SlotMap map, const std::string& path) {
+  map_ = std::move(map);
+  topology_ = map_->topology;
+  live_ = map_->live_set();
+  LITHOS_LOG(LogLevel::kInfo, "slot map %s: %s %s, %d live TPCs, %s", path.c_str(), map_->gpu_name.c_str(),
+             map_->gpu_uuid.c_str(), map_->live_tpcs(),
+             topology_.known() ? (std::to_string(topology_.count()) + " GPCs").c_str()
+                               : "GPCs unknown (cluster launches run on the whole GPU; run `lithos calibrate`)");
+}
+
+void Runtime::apply_request_locked() {
   if (config_.request == MaskRequest::kNone) return;
   if (config_.backend == BackendChoice::kOff) {
     LITHOS_LOG(LogLevel::kWarn, "LITHOS_BACKEND=off: %s is not applied", config_.describe_request().c_str());
@@ -207,6 +214,7 @@ void Runtime::attach_slow() noexcept {
     cu_ctx_get_device_ = driver.symbol("cuCtxGetDevice");
     cu_device_get_uuid_ = driver.symbol("cuDeviceGetUuid_v2");
     if (cu_device_get_uuid_ == nullptr) cu_device_get_uuid_ = driver.symbol("cuDeviceGetUuid");
+    follow_first_gpu_locked();
 
     Backend b = backend_.load(std::memory_order_acquire);
     if (config_.backend == BackendChoice::kOff) {
@@ -298,6 +306,49 @@ bool Runtime::ensure_callback() noexcept {
   }
   const Backend b = backend_.load(std::memory_order_acquire);
   return b == Backend::kDescriptor || b == Backend::kPending;  // pending: attach installs it
+}
+
+// A process is confined and scheduled on the GPU of its first launch (the
+// daemon client registers with that GPU's lithosd when its socket names
+// %g). The configured map is one GPU's (`lithos run --device`, 0 unless
+// told); when the first launch is on another, that GPU's map is taken from
+// the calibration cache: the configured map's folder, then the default one.
+// Before any launch, so no launch has read the old map.
+void Runtime::follow_first_gpu_locked() {
+  if (!map_ || map_->gpu_uuid.empty() || cu_ctx_get_device_ == nullptr || cu_device_get_uuid_ == nullptr) return;
+  CUdevice dev = 0;
+  CUuuid u{};
+  if (reinterpret_cast<CtxGetDeviceFn>(cu_ctx_get_device_)(&dev) != CUDA_SUCCESS ||
+      reinterpret_cast<DeviceGetUuidFn>(cu_device_get_uuid_)(&u, dev) != CUDA_SUCCESS) {
+    return;
+  }
+  const std::string uuid = gpu::uuid_text(u.bytes);
+  if (uuid == map_->gpu_uuid) return;
+  if (stream_mask_count_.load(std::memory_order_acquire) > 0) {
+    LITHOS_LOG(LogLevel::kWarn,
+               "the first launch is on device %d (%s), but stream sets were made with the slot map of %s: "
+               "masks apply on %s only",
+               static_cast<int>(dev), uuid.c_str(), map_->gpu_uuid.c_str(), map_->gpu_uuid.c_str());
+    return;
+  }
+  std::vector<std::string> dirs;
+  if (const auto slash = config_.slot_map_path.rfind('/'); slash != std::string::npos)
+    dirs.push_back(config_.slot_map_path.substr(0, slash == 0 ? 1 : slash));
+  dirs.push_back(gpu::default_cache_dir());
+  for (const std::string& dir : dirs) {
+    const std::string path = gpu::slot_map_cache_path(dir, uuid, map_->driver_version);
+    auto loaded = gpu::slot_map_load(path);
+    if (!loaded || loaded.value().gpu_uuid != uuid) continue;
+    LITHOS_LOG(LogLevel::kInfo, "the first launch is on device %d (%s): its slot map replaces %s's",
+               static_cast<int>(dev), uuid.c_str(), map_->gpu_uuid.c_str());
+    use_map_locked(std::move(loaded).value(), path);
+    apply_request_locked();
+    return;
+  }
+  LITHOS_LOG(LogLevel::kWarn,
+             "the first launch is on device %d (%s), which has no calibrated slot map (looked in %s): masks apply "
+             "on %s only; run `lithos calibrate --device %d`",
+             static_cast<int>(dev), uuid.c_str(), dirs.back().c_str(), map_->gpu_uuid.c_str(), static_cast<int>(dev));
 }
 
 bool Runtime::device_ok() noexcept {
@@ -1163,19 +1214,22 @@ int Runtime::set_stream_tpcs(CUstream_st* stream, const sched::TpcSet& tpcs) noe
       config_.backend == BackendChoice::kGreen) {
     return kApiUnsupported;
   }
-  if (!map_) return kApiNoSlotMap;
   try {
-    auto mask = gpu::mask_for(*map_, tpcs);
-    if (!mask) {
-      LITHOS_LOG(LogLevel::kWarn, "stream mask refused: %s", mask.status().message().c_str());
-      return kApiInvalid;
-    }
+    bool whole = false;
     {
+      const std::lock_guard<std::mutex> map_lock(mu_);  // the first launch may replace the map
+      if (!map_) return kApiNoSlotMap;
+      auto mask = gpu::mask_for(*map_, tpcs);
+      if (!mask) {
+        LITHOS_LOG(LogLevel::kWarn, "stream mask refused: %s", mask.status().message().c_str());
+        return kApiInvalid;
+      }
+      whole = tpcs == map_->live_set();
       const std::unique_lock<std::shared_mutex> lock(streams_mu_);
-      stream_masks_[stream_key(stream, false)] = MaskEntry{mask.value(), tpcs, tpcs == map_->live_set()};
+      stream_masks_[stream_key(stream, false)] = MaskEntry{mask.value(), tpcs, whole};
       stream_mask_count_.store(stream_masks_.size(), std::memory_order_release);
     }
-    if (tpcs == map_->live_set()) return kApiOk;  // nothing to write: no callback needed
+    if (whole) return kApiOk;  // nothing to write: no callback needed
     return ensure_callback() ? kApiOk : kApiUnsupported;
   } catch (...) {
     counters_.bump(counters_.internal_errors);
@@ -1227,8 +1281,9 @@ int Runtime::set_process_tpcs(const sched::TpcSet* tpcs) noexcept {
 int Runtime::live_tpcs(sched::TpcSet* out) noexcept {
   engage();
   if (out == nullptr) return kApiInvalid;
-  if (!map_) return kApiNoSlotMap;
   try {
+    const std::lock_guard<std::mutex> lock(mu_);  // the first launch may replace the map
+    if (!map_) return kApiNoSlotMap;
     *out = map_->live_set();
     return out->count();
   } catch (...) {

@@ -184,6 +184,9 @@ class Runtime {
   // Once: logs config problems, loads the slot map, computes the process
   // mask. Called with mu_ held.
   void engage_locked();
+  void use_map_locked(gpu::SlotMap map, const std::string& path);
+  void apply_request_locked();     // the process-wide set asked for, on map_
+  void follow_first_gpu_locked();  // map_ of the first launch's GPU
   void engage() noexcept;
   // Once, on the first launch-like hook (the driver is initialised then):
   // installs the descriptor callback, checks the device, logs the backend.
@@ -261,7 +264,8 @@ class Runtime {
   std::atomic<Backend> backend_{Backend::kPending};
 
   std::optional<gpu::SlotMap> map_;
-  // From map_ (set once in engage_locked, before any launch reads them).
+  // From map_ (set in engage_locked, and again at the first launch when it
+  // is on another GPU: before any launch reads them).
   sched::Topology topology_;
   sched::TpcSet live_;
   // The process-wide mask: an immutable entry swapped atomically; replaced

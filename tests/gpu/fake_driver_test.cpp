@@ -104,6 +104,36 @@ TEST(FakeDriver, CalibrateDeviceCachesPerUuidAndDriver) {
   std::system(("rm -rf '" + opt.cache_dir + "'").c_str());
 }
 
+// `lithos run` on a node of several GPUs: the maps of the devices beside
+// the one asked for go into the same cache, so that a process whose first
+// launch is on any of them finds its GPU's map there.
+TEST(FakeDriver, OtherDevicesMapsAreCachedBesideTheFirst) {
+  ASSERT_EQ(::setenv("FAKE_GPU_DEVICES", "3", 1), 0);
+  CalibrateRunOptions opt;
+  opt.cache_dir = temp_dir();
+  auto first = calibrate_device(opt);
+  ASSERT_TRUE(first.is_ok()) << first.status().to_string();
+  EXPECT_EQ(first->others, "") << "not asked for";
+  opt.other_devices = true;
+  auto all = calibrate_device(opt);
+  ASSERT_TRUE(all.is_ok()) << all.status().to_string();
+  EXPECT_TRUE(all->from_cache);
+  EXPECT_EQ(all->others, "1 calibrated; 2 calibrated");
+  for (const char* uuid : {"GPU-10111213-1415-1617-1819-1a1b1c1d1e20", "GPU-10111213-1415-1617-1819-1a1b1c1d1e21"}) {
+    auto m = slot_map_load(slot_map_cache_path(opt.cache_dir, uuid, first->map.driver_version));
+    ASSERT_TRUE(m.is_ok()) << uuid << ": " << m.status().to_string();
+    EXPECT_EQ(m->gpu_uuid, uuid);
+    EXPECT_EQ(m->tpc_of_slot, first->map.tpc_of_slot);
+  }
+  opt.device = 2;  // from another device: the rest, cached now
+  auto again = calibrate_device(opt);
+  ASSERT_TRUE(again.is_ok());
+  EXPECT_EQ(again->map.gpu_uuid, "GPU-10111213-1415-1617-1819-1a1b1c1d1e21");
+  EXPECT_EQ(again->others, "0 cached; 1 cached");
+  ::unsetenv("FAKE_GPU_DEVICES");
+  std::system(("rm -rf '" + opt.cache_dir + "'").c_str());
+}
+
 TEST(FakeDriver, AMalformedCacheIsRecalibratedAndReplaced) {
   CalibrateRunOptions opt;
   opt.cache_dir = temp_dir();

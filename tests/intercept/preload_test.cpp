@@ -8,6 +8,8 @@
 //   NoSlotMap       LITHOS_TPCS=2 without a slot map
 //   OtherGpu        a slot map of another GPU
 //   MultiGpu        two devices: the map is checked per launch
+//   FollowsFirstGpu the first launch on device 1: its map from the cache
+//   FirstGpuUncalibrated  ... with no map of device 1: unmasked
 // The program never links libcuda: it reaches the driver through dlopen,
 // dlsym and cuGetProcAddress, like PyTorch, and reads the fake's records and
 // lithos's statistics through their C functions.
@@ -711,6 +713,27 @@ TEST_F(MultiGpu, TheMapIsCheckedAgainstTheLaunchingDevice) {
   // Two devices; the current one (0) is the map's GPU.
   EXPECT_EQ(launch_on(nullptr), CUDA_SUCCESS);
   expect_mask(last_mask(), expected_for({2, 3}), "device 0");
+}
+
+// The first launch is on device 1, and LITHOS_SLOT_MAP is device 0's (as
+// `lithos run` gives every process of a job): device 1's map comes from the
+// calibration cache beside it, and masks apply on device 1.
+using FollowsFirstGpu = PreloadTest;
+
+TEST_F(FollowsFirstGpu, TheFirstLaunchsGpuBringsItsOwnMap) {
+  EXPECT_EQ(launch_on(nullptr), CUDA_SUCCESS);
+  expect_mask(last_mask(), expected_for({1, 3}), "device 1: TPCs 1-2 are its slots 1 and 3");
+  EXPECT_EQ(not_applied("other_device"), 0U);
+}
+
+// The same with no map of device 1 anywhere: its launches run unmasked, as
+// on any GPU the map is not for.
+using FirstGpuUncalibrated = PreloadTest;
+
+TEST_F(FirstGpuUncalibrated, LaunchesRunUnmasked) {
+  EXPECT_EQ(launch_on(nullptr), CUDA_SUCCESS);
+  EXPECT_FALSE(last_mask().valid);
+  EXPECT_GE(not_applied("other_device"), 1U);
 }
 
 }  // namespace

@@ -149,21 +149,27 @@ CUresult fGetErrorString(CUresult, const char** s) {
   *s = "fake driver error";
   return CUDA_SUCCESS;
 }
+// FAKE_GPU_DEVICES=<n>: n devices alike but for their UUIDs (default 1).
+int device_count() {
+  const char* v = std::getenv("FAKE_GPU_DEVICES");
+  return v != nullptr && std::atoi(v) > 0 ? std::atoi(v) : 1;
+}
 CUresult fDeviceGet(CUdevice* d, int ordinal) {
-  if (ordinal != 0) return CUDA_ERROR_INVALID_DEVICE;
-  *d = 0;
+  if (ordinal < 0 || ordinal >= device_count()) return CUDA_ERROR_INVALID_DEVICE;
+  *d = ordinal;
   return CUDA_SUCCESS;
 }
 CUresult fDeviceGetCount(int* n) {
-  *n = 1;
+  *n = device_count();
   return CUDA_SUCCESS;
 }
 CUresult fDeviceGetName(char* name, int len, CUdevice) {
   std::snprintf(name, static_cast<std::size_t>(len), "%s", "Fake H100 (lithos test driver)");
   return CUDA_SUCCESS;
 }
-CUresult fDeviceGetUuid(CUuuid* u, CUdevice) {
+CUresult fDeviceGetUuid(CUuuid* u, CUdevice dev) {
   for (int i = 0; i < 16; ++i) u->bytes[i] = static_cast<char>(0x10 + i);
+  u->bytes[15] = static_cast<char>(0x1f + dev);
   return CUDA_SUCCESS;
 }
 CUresult fDeviceGetAttribute(int* v, CUdevice_attribute a, CUdevice) {
