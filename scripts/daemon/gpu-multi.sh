@@ -1,0 +1,200 @@
+#!/usr/bin/env bash
+# lithos on a node of two GPUs (docs/daemon.md "Nodes with several GPUs"):
+# one lithosd per GPU from one configuration (%g), processes on either GPU,
+# a torchrun job of two ranks, a process on both GPUs, and confinement on
+# GPU 1 by a process whose first launch is there. Runs on the device machine
+# with the release build carried over; writes under $OUT (default
+# /tmp/lithos-multi) and prints PASS/FAIL lines and a short table last.
+# Exit status: the number of failed checks.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+LITHOS=$PWD/build/release/bin/lithos
+CHECK=$PWD/scripts/daemon/multi_gpu_check.py
+OUT=${OUT:-/tmp/lithos-multi}
+mkdir -p "$OUT"
+# NVLink multicast stays off (the machine's rule; torchrun's NCCL too).
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
+export LITHOS_CACHE_DIR=$OUT/cache
+fails=0
+: >"$OUT/checks.txt"
+pass() { echo "PASS $*"; echo "| $* | pass |" >>"$OUT/checks.txt"; }
+fail() { echo "FAIL $*"; echo "| $* | **FAIL** |" >>"$OUT/checks.txt"; fails=$((fails + 1)); }
+stamp() { echo "[$(date +%T)] $*"; }
+
+"$LITHOS" --version
+nvidia-smi --query-gpu=index,name,uuid,driver_version --format=csv,noheader
+n=$(nvidia-smi -L | wc -l)
+[[ $n -ge 2 ]] || { echo "needs two GPUs, sees $n"; exit 1; }
+mapfile -t UUID < <(nvidia-smi --query-gpu=uuid --format=csv,noheader)
+
+stamp "calibrate"
+for d in 0 1; do
+  timeout 120 "$LITHOS" calibrate --device "$d" --json >"$OUT/calibrate-$d.json" 2>"$OUT/calibrate-$d.err" ||
+    fail "calibrate --device $d: $(tail -n 2 "$OUT/calibrate-$d.err")"
+done
+python3 - "$OUT" <<'PY'
+import json, sys
+maps = [json.load(open(f"{sys.argv[1]}/calibrate-{d}.json")) for d in (0, 1)]
+key = lambda m: json.dumps([m.get("slots"), m.get("dead_slots")], sort_keys=True)
+print("slot maps of GPU 0 and GPU 1:", "the same layout" if key(maps[0]) == key(maps[1]) else "different layouts",
+      "| live TPCs:", [m.get("live_tpcs") for m in maps], "| dead slots:", [m.get("dead_slots") for m in maps])
+PY
+
+stamp "plain runs"
+for d in 0 1; do timeout 300 python3 "$CHECK" one "$d" >"$OUT/plain-one$d.json" 2>"$OUT/plain-one$d.err"; done
+timeout 300 python3 "$CHECK" both >"$OUT/plain-both.json" 2>"$OUT/plain-both.err"
+timeout 300 python3 -m torch.distributed.run --standalone --nproc-per-node 2 "$CHECK" ddp \
+  >"$OUT/plain-ddp.json" 2>"$OUT/plain-ddp.err"
+timeout 120 python3 "$CHECK" smid 1 >"$OUT/plain-smid1.json" 2>"$OUT/plain-smid1.err"
+
+# Equal results (all but the timing), one JSON line per process, any order.
+same() {
+  python3 - "$1" "$2" <<'PY'
+import json, sys
+def rows(p):
+    out = []
+    for line in open(p):
+        line = line.strip()
+        if line.startswith("{"):
+            j = json.loads(line)
+            j.pop("seconds", None)
+            out.append(json.dumps(j, sort_keys=True))
+    return sorted(out)
+a, b = rows(sys.argv[1]), rows(sys.argv[2])
+sys.exit(0 if a and a == b else 1)
+PY
+}
+
+stamp "two daemons from one configuration"
+SOCKS=/tmp/lg; rm -rf "$SOCKS"; mkdir -p "$SOCKS"
+PATTERN=$SOCKS/lithosd-%g.sock
+cat >"$OUT/lithosd.toml" <<TOML
+[daemon]
+socket = "$PATTERN"
+state_dir = "$OUT/state-%g"
+mps = "off"
+best_effort_runs_free = false
+[[tenant]]
+name = "svc"
+priority = "high"
+quota = 40
+[[tenant]]
+name = "train"
+priority = "best-effort"
+[[tenant]]
+name = "default"
+priority = "best-effort"
+TOML
+pids=()
+for d in 0 1; do
+  "$LITHOS" daemon --config "$OUT/lithosd.toml" --device "$d" >"$OUT/lithosd-$d.log" 2>&1 &
+  pids+=($!)
+done
+SOCK0=$SOCKS/lithosd-${UUID[0]}.sock SOCK1=$SOCKS/lithosd-${UUID[1]}.sock
+for s in "$SOCK0" "$SOCK1"; do
+  for _ in $(seq 1 300); do "$LITHOS" status --socket "$s" --json >/dev/null 2>&1 && break; sleep 0.1; done
+  "$LITHOS" status --socket "$s" --json >/dev/null 2>&1 && pass "lithosd up at $s" || fail "no lithosd at $s"
+done
+
+# run LABEL TENANT SOCKET ARGS...: the check under lithos run, stats per pid.
+run() {
+  local label=$1 tenant=$2 sock=$3; shift 3
+  rm -f "$OUT/stats-$label-"*.json
+  timeout -s KILL 300 "$LITHOS" run --tenant "$tenant" --daemon "$sock" --stats-file "$OUT/stats-$label-%p.json" \
+    -- "$@" >"$OUT/$label.json" 2>"$OUT/$label.err"
+  echo "$?" >"$OUT/$label.rc"
+}
+# stat LABEL EXPR: EXPR (Python, over `s`, each process's stats, and `d`,
+# its daemon part) holds for every process of the run that went to a
+# daemon; prints the values it read.
+stat() {
+  python3 - "$OUT" "$1" "$2" <<'PY'
+import glob, json, sys
+out, label, expr = sys.argv[1:]
+files = sorted(glob.glob(f"{out}/stats-{label}-*.json"))
+ok = bool(files)
+for f in files:
+    for line in open(f):
+        s = json.loads(line)
+        d = s.get("daemon", {})
+        if d.get("state", "idle") == "idle":  # never reached for a daemon (torchrun's launcher)
+            print("   ", label, "a process that made no launch: skipped")
+            continue
+        print("   ", label, {k: d.get(k) for k in ("state", "gpu", "class", "grants", "reported", "launches_scheduled")},
+              "not_applied:", {k: v for k, v in s.get("not_applied", {}).items() if v})
+        ok = ok and bool(eval(expr, {"s": s, "d": d}))
+sys.exit(0 if ok else 1)
+PY
+}
+verdict() {  # verdict LABEL PLAIN WHAT EXPR
+  local label=$1 plain=$2 what=$3 expr=$4
+  [[ $(cat "$OUT/$label.rc") == 0 ]] || { fail "$what: exit $(cat "$OUT/$label.rc"): $(tail -n 3 "$OUT/$label.err")"; return; }
+  same "$OUT/$plain" "$OUT/$label.json" && pass "$what: results equal to plain" || fail "$what: results differ from plain"
+  stat "$label" "$expr" && pass "$what: $expr" || fail "$what: not $expr"
+}
+
+stamp "processes on GPU 1 and GPU 0, each to its GPU's daemon"
+run be1 train "$PATTERN" python3 "$CHECK" one 1
+verdict be1 plain-one1.json "best-effort on GPU 1" \
+  "d['gpu'] == '${UUID[1]}' and d['state'] == 'connected' and d['grants'] > 0 and s['not_applied'].get('other_device', 0) == 0"
+run hp0 svc "$PATTERN" python3 "$CHECK" one 0
+verdict hp0 plain-one0.json "high-priority on GPU 0" "d['gpu'] == '${UUID[0]}' and d['reported'] > 0"
+run hp1 svc "$PATTERN" python3 "$CHECK" one 1
+verdict hp1 plain-one1.json "high-priority on GPU 1" "d['gpu'] == '${UUID[1]}' and d['reported'] > 0"
+
+stamp "torchrun, two ranks, one GPU each"
+run ddp train "$PATTERN" python3 -m torch.distributed.run --standalone --nproc-per-node 2 "$CHECK" ddp
+verdict ddp plain-ddp.json "torchrun 2 ranks" \
+  "d['state'] == 'connected' and d['grants'] > 0 and s['not_applied'].get('other_device', 0) == 0"
+python3 - "$OUT" "${UUID[0]}" "${UUID[1]}" <<'PY' && pass "torchrun: each rank at its own GPU's daemon" || fail "torchrun: ranks not one per daemon"
+import glob, json, sys
+gpus = sorted(json.loads(open(f).readline())["daemon"]["gpu"] for f in glob.glob(f"{sys.argv[1]}/stats-ddp-*.json")
+              if json.loads(open(f).readline())["daemon"].get("registered"))
+sys.exit(0 if gpus == sorted(sys.argv[2:]) else 1)
+PY
+
+stamp "one process on both GPUs, GPU 0's daemon named"
+run both train "$SOCK0" python3 "$CHECK" both
+verdict both plain-both.json "both GPUs, daemon of GPU 0" \
+  "d['gpu'] == '${UUID[0]}' and d['launches_scheduled'] == \"on the daemon's GPU only\" and d['grants'] > 0 and s['not_applied'].get('other_device', 0) > 0"
+
+stamp "a process on GPU 1 sent to GPU 0's daemon"
+run other train "$SOCK0" python3 "$CHECK" one 1
+verdict other plain-one1.json "GPU 1 process, GPU 0's daemon" "d['state'] == 'other_gpu' and d['grants'] == 0"
+
+stamp "lithos status over both"
+"$LITHOS" status --socket "$PATTERN" --json >"$OUT/status-all.jsonl" 2>"$OUT/status-all.err"
+python3 - "$OUT/status-all.jsonl" "${UUID[0]}" "${UUID[1]}" <<'PY' && pass "status: both daemons, each its GPU" || fail "status over the pattern"
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+for r in rows:
+    c = r["counters"]
+    print("   ", r["device"]["uuid"], {k: c.get(k) for k in ("clients_accepted", "grants", "clients_gone")})
+sys.exit(0 if sorted(r["device"]["uuid"] for r in rows) == sorted(sys.argv[2:]) else 1)
+PY
+"$LITHOS" status --socket "$PATTERN" >"$OUT/status-all.txt" 2>&1
+"$LITHOS" status --socket "$PATTERN" --prometheus >/dev/null 2>"$OUT/status-prom.err"
+[[ $? == 2 ]] && pass "status --prometheus over two daemons: exit 2" || fail "status --prometheus over two: not exit 2"
+for p in "${pids[@]}"; do kill -TERM "$p"; done
+wait "${pids[@]}" 2>/dev/null
+
+stamp "confinement on GPU 1 (first launch there; lithos run --tpcs 8 checks against GPU 0's map)"
+timeout -s KILL 120 "$LITHOS" run --tpcs 8 --stats-file "$OUT/stats-smid1-%p.json" -- python3 "$CHECK" smid 1 \
+  >"$OUT/smid1.json" 2>"$OUT/smid1.err"
+python3 - "$OUT" <<'PY' && pass "GPU 1 confined to 8 TPCs" || fail "GPU 1 not confined to 8 TPCs"
+import glob, json, sys
+out = sys.argv[1]
+plain = json.loads(open(f"{out}/plain-smid1.json").readline())
+conf = json.loads(open(f"{out}/smid1.json").readline())
+stats = json.loads(open(glob.glob(f"{out}/stats-smid1-*.json")[0]).readline())
+print("    SMs used on GPU 1: plain", plain["sms"], "| lithos run --tpcs 8:", conf["sms"], "| not_applied:",
+      {k: v for k, v in stats.get("not_applied", {}).items() if v})
+sys.exit(0 if 0 < conf["sms"] <= 16 < plain["sms"] else 1)
+PY
+
+echo
+echo "| check | result |"
+echo "|---|---|"
+cat "$OUT/checks.txt"
+echo "failed checks: $fails"
+exit "$fails"
