@@ -153,14 +153,20 @@ gpus = sorted(json.loads(open(f).readline())["daemon"]["gpu"] for f in glob.glob
 sys.exit(0 if gpus == sorted(sys.argv[2:]) else 1)
 PY
 
+# Half its launches on each GPU: those on GPU 0 granted, those on GPU 1 not
+# scheduled (no grant, no mask asked for: not_requested).
 stamp "one process on both GPUs, GPU 0's daemon named"
 run both train "$SOCK0" python3 "$CHECK" both
 verdict both plain-both.json "both GPUs, daemon of GPU 0" \
-  "d['gpu'] == '${UUID[0]}' and d['launches_scheduled'] == \"on the daemon's GPU only\" and d['grants'] > 0 and s['not_applied'].get('other_device', 0) > 0"
+  "d['gpu'] == '${UUID[0]}' and d['launches_scheduled'] == \"on the daemon's GPU only\" and d['grants'] > 0 and s['not_applied'].get('not_requested', 0) == d['grants']"
 
 stamp "a process on GPU 1 sent to GPU 0's daemon"
 run other train "$SOCK0" python3 "$CHECK" one 1
-verdict other plain-one1.json "GPU 1 process, GPU 0's daemon" "d['state'] == 'other_gpu' and d['grants'] == 0"
+# It sees GPU 0 too, so it registers (it may launch there later), but none
+# of its launches is scheduled. (A process that does not see the daemon's
+# GPU at all leaves at registration: state other_gpu, tested on CPU.)
+verdict other plain-one1.json "GPU 1 process, GPU 0's daemon" \
+  "d['state'] == 'connected' and d['grants'] == 0 and d['reported'] == 0 and s['not_applied'].get('not_requested', 0) > 0"
 
 stamp "lithos status over both"
 "$LITHOS" status --socket "$PATTERN" --json >"$OUT/status-all.jsonl" 2>"$OUT/status-all.err"

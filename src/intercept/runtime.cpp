@@ -140,6 +140,7 @@ void Runtime::engage_locked() {
 
 void Runtime::use_map_locked(gpu::SlotMap map, const std::string& path) {
   map_ = std::move(map);
+  map_path_ = path;
   topology_ = map_->topology;
   live_ = map_->live_set();
   LITHOS_LOG(LogLevel::kInfo, "slot map %s: %s %s, %d live TPCs, %s", path.c_str(), map_->gpu_name.c_str(),
@@ -1302,13 +1303,14 @@ StatsHeader Runtime::stats_header() noexcept {
     h.backend = backend_name(backend_.load(std::memory_order_acquire));
     const int v = qmd_version_.load(std::memory_order_relaxed);
     if (v != 0) h.qmd_version = gpu::qmd_version_name(static_cast<gpu::QmdVersion>(v));
+    h.slot_map = config_.slot_map_path;
     if (mu_.try_lock()) {
       h.process_mask = process_mask_text_;
+      if (!map_path_.empty()) h.slot_map = map_path_;  // the map in use (the first launch's GPU's)
       mu_.unlock();
     } else {
       h.process_mask = "?";
     }
-    h.slot_map = config_.slot_map_path;
     h.driver_used = RealDriver::instance().driver_in_process();
     h.daemon_json = DaemonClient::instance().stats_json();
   } catch (...) {

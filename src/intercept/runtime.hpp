@@ -264,6 +264,7 @@ class Runtime {
   std::atomic<Backend> backend_{Backend::kPending};
 
   std::optional<gpu::SlotMap> map_;
+  std::string map_path_;  // the file map_ came from (guarded by mu_)
   // From map_ (set in engage_locked, and again at the first launch when it
   // is on another GPU: before any launch reads them).
   sched::Topology topology_;

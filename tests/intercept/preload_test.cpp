@@ -724,6 +724,8 @@ TEST_F(FollowsFirstGpu, TheFirstLaunchsGpuBringsItsOwnMap) {
   EXPECT_EQ(launch_on(nullptr), CUDA_SUCCESS);
   expect_mask(last_mask(), expected_for({1, 3}), "device 1: TPCs 1-2 are its slots 1 and 3");
   EXPECT_EQ(not_applied("other_device"), 0U);
+  // The statistics name the map in use.
+  EXPECT_NE(stats()["slot_map"].get<std::string>().find("aabbccddeefe"), std::string::npos) << stats().dump();
 }
 
 // The same with no map of device 1 anywhere: its launches run unmasked, as
