@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -63,7 +64,7 @@ struct DaemonArgs {
   std::string stream_priorities;  // "" = not given
   std::string state_dir;
   std::string trace;
-  int device = 0;
+  std::string device;  // N, N,M,... or all; "" = the configuration's
   bool no_gpu = false;
   std::string slot_map;  // the GPU's shape from this file instead of the calibration cache
   bool print_config = false;
@@ -167,6 +168,62 @@ int run_replay(const std::string& path) {
   return r->same ? 0 : 1;
 }
 
+// How many devices the driver shows (asked in a forked child: this process
+// must not initialise CUDA before the calibrations' forks).
+Result<int> visible_devices() {
+  gpu::CalibrateRunOptions copt;
+  copt.device = 0;
+  copt.other_devices = true;  // every map in one child: each GPU's setup then reads the cache
+  auto r = gpu::calibrate_device(copt);
+  if (!r) return r.status();
+  if (r->device_count <= 0) return Status::unavailable("the driver shows no device");
+  return r->device_count;
+}
+
+// The shape and UUID of GPU `device` into `opt`: from --slot-map, the
+// calibration cache (or a calibration now), or assumed to be an H100 SXM when
+// neither works and the GPU need not be known. Returns an exit status (0: go on).
+int read_gpu(const DaemonArgs& a, int device, bool must_know, daemon::DaemonOptions* opt) {
+  opt->device = sched::DeviceShape::h100_sxm();
+  if (!a.slot_map.empty()) {
+    auto m = gpu::slot_map_load(a.slot_map);
+    if (!m) {
+      std::fprintf(stderr, "lithos daemon: %s\n", m.status().message().c_str());
+      return kBadInput;
+    }
+    const sched::TpcSet live = m->live_set();
+    opt->device.tpcs = live.count();
+    opt->device.topology = m->topology;
+    opt->device.name = m->gpu_name;
+    opt->gpu_uuid = m->gpu_uuid;
+    return 0;
+  }
+  if (a.no_gpu) return 0;
+  gpu::CalibrateRunOptions copt;
+  copt.device = device;
+  auto r = gpu::calibrate_device(copt);
+  if (!r) {
+    if (must_know) {
+      std::fprintf(stderr, "lithos daemon: no slot map for GPU %d: %s\n", device, r.status().message().c_str());
+      return kFailure;
+    }
+    std::fprintf(stderr, "lithos daemon: no slot map for GPU %d (%s); assuming an H100 SXM (66 TPCs)\n", device,
+                 r.status().message().c_str());
+    return 0;
+  }
+  const sched::TpcSet live = r->map.live_set();
+  if (live != sched::TpcSet::first(live.count())) {
+    std::fprintf(stderr, "lithos daemon: GPU %d: live TPCs %s are not 0-%d; not supported\n", device,
+                 live.to_string().c_str(), live.count() - 1);
+    return kFailure;
+  }
+  opt->device.tpcs = live.count();
+  opt->device.topology = r->map.topology;
+  opt->device.name = r->map.gpu_name;
+  opt->gpu_uuid = r->map.gpu_uuid;
+  return 0;
+}
+
 int run_daemon(const DaemonArgs& a) {
   if (!a.to_scenario.empty()) return run_to_scenario(a.to_scenario, a.scenario_out.empty() ? "." : a.scenario_out);
   if (!a.replay.empty()) return run_replay(a.replay);
@@ -206,88 +263,138 @@ int run_daemon(const DaemonArgs& a) {
   if (!a.hp_holds_unowned.empty()) cfg.hp_holds_unowned = daemon::parse_switch(a.hp_holds_unowned).value_or(true);
   if (!a.runs_free.empty()) cfg.best_effort_runs_free = daemon::parse_switch(a.runs_free).value_or(true);
   if (!a.stream_priorities.empty()) cfg.stream_priorities = daemon::parse_switch(a.stream_priorities).value_or(false);
+  if (!a.device.empty()) cfg.device = a.device;
   if (!a.state_dir.empty()) cfg.state_dir = a.state_dir;
   if (!a.trace.empty()) cfg.trace = a.trace;
 
-  // The GPU: its TPCs and GPCs from the slot map.
-  daemon::DaemonOptions opt;
-  opt.device = sched::DeviceShape::h100_sxm();
-  if (!a.slot_map.empty()) {
-    auto m = gpu::slot_map_load(a.slot_map);
-    if (!m) {
-      std::fprintf(stderr, "lithos daemon: %s\n", m.status().message().c_str());
-      return kBadInput;
-    }
-    const sched::TpcSet live = m->live_set();
-    opt.device.tpcs = live.count();
-    opt.device.topology = m->topology;
-    opt.device.name = m->gpu_name;
-    opt.gpu_uuid = m->gpu_uuid;
-  } else if (!a.no_gpu) {
-    gpu::CalibrateRunOptions copt;
-    copt.device = a.device;
-    auto r = gpu::calibrate_device(copt);
-    if (!r) {
-      std::fprintf(stderr, "lithos daemon: no slot map for GPU %d (%s); assuming an H100 SXM (66 TPCs)\n", a.device,
-                   r.status().message().c_str());
-    } else {
-      const sched::TpcSet live = r->map.live_set();
-      if (live != sched::TpcSet::first(live.count())) {
-        std::fprintf(stderr, "lithos daemon: live TPCs %s are not 0-%d; not supported\n", live.to_string().c_str(),
-                     live.count() - 1);
-        return kFailure;
-      }
-      opt.device.tpcs = live.count();
-      opt.device.topology = r->map.topology;
-      opt.device.name = r->map.gpu_name;
-      opt.gpu_uuid = r->map.gpu_uuid;
-    }
-  }
-  // One configuration for every GPU of a node: "%g" is this one's UUID.
-  for (std::string* named : {&cfg.socket, &cfg.state_dir, &cfg.trace}) {
-    if (!ipc::names_gpu(*named)) continue;
-    if (opt.gpu_uuid.empty()) {
-      std::fprintf(stderr,
-                   "lithos daemon: %s names the GPU (%%g), but which GPU is not known (no slot map that names it; "
-                   "give --slot-map, or leave out --no-gpu)\n",
-                   named->c_str());
-      return kBadInput;
-    }
-    *named = ipc::with_gpu(*named, opt.gpu_uuid);
-  }
-  if (Status s = daemon::validate(cfg, opt.device.tpcs); !s.is_ok()) {
-    std::fprintf(stderr, "lithos daemon: %s\n", s.message().c_str());
+  // The GPUs served: one (--device N, the default 0), a list, or all.
+  std::vector<int> devices;
+  bool all = false;
+  if (Status s = daemon::parse_devices(cfg.device, &devices, &all); !s.is_ok()) {
+    std::fprintf(stderr, "lithos daemon: --device %s: %s\n", cfg.device.c_str(), s.message().c_str());
     return kBadInput;
   }
+  const bool several = all || devices.size() > 1;
+  if (several) {
+    if (a.no_gpu || !a.slot_map.empty()) {
+      std::fprintf(stderr,
+                   "lithos daemon: device %s serves several GPUs, each with its own slot map from the "
+                   "calibration cache: leave out --no-gpu and --slot-map\n",
+                   cfg.device.c_str());
+      return kBadInput;
+    }
+    if (!ipc::names_gpu(cfg.socket)) {
+      std::fprintf(stderr,
+                   "lithos daemon: device %s serves several GPUs, one socket each: the socket path must hold %%g "
+                   "(the GPU's UUID), e.g. /run/lithos/lithosd-%%g.sock; it is %s\n",
+                   cfg.device.c_str(), cfg.socket.c_str());
+      return kBadInput;
+    }
+    if (!cfg.trace.empty() && !ipc::names_gpu(cfg.trace)) {
+      std::fprintf(stderr, "lithos daemon: device %s serves several GPUs: the trace path must hold %%g; it is %s\n",
+                   cfg.device.c_str(), cfg.trace.c_str());
+      return kBadInput;
+    }
+    // Each GPU's predictor cache apart: a folder per GPU under state_dir.
+    if (!ipc::names_gpu(cfg.state_dir)) cfg.state_dir += "/%g";
+  }
+  if (all) {
+    auto count = visible_devices();
+    if (!count) {
+      std::fprintf(stderr, "lithos daemon: device all: %s\n", count.status().message().c_str());
+      return kFailure;
+    }
+    for (int d = 0; d < *count; ++d) devices.push_back(d);
+  }
+
+  // Each GPU: its TPCs, GPCs and UUID, and the configuration with "%g" put in.
+  std::vector<daemon::DaemonOptions> opts;
+  for (const int device : devices) {
+    daemon::DaemonOptions opt;
+    if (const int rc = read_gpu(a, device, several, &opt); rc != 0) return rc;
+    opt.config = cfg;
+    for (std::string* named : {&opt.config.socket, &opt.config.state_dir, &opt.config.trace}) {
+      if (!ipc::names_gpu(*named)) continue;
+      if (opt.gpu_uuid.empty()) {
+        std::fprintf(stderr,
+                     "lithos daemon: %s names the GPU (%%g), but which GPU is not known (no slot map that names it; "
+                     "give --slot-map, or leave out --no-gpu)\n",
+                     named->c_str());
+        return kBadInput;
+      }
+      *named = ipc::with_gpu(*named, opt.gpu_uuid);
+    }
+    if (Status s = daemon::validate(opt.config, opt.device.tpcs); !s.is_ok()) {
+      std::fprintf(stderr, "lithos daemon: %s%s\n", several ? ("GPU " + std::to_string(device) + ": ").c_str() : "",
+                   s.message().c_str());
+      return kBadInput;
+    }
+    opts.push_back(std::move(opt));
+  }
   if (a.print_config) {
-    std::printf("%s\n", daemon::config_json(cfg).c_str());
+    for (const daemon::DaemonOptions& opt : opts) std::printf("%s\n", daemon::config_json(opt.config).c_str());
     return 0;
   }
+  // One MPS control daemon for the node, whichever GPUs are served.
   auto mps = prepare_mps(cfg.mps);
   if (!mps) {
     std::fprintf(stderr, "lithos daemon: %s\n", mps.status().message().c_str());
     return kFailure;
   }
-  opt.config = cfg;
-  auto d = daemon::Daemon::create(opt);
-  if (!d) {
-    std::fprintf(stderr, "lithos daemon: %s\n", d.status().message().c_str());
-    if (*mps) (void)bench::run_command({"nvidia-cuda-mps-control"}, {}, "quit\n", 30.0, "/dev/null");
-    return kFailure;
+  std::vector<std::unique_ptr<daemon::Daemon>> served;
+  for (const daemon::DaemonOptions& opt : opts) {
+    auto d = daemon::Daemon::create(opt);
+    if (!d) {
+      std::fprintf(stderr, "lithos daemon: %s\n", d.status().message().c_str());
+      for (auto& up : served) {
+        const std::string sock = up->socket_path();
+        up.reset();
+        ::unlink(sock.c_str());
+      }
+      if (*mps) (void)bench::run_command({"nvidia-cuda-mps-control"}, {}, "quit\n", 30.0, "/dev/null");
+      return kFailure;
+    }
+    served.push_back(std::move(d).value());
   }
   catch_stop_signals(on_signal);
-  std::fprintf(stderr, "lithosd: serving %s%s%s (%d TPCs, %d GPCs) on %s, policy %s, %zu tenants%s\n",
-               opt.device.name.c_str(), opt.gpu_uuid.empty() ? "" : " ", opt.gpu_uuid.c_str(), opt.device.tpcs,
-               opt.device.topology.count(), cfg.socket.c_str(), cfg.policy.c_str(), cfg.tenants.size(),
-               *mps ? ", MPS started" : "");
-  const Status s = (*d)->run(g_stop);
-  std::fprintf(stderr, "lithosd: stopping (%llu clients served, %llu grants)\n",
-               static_cast<unsigned long long>((*d)->counters().clients_accepted),
-               static_cast<unsigned long long>((*d)->counters().grants));
-  d->reset();
-  ::unlink(cfg.socket.c_str());
+  for (std::size_t i = 0; i < opts.size(); ++i) {
+    const daemon::DaemonOptions& opt = opts[i];
+    std::fprintf(stderr, "lithosd: serving %s%s%s (%d TPCs, %d GPCs) on %s, policy %s, %zu tenants%s\n",
+                 opt.device.name.c_str(), opt.gpu_uuid.empty() ? "" : " ", opt.gpu_uuid.c_str(), opt.device.tpcs,
+                 opt.device.topology.count(), opt.config.socket.c_str(), cfg.policy.c_str(), cfg.tenants.size(),
+                 *mps && i == 0 ? ", MPS started" : "");
+  }
+  // One loop thread per GPU. A loop that fails stops them all (exit 1: a
+  // supervisor restarts the whole daemon; clients reconnect).
+  std::vector<Status> results(served.size());
+  {
+    std::vector<std::thread> loops;
+    for (std::size_t i = 1; i < served.size(); ++i) {
+      loops.emplace_back([&, i] {
+        results[i] = served[i]->run(g_stop);
+        g_stop.store(true);
+      });
+    }
+    results[0] = served[0]->run(g_stop);
+    g_stop.store(true);
+    for (std::thread& t : loops) t.join();
+  }
+  bool ok = true;
+  for (std::size_t i = 0; i < served.size(); ++i) {
+    const std::string sock = served[i]->socket_path();
+    if (!results[i].is_ok()) {
+      ok = false;
+      std::fprintf(stderr, "lithosd: %s: %s\n", sock.c_str(), results[i].message().c_str());
+    }
+    std::fprintf(stderr, "lithosd: stopping%s%s (%llu clients served, %llu grants)\n", several ? " " : "",
+                 several ? opts[i].gpu_uuid.c_str() : "",
+                 static_cast<unsigned long long>(served[i]->counters().clients_accepted),
+                 static_cast<unsigned long long>(served[i]->counters().grants));
+    served[i].reset();
+    ::unlink(sock.c_str());
+  }
   if (*mps) (void)bench::run_command({"nvidia-cuda-mps-control"}, {}, "quit\n", 30.0, "/dev/null");
-  return s.is_ok() ? 0 : kFailure;
+  return ok ? 0 : kFailure;
 }
 
 // ---- lithos status --------------------------------------------------------
@@ -581,7 +688,11 @@ CommandRunner add_daemon_command(CLI::App& app) {
       "--trace", args->trace,
       "Write every scheduling event (launches, decisions, completions) to this file, one JSON object per line "
       "(%g: the GPU's UUID)");
-  sub->add_option("--device", args->device, "CUDA device served (default 0)")->check(CLI::NonNegativeNumber);
+  sub->add_option("--device", args->device,
+                  "CUDA device served (default: the configuration's `device`, else 0); a list (0,1) or all: one "
+                  "process serves each of them, with "
+                  "an Engine, a socket and a state folder per GPU (the socket path must then hold %g; a state_dir "
+                  "without %g gets a folder per GPU under it) and one MPS control daemon for them all");
   sub->add_flag("--no-gpu", args->no_gpu, "Do not read the GPU: assume an H100 SXM (tests, CPU-only machines)");
   sub->add_option("--slot-map", args->slot_map,
                   "Take the GPU's TPCs and GPCs from this slot-map file (as `lithos calibrate` writes) instead of "

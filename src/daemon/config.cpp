@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -284,7 +285,7 @@ struct Parser {
         check_keys(d, "[daemon]",
                    {"socket", "policy", "mps", "atom_us", "throttle_us", "throttle_unborrowed_us", "hp_poll_us",
                     "max_stolen_atoms", "share_unowned", "hp_holds_unowned", "best_effort_runs_free",
-                    "stream_priorities", "state_dir", "trace", "default_tenant"}));
+                    "stream_priorities", "device", "state_dir", "trace", "default_tenant"}));
     auto socket = string(d, "socket");
     if (!socket) return socket.status();
     if (socket->has_value()) {
@@ -336,6 +337,22 @@ struct Parser {
     if (const toml::node* n = d.get("stream_priorities")) {
       if (!n->is_boolean()) return error(*n, "'stream_priorities' must be true or false");
       c.stream_priorities = n->as_boolean()->get();
+    }
+    if (const toml::node* n = d.get("device")) {
+      std::string text;
+      if (n->is_integer()) {
+        text = std::to_string(n->as_integer()->get());
+      } else if (n->is_string()) {
+        text = n->as_string()->get();
+      } else {
+        return error(*n, "'device' must be a device ordinal (0), a list (\"0,1\") or \"all\"");
+      }
+      std::vector<int> devices;
+      bool all = false;
+      if (Status st = parse_devices(text, &devices, &all); !st.is_ok()) {
+        return error(*n, "'device' " + quoted(text) + ": " + st.message());
+      }
+      c.device = text;
     }
     auto state = string(d, "state_dir");
     if (!state) return state.status();
@@ -659,8 +676,37 @@ Status apply_env(DaemonConfig& c, const std::function<const char*(const char*)>&
     if (!b) return Status::invalid_argument("LITHOSD_STREAM_PRIORITIES: " + quoted(*v) + " is not true or false");
     c.stream_priorities = *b;
   }
+  if (auto v = get("LITHOSD_DEVICE")) {
+    std::vector<int> devices;
+    bool all = false;
+    if (Status st = parse_devices(*v, &devices, &all); !st.is_ok()) {
+      return Status::invalid_argument("LITHOSD_DEVICE: " + quoted(*v) + ": " + st.message());
+    }
+    c.device = *v;
+  }
   if (auto v = get("LITHOSD_STATE_DIR")) c.state_dir = *v;
   if (auto v = get("LITHOSD_TRACE")) c.trace = *v;
+  return Status::ok();
+}
+
+Status parse_devices(std::string_view text, std::vector<int>* out, bool* all) {
+  *all = text == "all";
+  if (*all) return Status::ok();
+  std::size_t at = 0;
+  while (at <= text.size()) {
+    const std::size_t comma = std::min(text.find(',', at), text.size());
+    const std::string_view item = text.substr(at, comma - at);
+    int v = -1;
+    const auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), v);
+    if (item.empty() || ec != std::errc() || end != item.data() + item.size() || v < 0) {
+      return Status::invalid_argument("give a device ordinal (0), a list (0,1,3) or all");
+    }
+    if (std::find(out->begin(), out->end(), v) != out->end()) {
+      return Status::invalid_argument("device " + std::string(item) + " is named twice");
+    }
+    out->push_back(v);
+    at = comma + 1;
+  }
   return Status::ok();
 }
 
@@ -817,6 +863,7 @@ std::string config_json(const DaemonConfig& c) {
   j += std::string(",\"hp_holds_unowned\":") + (c.hp_holds_unowned ? "true" : "false");
   j += std::string(",\"best_effort_runs_free\":") + (c.best_effort_runs_free ? "true" : "false");
   j += std::string(",\"stream_priorities\":") + (c.stream_priorities ? "true" : "false");
+  j += ",\"device\":" + json_string(c.device);
   j += ",\"state_dir\":" + json_string(c.state_dir);
   j += ",\"trace\":" + json_string(c.trace);
   j += ",\"default_tenant\":" + json_string(c.default_tenant);

@@ -37,6 +37,9 @@ const char* mps_mode_name(MpsMode m);  // "auto", "start", "attach", "off"
 std::optional<MpsMode> parse_mps_mode(std::string_view s);
 // "true"/"1"/"yes"/"on" or "false"/"0"/"no"/"off" (a variable or a flag's value).
 std::optional<bool> parse_switch(std::string_view s);
+// The CUDA devices one lithosd serves: "N", "N,M,..." or "all" (*all set,
+// *out left empty). Errors name what is wrong (not a number, a repeat).
+Status parse_devices(std::string_view text, std::vector<int>* out, bool* all);
 
 inline constexpr double kMinAtomUs = 50;
 inline constexpr double kMaxAtomUs = 100000;
@@ -115,6 +118,10 @@ struct DaemonConfig {
   // applications' own priorities. Off by default: measured on the H100 it
   // made inference-stacking worse and hybrid-stacking no better.
   bool stream_priorities = false;
+  // The CUDA devices served: "0", a list ("0,1") or "all"; with several,
+  // one process runs an Engine, a socket and a state folder per GPU
+  // (docs/daemon.md, "Nodes with several GPUs").
+  std::string device = "0";
   std::string state_dir;  // default: see default_state_dir()
   std::string trace;      // "" = no trace
   std::string default_tenant = kDefaultTenantName;

@@ -118,6 +118,7 @@ std::string encode_run(const CalibrateRunResult& r) {
   std::string others = r.others;
   for (char& c : others) c = c == '\n' ? ' ' : c;
   out += "others " + others + "\n";
+  out += "device_count " + std::to_string(r.device_count) + "\n";
   out += "topology_launches " + std::to_string(r.topology_stats.launches) + "\n";
   std::snprintf(secs, sizeof secs, "%.6f", r.topology_stats.seconds);
   out += std::string("topology_seconds ") + secs + "\n";
@@ -153,6 +154,8 @@ Result<CalibrateRunResult> decode_run(std::string_view text) {
       r.cache_path = value;
     else if (key == "others")
       r.others = value;
+    else if (key == "device_count")
+      num(r.device_count);
     else if (key == "qmd_version")
       r.qmd_version = value;
     else if (key == "qmd_tested")
@@ -368,6 +371,8 @@ Result<CalibrateRunResult> calibrate_device(const CalibrateRunOptions& options) 
       [&]() -> Result<std::string> {
         auto r = calibrate_device_in_process(options);
         if (!r) return r.status();
+        if (auto api = load_driver_api(); api && api->cuDeviceGetCount(&r->device_count) != CUDA_SUCCESS)
+          r->device_count = 0;
         if (options.other_devices) r->others = calibrate_other_devices(options, start);
         return encode_run(*r);
       },

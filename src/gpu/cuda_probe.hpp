@@ -85,6 +85,7 @@ struct CalibrateRunResult {
   // With other_devices: one entry per other device, "N cached",
   // "N calibrated", "N failed: why" or "N not tried (time)", '; ' between.
   std::string others;
+  int device_count = 0;  // the devices the calibration child saw (cuDeviceGetCount)
 };
 
 // Loads the cached map for the device or calibrates it, in a forked child

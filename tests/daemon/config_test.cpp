@@ -90,7 +90,7 @@ TEST(DaemonConfig, ShippedExampleParsesAndValidates) {
   EXPECT_EQ(svc.match, (std::vector<std::string>{"triton_server", "serve*"}));
   ASSERT_TRUE(svc.fallback.has_value());
   EXPECT_EQ(*svc.fallback, sched::TpcSet::range(0, 44));
-  EXPECT_EQ(svc.where, "lithosd.toml:19:1");
+  EXPECT_EQ(svc.where, "lithosd.toml:20:1");
 
   const sched::TenantSpec spec = svc.spec();
   EXPECT_EQ(spec.name, "svc");
@@ -265,6 +265,10 @@ TEST(DaemonConfig, ParseErrorsNameFileAndLine) {
        "f.toml:3:10:", "unknown policy 'fifo' (valid: time-slicing, mps"},
       {"policy not a string", "[daemon]\npolicy = 1\n", "f.toml:2:", "'policy' must be a string"},
       {"bad mps", "[daemon]\nmps = \"sometimes\"\n", "f.toml:2:", "not one of auto, start, attach, off"},
+      {"device named twice", "[daemon]\ndevice = \"0,1,0\"\n",
+       "f.toml:2:", "'device' '0,1,0': device 0 is named twice"},
+      {"device not a list", "[daemon]\ndevice = \"gpu0\"\n", "f.toml:2:", "a list (0,1,3) or all"},
+      {"device not a string", "[daemon]\ndevice = true\n", "f.toml:2:", "'device' must be a device ordinal"},
       {"atom_us too small", "[daemon]\natom_us = 10\n", "f.toml:2:", "'atom_us' = 10 is out of range [50, 100000]"},
       {"atom_us not a number", "[daemon]\natom_us = \"fast\"\n", "f.toml:2:", "'atom_us' must be a number"},
       {"throttle_us too small", "[daemon]\nthrottle_us = 5\n",
@@ -391,8 +395,11 @@ best_effort_runs_free = false
 stream_priorities = true
 state_dir = "/tmp/file-state"
 trace = "/tmp/file-trace.jsonl"
+device = "all"
 )");
   ASSERT_TRUE(c) << c.status().message();
+  EXPECT_EQ(c->device, "all");
+  EXPECT_EQ(default_config().device, "0");
   EXPECT_DOUBLE_EQ(c->throttle_us, 300);
   EXPECT_DOUBLE_EQ(c->throttle_unborrowed_us, 2000);
   EXPECT_DOUBLE_EQ(default_config().throttle_unborrowed_us, 0);  // the same as throttle_us
@@ -413,6 +420,7 @@ trace = "/tmp/file-trace.jsonl"
       {"LITHOSD_MPS", "attach"},
       {"LITHOSD_ATOM_US", "250.5"},
       {"LITHOSD_STATE_DIR", "/tmp/env-state"},
+      {"LITHOSD_DEVICE", "0,2"},
       {"LITHOSD_TRACE", "/tmp/env.jsonl"},
       {"LITHOSD_THROTTLE_US", "1000"},
       {"LITHOSD_THROTTLE_UNBORROWED_US", "5000"},
@@ -440,6 +448,7 @@ trace = "/tmp/file-trace.jsonl"
   EXPECT_TRUE(all.best_effort_runs_free);
   EXPECT_FALSE(all.stream_priorities);
   EXPECT_EQ(all.state_dir, "/tmp/env-state");
+  EXPECT_EQ(all.device, "0,2");
   EXPECT_EQ(all.trace, "/tmp/env.jsonl");
   EXPECT_EQ(all.source, "f.toml");
 
@@ -464,6 +473,8 @@ trace = "/tmp/file-trace.jsonl"
       {"LITHOSD_MAX_STOLEN_ATOMS", "-1"}, {"LITHOSD_MAX_STOLEN_ATOMS", "2000"},
       {"LITHOSD_MAX_STOLEN_ATOMS", "1x"}, {"LITHOSD_SHARE_UNOWNED", "2"},
       {"LITHOSD_HP_HOLDS_UNOWNED", "2"},  {"LITHOSD_HP_HOLDS_UNOWNED", "maybe"},
+      {"LITHOSD_DEVICE", "1,1"},          {"LITHOSD_DEVICE", "-1"},
+      {"LITHOSD_DEVICE", "every"},        {"LITHOSD_DEVICE", "0,"},
   };
   for (const auto& [name, value] : bad) {
     const std::string& v = value;
@@ -643,6 +654,7 @@ TEST(DaemonConfig, JsonCarriesTheConfiguration) {
   EXPECT_EQ(j["mps"], "off");
   EXPECT_DOUBLE_EQ(j["atom_us"].get<double>(), 312.25);
   EXPECT_EQ(j["state_dir"], "/var/lib/lithos");
+  EXPECT_EQ(j["device"], "0");
   EXPECT_EQ(j["trace"], "");
   EXPECT_EQ(j["default_tenant"], "default");
   EXPECT_EQ(j["share_unowned"], true);

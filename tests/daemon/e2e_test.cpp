@@ -536,6 +536,60 @@ TEST_F(DaemonE2E, OneSocketPathGivesEveryGpuItsDaemon) {
   EXPECT_NE(blind.err().find("names the GPU (%g)"), std::string::npos) << blind.err();
 }
 
+// One lithosd process for every GPU of a node (`--device all`): an Engine, a
+// socket and a state folder per GPU, one MPS setting and one process; SIGTERM
+// stops every GPU's loop and removes every socket. The GPUs are those of the
+// fake H100 driver (tests/gpu), which calibrates like the real one.
+TEST_F(DaemonE2E, OneProcessServesEveryGpu) {
+  char tmpl[] = "/tmp/lnodeXXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const fs::path sockets = tmpl;
+  struct Cleanup {
+    fs::path dir;
+    ~Cleanup() { fs::remove_all(dir); }
+  } cleanup{sockets};
+  const std::string pattern = (sockets / "lithosd-%g.sock").string();
+  const std::vector<std::string> env = {"LITHOS_CUDA_LIBRARY=" LITHOS_FAKE_H100, "FAKE_GPU_DEVICES=2",
+                                        "LITHOS_CACHE_DIR=" + (dir_ / "cache").string()};
+  Proc d = Proc::spawn({LITHOS_EXE, "daemon", "--device", "all", "--config", config_, "--socket", pattern,
+                        "--state-dir", (dir_ / "state").string()},
+                       env, (dir_ / "daemon-node.log").string());
+  ASSERT_GT(d.pid, 0);
+  const std::vector<std::string> gpus = {"GPU-10111213-1415-1617-1819-1a1b1c1d1e1f",
+                                         "GPU-10111213-1415-1617-1819-1a1b1c1d1e20"};
+  for (const std::string& gpu : gpus) {
+    sock_ = (sockets / ("lithosd-" + gpu + ".sock")).string();
+    ASSERT_TRUE(wait_until([&] { return status().is_object(); }, 20.0)) << gpu << ": " << d.err();
+    const json st = status();
+    EXPECT_EQ(st["device"]["uuid"], gpu);
+    EXPECT_EQ(st["device"]["tpcs"], 66);
+    EXPECT_EQ(st["pid"], d.pid) << "one process";
+    // A state folder per GPU under the one given.
+    EXPECT_EQ(st["predictor"]["cache"]["path"].get<std::string>().find((dir_ / "state" / gpu).string()), 0U)
+        << st["predictor"].dump();
+  }
+  Proc all = Proc::spawn({LITHOS_EXE, "status", "--socket", pattern, "--json"}, {}, (dir_ / "node-status").string());
+  ASSERT_EQ(all.wait(), 0) << all.err();
+  EXPECT_EQ(all.lines().size(), 2U);
+
+  d.signal(SIGTERM);
+  EXPECT_EQ(d.wait(), 0) << d.err();
+  for (const std::string& gpu : gpus) EXPECT_FALSE(fs::exists(sockets / ("lithosd-" + gpu + ".sock"))) << gpu;
+  EXPECT_NE(d.err().find("stopping " + gpus[1]), std::string::npos) << d.err();
+
+  // Several GPUs need a socket each.
+  Proc one = Proc::spawn(
+      {LITHOS_EXE, "daemon", "--device", "0,1", "--config", config_, "--socket", (sockets / "one.sock").string()}, env,
+      (dir_ / "daemon-one-socket.log").string());
+  EXPECT_EQ(one.wait(), 2);
+  EXPECT_NE(one.err().find("must hold %g"), std::string::npos) << one.err();
+  // A GPU the driver does not have: said, exit 1.
+  Proc missing = Proc::spawn({LITHOS_EXE, "daemon", "--device", "0,5", "--config", config_, "--socket", pattern}, env,
+                             (dir_ / "daemon-missing.log").string());
+  EXPECT_EQ(missing.wait(), 1);
+  EXPECT_NE(missing.err().find("no slot map for GPU 5"), std::string::npos) << missing.err();
+}
+
 // A high-priority client's launches never wait: they are reported after the
 // fact and accounted; the GPU's markers close them.
 TEST_F(DaemonE2E, HighPriorityLaunchesAreAccounted) {

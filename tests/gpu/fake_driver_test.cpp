@@ -114,6 +114,7 @@ TEST(FakeDriver, OtherDevicesMapsAreCachedBesideTheFirst) {
   auto first = calibrate_device(opt);
   ASSERT_TRUE(first.is_ok()) << first.status().to_string();
   EXPECT_EQ(first->others, "") << "not asked for";
+  EXPECT_EQ(first->device_count, 3);
   opt.other_devices = true;
   auto all = calibrate_device(opt);
   ASSERT_TRUE(all.is_ok()) << all.status().to_string();
