@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # lithos on a node of two GPUs (docs/daemon.md "Nodes with several GPUs"):
-# one lithosd per GPU from one configuration (%g), processes on either GPU,
+# lithosd for both GPUs from one configuration (%g): one process for the
+# node, then one per GPU; processes on either GPU,
 # a torchrun job of two ranks, a process on both GPUs, and confinement on
 # GPU 1 by a process whose first launch is there. Runs on the device machine
 # with the release build carried over; writes under $OUT (default
@@ -65,13 +66,17 @@ sys.exit(0 if a and a == b else 1)
 PY
 }
 
-stamp "two daemons from one configuration"
-SOCKS=/tmp/lg; rm -rf "$SOCKS"; mkdir -p "$SOCKS"
+SOCKS=/tmp/lg
 PATTERN=$SOCKS/lithosd-%g.sock
-cat >"$OUT/lithosd.toml" <<TOML
+SOCK0=$SOCKS/lithosd-${UUID[0]}.sock SOCK1=$SOCKS/lithosd-${UUID[1]}.sock
+# start_daemons ARRANGEMENT: "node" (one lithosd, device = "all") or
+# "per-gpu" (one lithosd per GPU, --device N), from one configuration.
+start_daemons() {
+  rm -rf "$SOCKS"; mkdir -p "$SOCKS"
+  cat >"$OUT/lithosd.toml" <<TOML
 [daemon]
 socket = "$PATTERN"
-state_dir = "$OUT/state-%g"
+state_dir = "$OUT/state-$1-%g"
 mps = "off"
 best_effort_runs_free = false
 [[tenant]]
@@ -85,16 +90,21 @@ priority = "best-effort"
 name = "default"
 priority = "best-effort"
 TOML
-pids=()
-for d in 0 1; do
-  "$LITHOS" daemon --config "$OUT/lithosd.toml" --device "$d" >"$OUT/lithosd-$d.log" 2>&1 &
-  pids+=($!)
-done
-SOCK0=$SOCKS/lithosd-${UUID[0]}.sock SOCK1=$SOCKS/lithosd-${UUID[1]}.sock
-for s in "$SOCK0" "$SOCK1"; do
-  for _ in $(seq 1 300); do "$LITHOS" status --socket "$s" --json >/dev/null 2>&1 && break; sleep 0.1; done
-  "$LITHOS" status --socket "$s" --json >/dev/null 2>&1 && pass "lithosd up at $s" || fail "no lithosd at $s"
-done
+  pids=()
+  if [[ $1 == node ]]; then
+    "$LITHOS" daemon --config "$OUT/lithosd.toml" --device all >"$OUT/lithosd-node.log" 2>&1 &
+    pids+=($!)
+  else
+    for d in 0 1; do
+      "$LITHOS" daemon --config "$OUT/lithosd.toml" --device "$d" >"$OUT/lithosd-$d.log" 2>&1 &
+      pids+=($!)
+    done
+  fi
+  for s in "$SOCK0" "$SOCK1"; do
+    for _ in $(seq 1 300); do "$LITHOS" status --socket "$s" --json >/dev/null 2>&1 && break; sleep 0.1; done
+    "$LITHOS" status --socket "$s" --json >/dev/null 2>&1 && pass "$1: lithosd up at $s" || fail "$1: no lithosd at $s"
+  done
+}
 
 # run LABEL TENANT SOCKET ARGS...: the check under lithos run, stats per pid.
 run() {
@@ -133,56 +143,71 @@ verdict() {  # verdict LABEL PLAIN WHAT EXPR
   stat "$label" "$expr" && pass "$what: $expr" || fail "$what: not $expr"
 }
 
-stamp "processes on GPU 1 and GPU 0, each to its GPU's daemon"
-run be1 train "$PATTERN" python3 "$CHECK" one 1
-verdict be1 plain-one1.json "best-effort on GPU 1" \
-  "d['gpu'] == '${UUID[1]}' and d['state'] == 'connected' and d['grants'] > 0 and s['not_applied'].get('other_device', 0) == 0"
-run hp0 svc "$PATTERN" python3 "$CHECK" one 0
-verdict hp0 plain-one0.json "high-priority on GPU 0" "d['gpu'] == '${UUID[0]}' and d['reported'] > 0"
-run hp1 svc "$PATTERN" python3 "$CHECK" one 1
-verdict hp1 plain-one1.json "high-priority on GPU 1" "d['gpu'] == '${UUID[1]}' and d['reported'] > 0"
+# The same checks with each arrangement of daemons (MULTI_DAEMONS, default
+# both: one lithosd for the node, then one per GPU).
+for A in ${MULTI_DAEMONS:-node per-gpu}; do
+stamp "$A: daemons from one configuration"
+start_daemons "$A"
 
-stamp "torchrun, two ranks, one GPU each"
-run ddp train "$PATTERN" python3 -m torch.distributed.run --standalone --nproc-per-node 2 "$CHECK" ddp
-verdict ddp plain-ddp.json "torchrun 2 ranks" \
+stamp "$A: processes on GPU 1 and GPU 0, each to its GPU's daemon"
+run be1-$A train "$PATTERN" python3 "$CHECK" one 1
+verdict be1-$A plain-one1.json "$A: best-effort on GPU 1" \
+  "d['gpu'] == '${UUID[1]}' and d['state'] == 'connected' and d['grants'] > 0 and s['not_applied'].get('other_device', 0) == 0"
+run hp0-$A svc "$PATTERN" python3 "$CHECK" one 0
+verdict hp0-$A plain-one0.json "$A: high-priority on GPU 0" "d['gpu'] == '${UUID[0]}' and d['reported'] > 0"
+run hp1-$A svc "$PATTERN" python3 "$CHECK" one 1
+verdict hp1-$A plain-one1.json "$A: high-priority on GPU 1" "d['gpu'] == '${UUID[1]}' and d['reported'] > 0"
+
+stamp "$A: torchrun, two ranks, one GPU each"
+run ddp-$A train "$PATTERN" python3 -m torch.distributed.run --standalone --nproc-per-node 2 "$CHECK" ddp
+verdict ddp-$A plain-ddp.json "$A: torchrun 2 ranks" \
   "d['state'] == 'connected' and d['grants'] > 0 and s['not_applied'].get('other_device', 0) == 0"
-python3 - "$OUT" "${UUID[0]}" "${UUID[1]}" <<'PY' && pass "torchrun: each rank at its own GPU's daemon" || fail "torchrun: ranks not one per daemon"
+python3 - "$OUT" "${UUID[0]}" "${UUID[1]}" "$A" <<'PY' && pass "$A: torchrun: each rank at its own GPU's daemon" || fail "$A: torchrun: ranks not one per daemon"
 import glob, json, sys
-gpus = sorted(json.loads(open(f).readline())["daemon"]["gpu"] for f in glob.glob(f"{sys.argv[1]}/stats-ddp-*.json")
+gpus = sorted(json.loads(open(f).readline())["daemon"]["gpu"] for f in glob.glob(f"{sys.argv[1]}/stats-ddp-{sys.argv[4]}-*.json")
               if json.loads(open(f).readline())["daemon"].get("registered"))
-sys.exit(0 if gpus == sorted(sys.argv[2:]) else 1)
+sys.exit(0 if gpus == sorted(sys.argv[2:4]) else 1)
 PY
 
 # Half its launches on each GPU: those on GPU 0 granted, those on GPU 1 not
 # scheduled (no grant, no mask asked for: not_requested).
-stamp "one process on both GPUs, GPU 0's daemon named"
-run both train "$SOCK0" python3 "$CHECK" both
-verdict both plain-both.json "both GPUs, daemon of GPU 0" \
+stamp "$A: one process on both GPUs, GPU 0's daemon named"
+run both-$A train "$SOCK0" python3 "$CHECK" both
+verdict both-$A plain-both.json "$A: both GPUs, daemon of GPU 0" \
   "d['gpu'] == '${UUID[0]}' and d['launches_scheduled'] == \"on the daemon's GPU only\" and d['grants'] > 0 and s['not_applied'].get('not_requested', 0) == d['grants']"
 
-stamp "a process on GPU 1 sent to GPU 0's daemon"
-run other train "$SOCK0" python3 "$CHECK" one 1
+stamp "$A: a process on GPU 1 sent to GPU 0's daemon"
+run other-$A train "$SOCK0" python3 "$CHECK" one 1
 # It sees GPU 0 too, so it registers (it may launch there later), but none
 # of its launches is scheduled. (A process that does not see the daemon's
 # GPU at all leaves at registration: state other_gpu, tested on CPU.)
-verdict other plain-one1.json "GPU 1 process, GPU 0's daemon" \
+verdict other-$A plain-one1.json "$A: GPU 1 process, GPU 0's daemon" \
   "d['state'] == 'connected' and d['grants'] == 0 and d['reported'] == 0 and s['not_applied'].get('not_requested', 0) > 0"
 
-stamp "lithos status over both"
-"$LITHOS" status --socket "$PATTERN" --json >"$OUT/status-all.jsonl" 2>"$OUT/status-all.err"
-python3 - "$OUT/status-all.jsonl" "${UUID[0]}" "${UUID[1]}" <<'PY' && pass "status: both daemons, each its GPU" || fail "status over the pattern"
+stamp "$A: lithos status over both"
+"$LITHOS" status --socket "$PATTERN" --json >"$OUT/status-$A.jsonl" 2>"$OUT/status-$A.err"
+python3 - "$OUT/status-$A.jsonl" "${UUID[0]}" "${UUID[1]}" <<'PY' && pass "$A: status: both GPUs, each its own" || fail "$A: status over the pattern"
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 for r in rows:
     c = r["counters"]
-    print("   ", r["device"]["uuid"], {k: c.get(k) for k in ("clients_accepted", "grants", "clients_gone")})
+    print("   ", r["device"]["uuid"], "pid", r.get("pid"), {k: c.get(k) for k in ("clients_accepted", "grants", "clients_gone")})
 sys.exit(0 if sorted(r["device"]["uuid"] for r in rows) == sorted(sys.argv[2:]) else 1)
 PY
-"$LITHOS" status --socket "$PATTERN" >"$OUT/status-all.txt" 2>&1
-"$LITHOS" status --socket "$PATTERN" --prometheus >/dev/null 2>"$OUT/status-prom.err"
-[[ $? == 2 ]] && pass "status --prometheus over two daemons: exit 2" || fail "status --prometheus over two: not exit 2"
+"$LITHOS" status --socket "$PATTERN" >"$OUT/status-$A.txt" 2>&1
+"$LITHOS" status --socket "$PATTERN" --prometheus >/dev/null 2>"$OUT/status-prom-$A.err"
+[[ $? == 2 ]] && pass "$A: status --prometheus over two sockets: exit 2" || fail "$A: status --prometheus over two: not exit 2"
+
+if [[ $A == node ]]; then
+  python3 - "$OUT/status-$A.jsonl" <<'PY' && pass "node: one process behind both sockets" || fail "node: not one process"
+import json, sys
+sys.exit(0 if len({json.loads(l)["pid"] for l in open(sys.argv[1]) if l.strip()}) == 1 else 1)
+PY
+fi
 for p in "${pids[@]}"; do kill -TERM "$p"; done
 wait "${pids[@]}" 2>/dev/null
+for s in "$SOCK0" "$SOCK1"; do [[ -e $s ]] && fail "$A: $s left after SIGTERM"; done
+done
 
 stamp "confinement on GPU 1 (first launch there; lithos run --tpcs 8 checks against GPU 0's map)"
 timeout -s KILL 120 "$LITHOS" run --tpcs 8 --stats-file "$OUT/stats-smid1-%p.json" -- python3 "$CHECK" smid 1 \
