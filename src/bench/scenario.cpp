@@ -140,8 +140,9 @@ struct Reader {
 };
 
 Result<BenchTenant> parse_tenant(const Reader& rd, const toml::table& t) {
-  LITHOS_RETURN_IF_ERROR(check_keys(rd.source, t, "[[tenant]]",
-                                    {"name", "role", "kind", "workload", "params", "load", "thread_pct", "partition"}));
+  LITHOS_RETURN_IF_ERROR(check_keys(
+      rd.source, t, "[[tenant]]",
+      {"name", "role", "kind", "workload", "params", "load", "thread_pct", "partition", "pauses_best_effort"}));
   BenchTenant out;
   auto name = rd.string(t, "name", "[[tenant]]", true);
   if (!name) return name.status();
@@ -200,6 +201,17 @@ Result<BenchTenant> parse_tenant(const Reader& rd, const toml::table& t) {
   auto part = rd.number(t, "partition", 0.0, 1.0, 0.0);
   if (!part) return part.status();
   out.partition = *part;
+  if (const toml::node* p = t.get("pauses_best_effort")) {
+    if (!p->is_boolean()) {
+      return Status::invalid_argument(where(rd.source, *p) + ": " + ctx +
+                                      ": 'pauses_best_effort' must be true or false");
+    }
+    out.pauses_best_effort = p->as_boolean()->get();
+    if (out.pauses_best_effort && out.role != Role::kHighPriority) {
+      return Status::invalid_argument(where(rd.source, *p) + ": " + ctx +
+                                      ": 'pauses_best_effort' is for an hp tenant (mode lithos)");
+    }
+  }
   return out;
 }
 

@@ -29,6 +29,7 @@ struct BenchTenant {
   double load = 0.0;                                 // service: fraction of alone capacity
   int thread_pct = 100;                              // mode mps-threads: CUDA_MPS_ACTIVE_THREAD_PERCENTAGE
   double partition = 0.0;                            // modes static-partition, lithos-fixed: share of the TPCs
+  bool pauses_best_effort = false;                   // mode lithos, hp: its lithosd tenant's pauses_best_effort
 };
 
 struct BenchPhase {

@@ -225,7 +225,8 @@ struct Parser {
 
   Result<TenantConfig> tenant(const toml::table& t) const {
     LITHOS_RETURN_IF_ERROR(check_keys(
-        t, "[[tenant]]", {"name", "priority", "quota", "slo_ms", "users", "groups", "match", "fallback_tpcs"}));
+        t, "[[tenant]]",
+        {"name", "priority", "quota", "slo_ms", "users", "groups", "match", "fallback_tpcs", "pauses_best_effort"}));
     TenantConfig out;
     out.where = where(source, t);
     auto name = string(t, "name");
@@ -276,6 +277,13 @@ struct Parser {
       }
       if (set->empty()) return error(*n, ctx + ": fallback_tpcs is empty (omit it to let the daemon decide)");
       out.fallback = *set;
+    }
+    if (const toml::node* n = t.get("pauses_best_effort")) {
+      if (!n->is_boolean()) return error(*n, ctx + ": 'pauses_best_effort' must be true or false");
+      out.pauses_best_effort = n->as_boolean()->get();
+      if (out.pauses_best_effort && out.priority != sched::PriorityClass::kHigh) {
+        return error(*n, ctx + ": only a high-priority tenant pauses best-effort work");
+      }
     }
     return out;
   }
@@ -537,6 +545,7 @@ sched::TenantSpec TenantConfig::spec() const {
   s.priority = priority;
   s.quota = quota;
   s.slo = slo;
+  s.pauses_best_effort = pauses_best_effort;
   return s;
 }
 
@@ -881,6 +890,7 @@ std::string config_json(const DaemonConfig& c) {
     for (std::size_t k = 0; k < t.match.size(); ++k) j += (k == 0 ? "" : ",") + json_string(t.match[k]);
     j += "]";
     j += ",\"fallback_tpcs\":" + (t.fallback ? json_string(t.fallback->to_string()) : std::string("null"));
+    j += std::string(",\"pauses_best_effort\":") + (t.pauses_best_effort ? "true" : "false");
     j += "}";
   }
   j += "]}";

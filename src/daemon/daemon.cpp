@@ -124,6 +124,7 @@ Result<sched::ReplayResult> replay_trace(const Trace& trace) {
     t.priority = e.spec.priority;
     t.quota = e.spec.quota;
     t.slo = e.spec.slo;
+    t.pauses_best_effort = e.spec.pauses_best_effort;
     c.tenants.push_back(t);
   }
   auto engine = make_engine(c, trace.header.device);
@@ -823,6 +824,7 @@ std::string Daemon::status_json(std::uint64_t now) const {
               {"runs_free", engine_->runs_free(ts.id)},
               {"fallback", fallback_of(ts.id).to_string()}};
     if (tc.slo) o["slo_ms"] = static_cast<double>(tc.slo->count()) / 1e6;
+    if (tc.pauses_best_effort) o["pauses_best_effort"] = true;
     tenants.push_back(o);
   }
   j["tenants"] = tenants;

@@ -161,6 +161,7 @@ std::string trace_line(const sched::EngineEvent& e) {
       j["quota"] = e.spec.quota;
       j["static"] = e.spec.static_tpcs ? json(*e.spec.static_tpcs) : json(nullptr);
       j["slo_ns"] = e.spec.slo ? json(e.spec.slo->count()) : json(nullptr);
+      if (e.spec.pauses_best_effort) j["pauses_best_effort"] = true;  // absent: false (older traces)
       break;
     case Kind::kAddQueue:
       j["tenant"] = e.id;
@@ -226,6 +227,7 @@ Result<sched::EngineEvent> parse_trace_line(std::string_view line) {
         e.spec.quota = r.num<int>("quota");
         if (!r.at("static").is_null()) e.spec.static_tpcs = r.num<int>("static");
         e.spec.slo = r.opt_ns("slo_ns");
+        e.spec.pauses_best_effort = r.j.contains("pauses_best_effort") && r.flag("pauses_best_effort");
         break;
       }
       case Kind::kAddQueue:

@@ -155,12 +155,14 @@ std::string check_tenant(const Engine& engine, const EngineEvent& e) {
   // A static set matters to the static-partition policy alone.
   const bool static_matters = engine.policy().name() == "static-partition";
   if (have.name == e.spec.name && have.priority == e.spec.priority && have.quota == e.spec.quota &&
+      have.pauses_best_effort == e.spec.pauses_best_effort &&
       (!static_matters || have.static_tpcs == e.spec.static_tpcs)) {
     return "";
   }
   auto show = [](const TenantSpec& t) {
     return "'" + t.name + "' " + (t.priority == PriorityClass::kHigh ? "high" : "best-effort") + " quota " +
-           std::to_string(t.quota) + " static " + (t.static_tpcs ? std::to_string(*t.static_tpcs) : "-");
+           std::to_string(t.quota) + " static " + (t.static_tpcs ? std::to_string(*t.static_tpcs) : "-") +
+           (t.pauses_best_effort ? " pauses best-effort" : "");
   };
   return "tenant " + std::to_string(e.result) + ": logged " + show(e.spec) + ", engine has " + show(have);
 }

@@ -61,6 +61,12 @@ struct TenantSpec {
   // high-priority tenants get their quota and best-effort tenants share what
   // no quota holds.
   std::optional<int> static_tpcs;
+  // High priority only (lithos policy): while this tenant has work on the
+  // GPU, and for the idle grace after, no best-effort atom starts on any TPC.
+  // For a service that shares with a memory-bound trainer what TPC masks
+  // cannot divide (memory bandwidth, L2): best-effort work then runs between
+  // its requests, and only atoms already on the GPU overlap one.
+  bool pauses_best_effort = false;
 };
 
 struct Dim3 {

@@ -952,8 +952,9 @@ Status parse_tenant_tables(const Doc& doc, const toml::table& root, Scenario& sc
   for (std::size_t i = 0; i < tables->size(); ++i) {
     const toml::table& t = *(*tables)[i];
     Fields f(doc, t, element_where(t, "tenant", i));
-    LITHOS_RETURN_IF_ERROR(f.check_keys({"name", "class", "quota", "static_tpcs", "slo_ms", "arrival", "rate_rps",
-                                         "load", "think_us", "request", "trace", "trace_cv", "unit"}));
+    LITHOS_RETURN_IF_ERROR(
+        f.check_keys({"name", "class", "quota", "static_tpcs", "slo_ms", "pauses_best_effort", "arrival", "rate_rps",
+                      "load", "think_us", "request", "trace", "trace_cv", "unit"}));
     TenantConfig tc;
     LITHOS_RETURN_IF_ERROR(f.require("name"));
     LITHOS_RETURN_IF_ERROR(f.string("name", tc.name));
@@ -982,6 +983,10 @@ Status parse_tenant_tables(const Doc& doc, const toml::table& root, Scenario& sc
       tc.static_tpcs = n;
     }
     LITHOS_RETURN_IF_ERROR(f.number("slo_ms", tc.slo_ms, positive(kMaxMs)));
+    LITHOS_RETURN_IF_ERROR(f.boolean("pauses_best_effort", tc.pauses_best_effort));
+    if (tc.pauses_best_effort && tc.priority != sched::PriorityClass::kHigh) {
+      return f.error("pauses_best_effort", "is for a high-priority tenant");
+    }
 
     LITHOS_RETURN_IF_ERROR(f.require("arrival"));
     std::string arrival;

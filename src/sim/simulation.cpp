@@ -86,6 +86,7 @@ class Simulation {
       spec.priority = tc.priority;
       spec.quota = tc.quota;
       spec.static_tpcs = tc.static_tpcs;
+      spec.pauses_best_effort = tc.pauses_best_effort;
       if (tc.slo_ms) spec.slo = Duration(static_cast<std::int64_t>(*tc.slo_ms * 1e6));
       auto tid = log_.add_tenant(spec);
       if (!tid) return tid.status();

@@ -155,6 +155,21 @@ TEST(BenchScenario, DefaultsAndDerivedValues) {
   EXPECT_NE(other->sha, sc->sha);
 }
 
+// An hp tenant's lithosd setting pauses_best_effort (mode lithos writes it
+// into the daemon's configuration); refused for a be tenant.
+TEST(BenchScenario, AnHpTenantMayPauseBestEffortWork) {
+  std::string text = kMinimal;
+  text.insert(text.find("partition = 0.5") + 15, "\npauses_best_effort = true");
+  auto sc = parse_bench_scenario(text, "f.toml");
+  ASSERT_TRUE(sc) << sc.status().message();
+  EXPECT_TRUE(sc->tenants[0].pauses_best_effort);
+  EXPECT_FALSE(sc->tenants[1].pauses_best_effort);
+  EXPECT_NE(error_of(std::string(kMinimal) + "pauses_best_effort = true\n").find("is for an hp tenant"),
+            std::string::npos);
+  EXPECT_NE(error_of(std::string(kMinimal) + "pauses_best_effort = 1\n").find("must be true or false"),
+            std::string::npos);
+}
+
 TEST(BenchScenario, PhasesCarryPerTenantParams) {
   constexpr const char* kPhases = R"(
 [[phase]]

@@ -639,6 +639,30 @@ TEST(DaemonConfig, GlobMatching) {
   EXPECT_TRUE(glob_match("[x]", "[x]"));  // brackets are plain characters
 }
 
+// A service may pause best-effort work while it runs (pauses_best_effort):
+// read, handed to the Engine's spec, shown in the JSON; refused for a
+// best-effort tenant and for anything but a boolean.
+TEST(DaemonConfig, AServiceMayPauseBestEffortWork) {
+  auto c = parse(
+      "[[tenant]]\nname = \"svc\"\npriority = \"high\"\nquota = 10\npauses_best_effort = true\n"
+      "[[tenant]]\nname = \"train\"\n");
+  ASSERT_TRUE(c) << c.status().message();
+  ASSERT_NE(c->tenant("svc"), nullptr);
+  EXPECT_TRUE(c->tenant("svc")->pauses_best_effort);
+  EXPECT_TRUE(c->tenant("svc")->spec().pauses_best_effort);
+  EXPECT_FALSE(c->tenant("train")->spec().pauses_best_effort);
+  const auto j = nlohmann::json::parse(config_json(*c));
+  EXPECT_EQ(j["tenants"][0]["pauses_best_effort"], true);
+  EXPECT_EQ(j["tenants"][1]["pauses_best_effort"], false);
+  EXPECT_NE(parse_error("[[tenant]]\nname = \"train\"\npauses_best_effort = true\n")
+                .find("f.toml:3:22: tenant 'train': only a high-priority tenant pauses best-effort work"),
+            std::string::npos)
+      << parse_error("[[tenant]]\nname = \"train\"\npauses_best_effort = true\n");
+  EXPECT_NE(parse_error("[[tenant]]\nname = \"s\"\npriority = \"high\"\npauses_best_effort = \"yes\"\n")
+                .find("'pauses_best_effort' must be true or false"),
+            std::string::npos);
+}
+
 // ---- JSON -------------------------------------------------------------------
 
 TEST(DaemonConfig, JsonCarriesTheConfiguration) {

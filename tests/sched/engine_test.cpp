@@ -895,6 +895,51 @@ TEST(LithosRules, AServicesLaunchKeepsBestEffortOffUnownedTpcsOnlyIfItHoldsThem)
   }
 }
 
+// A service that pauses best-effort work (TenantSpec::pauses_best_effort):
+// while its launch runs, and for the idle grace after its end, no
+// best-effort atom starts, not even on the TPCs no one owns; then the queued
+// one goes. A service without it leaves the unowned TPCs to the trainer.
+TEST(LithosRules, AServiceThatPausesBestEffortKeepsEveryAtomBackWhileItWorks) {
+  for (const bool pauses : {true, false}) {
+    SCOPED_TRACE(pauses ? "pauses_best_effort" : "default");
+    EngineConfig cfg;
+    cfg.policy.hp_holds_unowned = false;  // else its launch on the unowned TPCs holds them anyway
+    auto e = make_engine("lithos", cfg);
+    TenantSpec svc = high("a", 40);
+    svc.pauses_best_effort = pauses;
+    const TenantId a = *e->add_tenant(svc);
+    const TenantId c = *e->add_tenant(best_effort("c"));
+    const QueueId qa = *e->add_queue(a);
+    const QueueId qc = *e->add_queue(c);
+    LaunchDesc hp = kernel(1, 100);
+    hp.duration_hint = us(300);
+    auto running = e->submit_running(qa, hp, e->immediate_set(a, Time{}), Time{});
+    ASSERT_TRUE(running.is_ok());
+    LaunchDesc be = kernel(2, 20000);
+    be.duration_hint = us(500);
+    ASSERT_TRUE(e->submit(qc, be, time_at(us(10))).is_ok());
+    std::vector<AtomDispatch> out;
+    e->dispatch(time_at(us(10)), out);
+    if (!pauses) {
+      ASSERT_FALSE(out.empty()) << "the unowned TPCs are the trainer's";
+      EXPECT_EQ(out[0].tpcs & TpcSet::range(0, 40), TpcSet{});
+      continue;
+    }
+    EXPECT_TRUE(out.empty()) << "nothing starts while the service works";
+    (void)e->atom_finished(running->atom, Time{}, time_at(us(300)));
+    out.clear();
+    e->dispatch(time_at(us(300)), out);
+    EXPECT_TRUE(out.empty()) << "nor within the idle grace after its end";
+    const Time grace_end = time_at(us(300)) + cfg.policy.idle_grace;
+    EXPECT_LE(e->next_wakeup(), grace_end) << "the Engine looks again when the grace ends";
+    out.clear();
+    e->dispatch(grace_end, out);
+    ASSERT_FALSE(out.empty()) << "after the grace the trainer's atom goes";
+    EXPECT_EQ(out[0].queue, qc);
+    EXPECT_EQ(e->state().tenants[c].spec.pauses_best_effort, false);
+  }
+}
+
 // hp_holds_unowned applies to best-effort borrowers only: with it off, a
 // second service still does not borrow the unowned TPCs under the first
 // one's launch; it runs on its own quota.

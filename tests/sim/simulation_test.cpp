@@ -87,6 +87,46 @@ TEST(Simulation, SameArrivalsUnderEveryPolicy) {
   EXPECT_EQ(a.completed + a.unfinished, b.completed + b.unfinished);
 }
 
+// pauses_best_effort in a scenario reaches the Engine: the same arrivals,
+// and with the service pausing best-effort work the trainer gets less done
+// (it runs only between requests), while the service is no slower.
+TEST(Simulation, AServiceThatPausesBestEffortWorkCostsTheTrainer) {
+  Scenario sc = small_hybrid();
+  ASSERT_TRUE(sc.tenants[0].priority == sched::PriorityClass::kHigh);
+  ASSERT_TRUE(sc.tenants[1].priority == sched::PriorityClass::kBestEffort);
+  auto plain_cmp = compare_policies(sc, {"lithos"}, 1);
+  sc.tenants[0].pauses_best_effort = true;
+  auto paused_cmp = compare_policies(sc, {"lithos"}, 1);
+  ASSERT_TRUE(plain_cmp.is_ok()) << plain_cmp.status().to_string();
+  ASSERT_TRUE(paused_cmp.is_ok()) << paused_cmp.status().to_string();
+  const auto& plain = plain_cmp->policies[0];
+  const auto& paused = paused_cmp->policies[0];
+  EXPECT_EQ(plain.tenants[0].completed + plain.tenants[0].unfinished,
+            paused.tenants[0].completed + paused.tenants[0].unfinished);
+  EXPECT_LT(paused.tenants[1].throughput, 0.9 * plain.tenants[1].throughput)
+      << plain.tenants[1].throughput << " -> " << paused.tenants[1].throughput;
+  EXPECT_LE(paused.tenants[0].p99_ms, plain.tenants[0].p99_ms * 1.02)
+      << plain.tenants[0].p99_ms << " -> " << paused.tenants[0].p99_ms;
+  EXPECT_EQ(paused.conservation_violations, 0U);
+  // Only a high-priority tenant may: the scenario says which field is wrong.
+  auto bad = parse_scenario(R"([scenario]
+name = "x"
+[[kernel]]
+name = "k"
+duration_us = 10
+blocks = 66
+[[tenant]]
+name = "t"
+class = "best-effort"
+pauses_best_effort = true
+arrival = "closed"
+request = "k"
+)",
+                            "t.toml", ".");
+  ASSERT_FALSE(bad.is_ok());
+  EXPECT_NE(bad.status().message().find("pauses_best_effort"), std::string::npos) << bad.status().message();
+}
+
 TEST(Simulation, InvariantsHoldUnderEveryPolicy) {
   const Scenario sc = small_hybrid();
   for (const auto& info : sched::policy_catalog()) {
