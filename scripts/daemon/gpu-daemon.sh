@@ -112,17 +112,8 @@ start_daemon() {
 [daemon]
 socket = "$SOCK"
 mps = "off"
-[[tenant]]
-name = "svc"
-priority = "high"
-quota = 40
-[[tenant]]
-name = "train"
-priority = "best-effort"
-[[tenant]]
-name = "default"
-priority = "best-effort"
 TOML
+  cat scripts/daemon/tenants.toml >>"$WORK/lithosd.toml"
   "$LITHOS" daemon --config "$WORK/lithosd.toml" --device 0 >>"$WORK/lithosd.log" 2>&1 &
   daemon_pid=$!
   daemon_t0=$(date +%s.%N)

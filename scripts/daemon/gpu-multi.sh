@@ -79,17 +79,8 @@ socket = "$PATTERN"
 state_dir = "$OUT/state-$1-%g"
 mps = "off"
 best_effort_runs_free = false
-[[tenant]]
-name = "svc"
-priority = "high"
-quota = 40
-[[tenant]]
-name = "train"
-priority = "best-effort"
-[[tenant]]
-name = "default"
-priority = "best-effort"
 TOML
+  cat scripts/daemon/tenants.toml >>"$OUT/lithosd.toml"
   pids=()
   if [[ $1 == node ]]; then
     "$LITHOS" daemon --config "$OUT/lithosd.toml" --device all >"$OUT/lithosd-node.log" 2>&1 &
