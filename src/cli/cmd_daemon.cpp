@@ -168,22 +168,13 @@ int run_replay(const std::string& path) {
   return r->same ? 0 : 1;
 }
 
-// How many devices the driver shows (asked in a forked child: this process
-// must not initialise CUDA before the calibrations' forks).
-Result<int> visible_devices() {
-  gpu::CalibrateRunOptions copt;
-  copt.device = 0;
-  copt.other_devices = true;  // every map in one child: each GPU's setup then reads the cache
-  auto r = gpu::calibrate_device(copt);
-  if (!r) return r.status();
-  if (r->device_count <= 0) return Status::unavailable("the driver shows no device");
-  return r->device_count;
-}
-
 // The shape and UUID of GPU `device` into `opt`: from --slot-map, the
 // calibration cache (or a calibration now), or assumed to be an H100 SXM when
-// neither works and the GPU need not be known. Returns an exit status (0: go on).
-int read_gpu(const DaemonArgs& a, int device, bool must_know, daemon::DaemonOptions* opt) {
+// neither works and the GPU need not be known. With `device_count`, the
+// calibration child also fills the cache with every other device's map and
+// counts the devices (this process must not initialise CUDA itself before
+// the calibrations' forks). Returns an exit status (0: go on).
+int read_gpu(const DaemonArgs& a, int device, bool must_know, daemon::DaemonOptions* opt, int* device_count = nullptr) {
   opt->device = sched::DeviceShape::h100_sxm();
   if (!a.slot_map.empty()) {
     auto m = gpu::slot_map_load(a.slot_map);
@@ -201,7 +192,9 @@ int read_gpu(const DaemonArgs& a, int device, bool must_know, daemon::DaemonOpti
   if (a.no_gpu) return 0;
   gpu::CalibrateRunOptions copt;
   copt.device = device;
+  copt.other_devices = device_count != nullptr;
   auto r = gpu::calibrate_device(copt);
+  if (r && device_count != nullptr) *device_count = r->device_count;
   if (!r) {
     if (must_know) {
       std::fprintf(stderr, "lithos daemon: no slot map for GPU %d: %s\n", device, r.status().message().c_str());
@@ -298,20 +291,22 @@ int run_daemon(const DaemonArgs& a) {
     // Each GPU's predictor cache apart: a folder per GPU under state_dir.
     if (!ipc::names_gpu(cfg.state_dir)) cfg.state_dir += "/%g";
   }
-  if (all) {
-    auto count = visible_devices();
-    if (!count) {
-      std::fprintf(stderr, "lithos daemon: device all: %s\n", count.status().message().c_str());
-      return kFailure;
-    }
-    for (int d = 0; d < *count; ++d) devices.push_back(d);
-  }
+  if (all) devices = {0};  // the rest once the first calibration child has counted them
 
   // Each GPU: its TPCs, GPCs and UUID, and the configuration with "%g" put in.
   std::vector<daemon::DaemonOptions> opts;
-  for (const int device : devices) {
+  for (std::size_t i = 0; i < devices.size(); ++i) {
+    const int device = devices[i];
     daemon::DaemonOptions opt;
-    if (const int rc = read_gpu(a, device, several, &opt); rc != 0) return rc;
+    int count = 0;
+    if (const int rc = read_gpu(a, device, several, &opt, all && i == 0 ? &count : nullptr); rc != 0) return rc;
+    if (all && i == 0) {
+      if (count <= 0) {
+        std::fprintf(stderr, "lithos daemon: device all: the driver shows no device\n");
+        return kFailure;
+      }
+      for (int d = 1; d < count; ++d) devices.push_back(d);
+    }
     opt.config = cfg;
     for (std::string* named : {&opt.config.socket, &opt.config.state_dir, &opt.config.trace}) {
       if (!ipc::names_gpu(*named)) continue;
