@@ -2,7 +2,6 @@
 
 #include <poll.h>
 #include <sys/prctl.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -23,12 +22,13 @@ namespace lithos::daemon {
 
 namespace {
 
-// CPU seconds this process has used (user + system).
+// CPU seconds the calling thread has used (user + system): the loop's, since
+// run() and status_json() run on it. One lithosd serving several GPUs runs a
+// loop thread per GPU, and each reports its own.
 double cpu_seconds() {
-  rusage u{};
-  if (::getrusage(RUSAGE_SELF, &u) != 0) return 0;
-  auto s = [](const timeval& t) { return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) / 1e6; };
-  return s(u.ru_utime) + s(u.ru_stime);
+  timespec t{};
+  if (::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t) != 0) return 0;
+  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) / 1e9;
 }
 
 // The engine's hardware priority as the client applies it to a stream
@@ -794,7 +794,7 @@ std::string Daemon::status_json(std::uint64_t now) const {
     j["settings"] = settings;
   }
   j["uptime_s"] = static_cast<double>(now - started_ns_) / 1e9;
-  j["cpu_s"] = cpu_seconds();  // the daemon's own CPU time since it started (it spins while work is in flight)
+  j["cpu_s"] = cpu_seconds();  // the loop thread's CPU time since it started (it spins while work is in flight)
   j["trace"] =
       options_.config.trace.empty()
           ? nlohmann::json(nullptr)
