@@ -6,6 +6,9 @@
 # GPU 1 by a process whose first launch is there. Runs on the device machine
 # with the release build carried over; writes under $OUT (default
 # /tmp/lithos-multi) and prints PASS/FAIL lines and a short table last.
+# MULTI_DAEMONS chooses the arrangements (default "node per-gpu"), MULTI_MPS
+# the daemons' mps setting (default off; "auto": the one lithosd for the
+# node starts an MPS control daemon for both GPUs and quits it at the end).
 # Exit status: the number of failed checks.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -77,7 +80,7 @@ start_daemons() {
 [daemon]
 socket = "$PATTERN"
 state_dir = "$OUT/state-$1-%g"
-mps = "off"
+mps = "${MULTI_MPS:-off}"
 best_effort_runs_free = false
 TOML
   cat scripts/daemon/tenants.toml >>"$OUT/lithosd.toml"
@@ -198,6 +201,13 @@ fi
 for p in "${pids[@]}"; do kill -TERM "$p"; done
 wait "${pids[@]}" 2>/dev/null
 for s in "$SOCK0" "$SOCK1"; do [[ -e $s ]] && fail "$A: $s left after SIGTERM"; done
+if [[ ${MULTI_MPS:-off} == auto && $A == node ]]; then
+  grep -q "MPS started" "$OUT/lithosd-node.log" && pass "node: lithosd started MPS for both GPUs" ||
+    fail "node: lithosd did not start MPS"
+  sleep 1
+  pgrep -x nvidia-cuda-mps-control >/dev/null && fail "node: MPS left running after lithosd stopped" ||
+    pass "node: MPS quit with lithosd"
+fi
 done
 
 stamp "confinement on GPU 1 (first launch there; lithos run --tpcs 8 checks against GPU 0's map)"
