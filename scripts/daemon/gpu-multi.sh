@@ -205,7 +205,9 @@ if [[ ${MULTI_MPS:-off} == auto && $A == node ]]; then
   grep -q "MPS started" "$OUT/lithosd-node.log" && pass "node: lithosd started MPS for both GPUs" ||
     fail "node: lithosd did not start MPS"
   sleep 1
-  pgrep -x nvidia-cuda-mps-control >/dev/null && fail "node: MPS left running after lithosd stopped" ||
+  # The kernel keeps 15 characters of a process name: "nvidia-cuda-mps" is
+  # both the control daemon and its server.
+  pgrep -x nvidia-cuda-mps >/dev/null && fail "node: MPS left running after lithosd stopped" ||
     pass "node: MPS quit with lithosd"
 fi
 done
