@@ -333,11 +333,8 @@ namespace {
 
 // The other devices' maps into the same cache (CalibrateRunOptions::
 // other_devices), in the calibration child.
-std::string calibrate_other_devices(const CalibrateRunOptions& options, std::chrono::steady_clock::time_point start) {
-  auto api = load_driver_api();
-  if (!api) return "";
-  int count = 0;
-  if (api->cuDeviceGetCount(&count) != CUDA_SUCCESS) return "";
+std::string calibrate_other_devices(const CalibrateRunOptions& options, int count,
+                                    std::chrono::steady_clock::time_point start) {
   std::string out;
   for (int d = 0; d < count; ++d) {
     if (d == options.device) continue;
@@ -373,7 +370,7 @@ Result<CalibrateRunResult> calibrate_device(const CalibrateRunOptions& options) 
         if (!r) return r.status();
         if (auto api = load_driver_api(); api && api->cuDeviceGetCount(&r->device_count) != CUDA_SUCCESS)
           r->device_count = 0;
-        if (options.other_devices) r->others = calibrate_other_devices(options, start);
+        if (options.other_devices) r->others = calibrate_other_devices(options, r->device_count, start);
         return encode_run(*r);
       },
       options.timeout_s, "calibration");

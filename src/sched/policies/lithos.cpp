@@ -49,14 +49,13 @@ Placement LithosPolicy::place(const EngineState& state, const QueueState& queue,
   const TenantState& t = state.tenants[static_cast<std::size_t>(queue.tenant)];
   const DeviceShape& dev = state.config.device;
 
-  // A service that pauses best-effort work: none starts while it has work
-  // (its completion decides again) or has just drained (it may be back).
+  // A service that pauses best-effort work: none starts while it is active
+  // (it has work: its completion decides again; or it has just drained and
+  // may be back: look again when the grace ends).
   if (!t.is_high()) {
     for (const TenantState& o : state.tenants) {
-      if (!o.is_high() || !o.spec.pauses_best_effort) continue;
-      if (o.has_work()) return Placement::wait(kTimeNever);
-      const Time grace_end = o.idle_since + state.config.policy.idle_grace;
-      if (now < grace_end) return Placement::wait(grace_end);
+      if (!o.is_high() || !o.spec.pauses_best_effort || !state.active(o.id, now)) continue;
+      return Placement::wait(o.has_work() ? kTimeNever : o.idle_since + state.config.policy.idle_grace);
     }
   }
 
