@@ -8,7 +8,9 @@
 # /tmp/lithos-multi) and prints PASS/FAIL lines and a short table last.
 # MULTI_DAEMONS chooses the arrangements (default "node per-gpu"), MULTI_MPS
 # the daemons' mps setting (default off; "auto": the one lithosd for the
-# node starts an MPS control daemon for both GPUs and quits it at the end).
+# node starts an MPS control daemon for both GPUs and quits it at the end;
+# "attach": this script starts one MPS control daemon before each
+# arrangement, every lithosd attaches to it, and it must outlive them).
 # Exit status: the number of failed checks.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -76,6 +78,10 @@ SOCK0=$SOCKS/lithosd-${UUID[0]}.sock SOCK1=$SOCKS/lithosd-${UUID[1]}.sock
 # "per-gpu" (one lithosd per GPU, --device N), from one configuration.
 start_daemons() {
   rm -rf "$SOCKS"; mkdir -p "$SOCKS"
+  if [[ ${MULTI_MPS:-off} == attach ]]; then
+    nvidia-cuda-mps-control -d && pass "$1: MPS control daemon started for the daemons to attach to" ||
+      fail "$1: cannot start an MPS control daemon"
+  fi
   cat >"$OUT/lithosd.toml" <<TOML
 [daemon]
 socket = "$PATTERN"
@@ -198,9 +204,23 @@ import json, sys
 sys.exit(0 if len({json.loads(l)["pid"] for l in open(sys.argv[1]) if l.strip()}) == 1 else 1)
 PY
 fi
+if [[ ${MULTI_MPS:-off} != off ]]; then
+  # The clients went through MPS: its control daemon has spawned a server.
+  srv=$(echo get_server_list | timeout 10 nvidia-cuda-mps-control 2>/dev/null | tr '\n' ' ')
+  [[ -n ${srv// /} ]] && pass "$A: the clients ran under MPS (server $srv)" || fail "$A: no MPS server was spawned"
+fi
 for p in "${pids[@]}"; do kill -TERM "$p"; done
 wait "${pids[@]}" 2>/dev/null
 for s in "$SOCK0" "$SOCK1"; do [[ -e $s ]] && fail "$A: $s left after SIGTERM"; done
+if [[ ${MULTI_MPS:-off} == attach ]]; then
+  # A daemon that attached never quits MPS; the other GPU's clients need it.
+  sleep 1
+  pgrep -x nvidia-cuda-mps >/dev/null && pass "$A: MPS outlived the lithosd that attached to it" ||
+    fail "$A: MPS gone after the attached lithosd stopped"
+  echo quit | timeout 30 nvidia-cuda-mps-control
+  sleep 1
+  pgrep -x nvidia-cuda-mps >/dev/null && fail "$A: MPS still running after quit" || true
+fi
 if [[ ${MULTI_MPS:-off} == auto && $A == node ]]; then
   grep -q "MPS started" "$OUT/lithosd-node.log" && pass "node: lithosd started MPS for both GPUs" ||
     fail "node: lithosd did not start MPS"
