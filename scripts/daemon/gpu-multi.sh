@@ -26,6 +26,13 @@ fails=0
 pass() { echo "PASS $*"; echo "| $* | pass |" >>"$OUT/checks.txt"; }
 fail() { echo "FAIL $*"; echo "| $* | **FAIL** |" >>"$OUT/checks.txt"; fails=$((fails + 1)); }
 stamp() { echo "[$(date +%T)] $*"; }
+# gone_within N: no MPS process (control daemon or server) within N seconds.
+# The kernel keeps 15 characters of a process name: "nvidia-cuda-mps" is
+# both of them.
+gone_within() {
+  for _ in $(seq 1 $(($1 * 10))); do pgrep -x nvidia-cuda-mps >/dev/null || return 0; sleep 0.1; done
+  return 1
+}
 
 "$LITHOS" --version
 nvidia-smi --query-gpu=index,name,uuid,driver_version --format=csv,noheader
@@ -218,16 +225,13 @@ if [[ ${MULTI_MPS:-off} == attach ]]; then
   pgrep -x nvidia-cuda-mps >/dev/null && pass "$A: MPS outlived the lithosd that attached to it" ||
     fail "$A: MPS gone after the attached lithosd stopped"
   echo quit | timeout 30 nvidia-cuda-mps-control
-  sleep 1
-  pgrep -x nvidia-cuda-mps >/dev/null && fail "$A: MPS still running after quit" || true
+  gone_within 15 || fail "$A: MPS still running 15 s after quit"
 fi
 if [[ ${MULTI_MPS:-off} == auto && $A == node ]]; then
   grep -q "MPS started" "$OUT/lithosd-node.log" && pass "node: lithosd started MPS for both GPUs" ||
     fail "node: lithosd did not start MPS"
-  sleep 1
-  # The kernel keeps 15 characters of a process name: "nvidia-cuda-mps" is
-  # both the control daemon and its server.
-  pgrep -x nvidia-cuda-mps >/dev/null && fail "node: MPS left running after lithosd stopped" ||
+  # lithosd waits for the MPS it quits to be gone before it exits.
+  pgrep -x nvidia-cuda-mps >/dev/null && fail "node: MPS left running after lithosd exited" ||
     pass "node: MPS quit with lithosd"
 fi
 done

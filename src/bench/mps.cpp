@@ -22,10 +22,12 @@ bool control_socket_exists(const std::string& dir) {
   return ::stat((dir + "/pipe/control").c_str(), &st) == 0;
 }
 
-// The MPS processes (control daemon, server) serving our pipe directory:
-// nvidia-cuda-mps-* programs whose environment names it. The socket file
+}  // namespace
+
+// nvidia-cuda-mps-* programs (the control daemon, its servers), those
+// whose environment names `pipe_dir` when it is not empty. The socket file
 // can outlive the daemon, so this is what says it is gone.
-std::vector<pid_t> daemon_pids(const std::string& pipe_dir) {
+std::vector<pid_t> mps_process_ids(const std::string& pipe_dir) {
   std::vector<pid_t> pids;
   std::error_code ec;
   const std::string needle = "CUDA_MPS_PIPE_DIRECTORY=" + pipe_dir;
@@ -36,6 +38,10 @@ std::vector<pid_t> daemon_pids(const std::string& pipe_dir) {
     std::string c;
     std::getline(comm, c);
     if (c.rfind("nvidia-cuda-mps", 0) != 0) continue;
+    if (pipe_dir.empty()) {
+      pids.push_back(static_cast<pid_t>(std::stol(name)));
+      continue;
+    }
     std::string text;
     const int fd = ::open((e.path() / "environ").c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) continue;
@@ -54,8 +60,6 @@ std::vector<pid_t> daemon_pids(const std::string& pipe_dir) {
   }
   return pids;
 }
-
-}  // namespace
 
 Result<std::unique_ptr<MpsDaemon>> MpsDaemon::start(const std::string& control, const std::string& log_path) {
   char tmpl[] = "/tmp/lithos-mps-XXXXXX";  // short: the socket path must fit sun_path
@@ -95,10 +99,10 @@ Status MpsDaemon::stop() {
   auto rc = run_command({control_}, client_env(), "quit", 30.0, log_path_);
   const std::string pipe = dir_ + "/pipe";
   // The server exits once its clients are gone, then the control daemon.
-  for (int i = 0; i < 1500 && !daemon_pids(pipe).empty(); ++i) ::usleep(10'000);
-  for (int i = 0; i < 100 && control_socket_exists(dir_) && daemon_pids(pipe).empty(); ++i) ::usleep(10'000);
+  for (int i = 0; i < 1500 && !mps_process_ids(pipe).empty(); ++i) ::usleep(10'000);
+  for (int i = 0; i < 100 && control_socket_exists(dir_) && mps_process_ids(pipe).empty(); ++i) ::usleep(10'000);
   if (!rc) return rc.status().with_context("stopping the MPS daemon");
-  if (const auto left = daemon_pids(pipe); !left.empty()) {
+  if (const auto left = mps_process_ids(pipe); !left.empty()) {
     // Ours, with no clients left (they were stopped first): end it.
     for (pid_t p : left) ::kill(p, SIGTERM);
     return Status::unavailable("the MPS daemon in " + dir_ + " did not exit 15 s after quit; sent SIGTERM to " +

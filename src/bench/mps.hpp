@@ -4,13 +4,21 @@
 // GPU setting (compute mode, clocks and the rest stay as found).
 #pragma once
 
+#include <sys/types.h>
+
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "bench/process.hpp"
 #include "common/status.hpp"
 
 namespace lithos::bench {
+
+// Processes of nvidia-cuda-mps-* programs (control daemons, servers) on
+// this machine; only those whose environment sets CUDA_MPS_PIPE_DIRECTORY
+// to `pipe_dir` when it is not empty.
+std::vector<pid_t> mps_process_ids(const std::string& pipe_dir);
 
 class MpsDaemon {
  public:
