@@ -202,12 +202,13 @@ Result<BenchTenant> parse_tenant(const Reader& rd, const toml::table& t) {
   if (!part) return part.status();
   out.partition = *part;
   if (const toml::node* p = t.get("pauses_best_effort")) {
-    if (!p->is_boolean()) {
-      return Status::invalid_argument(where(rd.source, *p) + ": " + ctx +
-                                      ": 'pauses_best_effort' must be true or false");
+    const auto mode = sched::best_effort_pause_of(p->value_exact<bool>(), p->value_exact<std::string_view>());
+    if (!mode) {
+      return Status::invalid_argument(where(rd.source, *p) + ": " + ctx + ": 'pauses_best_effort' " +
+                                      sched::kBestEffortPauseRule);
     }
-    out.pauses_best_effort = p->as_boolean()->get();
-    if (out.pauses_best_effort && out.role != Role::kHighPriority) {
+    out.pauses_best_effort = *mode;
+    if (out.pauses_best_effort != sched::BestEffortPause::kNever && out.role != Role::kHighPriority) {
       return Status::invalid_argument(where(rd.source, *p) + ": " + ctx +
                                       ": 'pauses_best_effort' is for an hp tenant (mode lithos)");
     }

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/status.hpp"
+#include "sched/types.hpp"
 
 namespace lithos::bench {
 
@@ -29,7 +30,8 @@ struct BenchTenant {
   double load = 0.0;                                 // service: fraction of alone capacity
   int thread_pct = 100;                              // mode mps-threads: CUDA_MPS_ACTIVE_THREAD_PERCENTAGE
   double partition = 0.0;                            // modes static-partition, lithos-fixed: share of the TPCs
-  bool pauses_best_effort = false;                   // mode lithos, hp: its lithosd tenant's pauses_best_effort
+  // mode lithos, hp: its lithosd tenant's pauses_best_effort (true, false or "auto")
+  sched::BestEffortPause pauses_best_effort = sched::BestEffortPause::kNever;
 };
 
 struct BenchPhase {

@@ -9,6 +9,7 @@
 // there is none; this process never initialises CUDA), starts or attaches to
 // MPS as configured, and runs until SIGINT/SIGTERM. Precedence of settings:
 // flags > environment (LITHOSD_*) > the config file > defaults.
+#include <fmt/format.h>
 #include <signal.h>
 #include <unistd.h>
 #include <CLI/CLI.hpp>
@@ -462,6 +463,23 @@ void print_human(std::FILE* f, const nlohmann::json& j) {
                  t.value("active", false) ? "yes" : "no", t.value("pending_launches", 0), t.value("inflight_atoms", 0),
                  t.value("held", std::string()).c_str(),
                  (t.value("allocation", std::string()) + (t.value("runs_free", false) ? " (runs free)" : "")).c_str());
+  }
+  for (const auto& t : j["tenants"]) {
+    if (!t.contains("pause") || !t["pause"].is_object()) continue;
+    const nlohmann::json& p = t["pause"];
+    const bool automatic = t.value("pauses_best_effort", nlohmann::json()).is_string();
+    std::string line = t.value("name", std::string()) + " pauses best effort " +
+                       (automatic ? "(auto): " + p.value("phase", std::string()) : std::string("whenever it works"));
+    if (p.contains("until_ms")) line += fmt::format(" for {:.1f} s more", p.value("until_ms", 0.0) / 1e3);
+    if (automatic) {
+      if (p.contains("slowdown")) {
+        line +=
+            fmt::format("; beside best effort its work last took {:.2f}x as long as without", p.value("slowdown", 0.0));
+      }
+      line += fmt::format(" ({} verdicts, {} pauses, {} probes)", p.value("verdicts", 0ULL), p.value("pauses", 0ULL),
+                          p.value("probes", 0ULL));
+    }
+    std::fprintf(f, "%s\n", line.c_str());
   }
   std::fprintf(f, "\n%-6s %-8s %-16s %-16s %7s %10s %10s\n", "client", "pid", "program", "tenant", "streams",
                "launches", "grants");

@@ -279,9 +279,10 @@ struct Parser {
       out.fallback = *set;
     }
     if (const toml::node* n = t.get("pauses_best_effort")) {
-      if (!n->is_boolean()) return error(*n, ctx + ": 'pauses_best_effort' must be true or false");
-      out.pauses_best_effort = n->as_boolean()->get();
-      if (out.pauses_best_effort && out.priority != sched::PriorityClass::kHigh) {
+      const auto mode = sched::best_effort_pause_of(n->value_exact<bool>(), n->value_exact<std::string_view>());
+      if (!mode) return error(*n, ctx + ": 'pauses_best_effort' " + sched::kBestEffortPauseRule);
+      out.pauses_best_effort = *mode;
+      if (out.pauses_best_effort != sched::BestEffortPause::kNever && out.priority != sched::PriorityClass::kHigh) {
         return error(*n, ctx + ": only a high-priority tenant pauses best-effort work");
       }
     }
@@ -890,7 +891,9 @@ std::string config_json(const DaemonConfig& c) {
     for (std::size_t k = 0; k < t.match.size(); ++k) j += (k == 0 ? "" : ",") + json_string(t.match[k]);
     j += "]";
     j += ",\"fallback_tpcs\":" + (t.fallback ? json_string(t.fallback->to_string()) : std::string("null"));
-    j += std::string(",\"pauses_best_effort\":") + (t.pauses_best_effort ? "true" : "false");
+    j += std::string(",\"pauses_best_effort\":") + (t.pauses_best_effort == sched::BestEffortPause::kAuto
+                                                        ? "\"auto\""
+                                                        : best_effort_pause_name(t.pauses_best_effort));
     j += "}";
   }
   j += "]}";

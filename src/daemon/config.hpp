@@ -68,9 +68,9 @@ struct TenantConfig {
   // Where its clients run when the daemon is gone; unset: the daemon decides
   // (its quota's TPCs for high priority, the TPCs no quota holds otherwise).
   std::optional<sched::TpcSet> fallback;
-  // High only (lithos policy): while it has work on the GPU, best-effort
-  // atoms wait (sched::TenantSpec::pauses_best_effort).
-  bool pauses_best_effort = false;
+  // High only (lithos policy): whether best-effort atoms wait while it has
+  // work on the GPU (sched::BestEffortPause; true, false or "auto").
+  sched::BestEffortPause pauses_best_effort = sched::BestEffortPause::kNever;
   // "file:line:column" of its [[tenant]] table, for messages; empty for the
   // implicit default tenant and tenants built in code.
   std::string where;

@@ -824,7 +824,15 @@ std::string Daemon::status_json(std::uint64_t now) const {
               {"runs_free", engine_->runs_free(ts.id)},
               {"fallback", fallback_of(ts.id).to_string()}};
     if (tc.slo) o["slo_ms"] = static_cast<double>(tc.slo->count()) / 1e6;
-    if (tc.pauses_best_effort) o["pauses_best_effort"] = true;
+    if (tc.pauses_best_effort == sched::BestEffortPause::kAlways) o["pauses_best_effort"] = true;
+    if (tc.pauses_best_effort == sched::BestEffortPause::kAuto) o["pauses_best_effort"] = "auto";
+    if (auto p = engine_->policy().pause_report(st, ts.id, t)) {
+      json pj = {
+          {"phase", std::string(p->phase)}, {"pauses", p->pauses}, {"probes", p->probes}, {"verdicts", p->verdicts}};
+      if (p->verdicts > 0) pj["slowdown"] = p->slowdown;
+      if (p->until != kTimeNever) pj["until_ms"] = std::max(0.0, to_ms(p->until - t));
+      o["pause"] = pj;
+    }
     tenants.push_back(o);
   }
   j["tenants"] = tenants;

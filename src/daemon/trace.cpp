@@ -161,7 +161,9 @@ std::string trace_line(const sched::EngineEvent& e) {
       j["quota"] = e.spec.quota;
       j["static"] = e.spec.static_tpcs ? json(*e.spec.static_tpcs) : json(nullptr);
       j["slo_ns"] = e.spec.slo ? json(e.spec.slo->count()) : json(nullptr);
-      if (e.spec.pauses_best_effort) j["pauses_best_effort"] = true;  // absent: false (older traces)
+      // Absent: false (older traces); true; or "auto".
+      if (e.spec.pauses_best_effort == sched::BestEffortPause::kAlways) j["pauses_best_effort"] = true;
+      if (e.spec.pauses_best_effort == sched::BestEffortPause::kAuto) j["pauses_best_effort"] = "auto";
       break;
     case Kind::kAddQueue:
       j["tenant"] = e.id;
@@ -227,7 +229,13 @@ Result<sched::EngineEvent> parse_trace_line(std::string_view line) {
         e.spec.quota = r.num<int>("quota");
         if (!r.at("static").is_null()) e.spec.static_tpcs = r.num<int>("static");
         e.spec.slo = r.opt_ns("slo_ns");
-        e.spec.pauses_best_effort = r.j.contains("pauses_best_effort") && r.flag("pauses_best_effort");
+        if (r.j.contains("pauses_best_effort") && r.j["pauses_best_effort"].is_string()) {
+          if (r.str("pauses_best_effort") != "auto")
+            throw std::runtime_error("'pauses_best_effort' must be true, false or \"auto\"");
+          e.spec.pauses_best_effort = sched::BestEffortPause::kAuto;
+        } else if (r.j.contains("pauses_best_effort") && r.flag("pauses_best_effort")) {
+          e.spec.pauses_best_effort = sched::BestEffortPause::kAlways;
+        }
         break;
       }
       case Kind::kAddQueue:

@@ -486,6 +486,12 @@ AtomDispatch Engine::carve(QueueState& q, PendingLaunch& head, const Placement& 
   a.tenant_slot = static_cast<std::uint32_t>(t.inflight.size());
   t.inflight.push_back(id);
   ++counters_.atoms;
+  a.best_effort_then = state_.best_effort_inflight > 0;
+  a.best_effort_dispatches_then = state_.best_effort_dispatches;
+  if (!t.is_high()) {
+    ++state_.best_effort_inflight;
+    ++state_.best_effort_dispatches;
+  }
 
   if (d.last) {
     if (--t.need_count[static_cast<std::size_t>(head.need)] == 0 && head.need == t.max_need) {
@@ -511,6 +517,7 @@ Completion Engine::atom_finished(AtomId id, Time start, Time end) {
   // The right-sizing fit models whole kernels: atoms of split launches are
   // not samples of it.
   if (traits_.rightsize && a.whole) state_.rightsizer.observe(a.key, std::max(used, 1), ran);
+  policy_->on_ran(state_, a, start, end);
 
   c.launch = a.launch;
   c.queue = a.queue;
@@ -548,6 +555,7 @@ void Engine::release_atom(AtomId id, Time end) {
     q.floor = std::max(q.floor, end);
   }
   --t.inflight_atoms;
+  if (!t.is_high() && state_.best_effort_inflight > 0) --state_.best_effort_inflight;
   if (!a.stolen.empty() && t.stolen_inflight > 0) --t.stolen_inflight;
   if (!t.has_work()) t.idle_since = end;
   policy_->on_finish(state_, a, end);

@@ -153,6 +153,11 @@ struct InflightAtom {
   Duration predicted{};           // its predicted run time when dispatched; 0: none
   Time end_base{};                // predicted end minus its queue's shift (EngineState::predicted_end)
   std::uint32_t tenant_slot = 0;  // its index in TenantState::inflight
+  // What ran beside it (EngineState::beside_best_effort): whether a
+  // best-effort atom was in flight when it was dispatched, and how many
+  // best-effort atoms had been dispatched by then.
+  bool best_effort_then = false;
+  std::uint64_t best_effort_dispatches_then = 0;
 };
 
 // Everything the Engine knows; policies read it (and write `owned`).
@@ -197,6 +202,13 @@ struct EngineState {
   TpcSet held(TenantId t) const;
   // TPCs held by in-flight atoms of tenants other than `t`.
   TpcSet held_by_others(TenantId t) const;
+  // Whether a best-effort atom was in flight at some time between atom
+  // `a`'s dispatch and now: one was then, or one has been dispatched since.
+  bool beside_best_effort(const InflightAtom& a) const {
+    return a.best_effort_then || best_effort_dispatches != a.best_effort_dispatches_then;
+  }
+  std::uint32_t best_effort_inflight = 0;    // best-effort atoms in flight
+  std::uint64_t best_effort_dispatches = 0;  // best-effort atoms dispatched so far
 
   std::vector<TenantId> owner_;  // per TPC; maintained by Engine from TenantState::owned
 };

@@ -162,7 +162,9 @@ std::string check_tenant(const Engine& engine, const EngineEvent& e) {
   auto show = [](const TenantSpec& t) {
     return "'" + t.name + "' " + (t.priority == PriorityClass::kHigh ? "high" : "best-effort") + " quota " +
            std::to_string(t.quota) + " static " + (t.static_tpcs ? std::to_string(*t.static_tpcs) : "-") +
-           (t.pauses_best_effort ? " pauses best-effort" : "");
+           (t.pauses_best_effort != BestEffortPause::kNever
+                ? std::string(" pauses best-effort: ") + best_effort_pause_name(t.pauses_best_effort)
+                : std::string());
   };
   return "tenant " + std::to_string(e.result) + ": logged " + show(e.spec) + ", engine has " + show(have);
 }

@@ -12,7 +12,9 @@
 // of plain hardware sharing, never stall work forever.
 #pragma once
 
+#include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -66,6 +68,22 @@ struct Placement {
     p.retry_at = retry;
     return p;
   }
+};
+
+// A high-priority tenant's BestEffortPause as the policy applies it now.
+struct PauseReport {
+  BestEffortPause mode = BestEffortPause::kNever;
+  // "sharing" (best effort runs beside it), "paused" (best effort waits
+  // while it is active), "probing" (paused for a moment, to measure its
+  // work without best effort beside it).
+  std::string_view phase = "sharing";
+  // kAuto: its work's duration beside best-effort atoms over the same work
+  // without them, at the last verdict (0 before the first).
+  double slowdown = 0.0;
+  Time until = kTimeNever;     // end of a pause or probe
+  std::uint64_t pauses = 0;    // times a verdict paused best effort
+  std::uint64_t probes = 0;    // measurements without best effort
+  std::uint64_t verdicts = 0;  // slowdowns measured
 };
 
 class Policy {
@@ -133,6 +151,24 @@ class Policy {
     (void)atom;
     (void)now;
   }
+  // Called by Engine::atom_finished before on_finish: the hardware ran the
+  // atom from `start` to `end` (an atom released unrun, by close_queue,
+  // gets on_finish only).
+  virtual void on_ran(const EngineState& state, const InflightAtom& atom, Time start, Time end) {
+    (void)state;
+    (void)atom;
+    (void)start;
+    (void)end;
+  }
+
+  // How a high-priority tenant's BestEffortPause stands, for status
+  // output; nullopt where the policy has none for it.
+  virtual std::optional<PauseReport> pause_report(const EngineState& state, TenantId tenant, Time now) const {
+    (void)state;
+    (void)tenant;
+    (void)now;
+    return std::nullopt;
+  }
 };
 
 // Policy settings; policies read them from EngineState::config.policy.
@@ -163,6 +199,22 @@ struct PolicyConfig {
   // were not there, so a best-effort tenant keeps the TPCs no one owns
   // while a service spills onto them).
   bool hp_holds_unowned = true;
+  // lithos, tenants with BestEffortPause::kAuto: best effort pauses while
+  // the tenant's work beside best-effort atoms takes more than this many
+  // times as long as the same work without them. Verdicts come from windows
+  // of at least pause_samples such runs and pause_work of predicted work; a
+  // pause lasts pause_hold, twice as long after each verdict that confirms
+  // it, up to pause_hold_max; a probe (the work without best effort beside
+  // it, when the tenant's recent work has no such measurement) lasts until
+  // pause_samples runs or pause_probe.
+  // Short windows: every run of a trial beside best effort that slows the
+  // service is a slow request, and a P99 has room for few.
+  double pause_slowdown = 1.25;
+  std::uint32_t pause_samples = 8;
+  Duration pause_work = ms(5);
+  Duration pause_hold = ms(5000);
+  Duration pause_hold_max = ms(80000);
+  Duration pause_probe = ms(500);
 };
 
 struct PolicyInfo {

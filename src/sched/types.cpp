@@ -21,4 +21,19 @@ const char* priority_class_name(PriorityClass c) {
   return "?";
 }
 
+const char* best_effort_pause_name(BestEffortPause p) {
+  switch (p) {
+    case BestEffortPause::kNever: return "false";
+    case BestEffortPause::kAlways: return "true";
+    case BestEffortPause::kAuto: return "auto";
+  }
+  return "?";
+}
+
+std::optional<BestEffortPause> best_effort_pause_of(std::optional<bool> boolean, std::optional<std::string_view> text) {
+  if (boolean) return *boolean ? BestEffortPause::kAlways : BestEffortPause::kNever;
+  if (text && *text == "auto") return BestEffortPause::kAuto;
+  return std::nullopt;
+}
+
 }  // namespace lithos::sched

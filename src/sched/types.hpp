@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "common/time.hpp"
 #include "sched/topology.hpp"
@@ -49,6 +50,28 @@ struct DeviceShape {
 enum class PriorityClass : std::uint8_t { kHigh, kBestEffort };
 const char* priority_class_name(PriorityClass c);
 
+// Whether best-effort work pauses while a high-priority tenant works (lithos
+// policy). Paused: while the tenant has work on the GPU, and for the idle
+// grace after, no best-effort atom starts on any TPC. For a service that
+// shares with a memory-bound trainer what TPC masks cannot divide (memory
+// bandwidth, L2): best-effort work then runs between its requests, and only
+// atoms already on the GPU overlap one.
+enum class BestEffortPause : std::uint8_t {
+  kNever,   // best effort borrows and shares TPCs as the policy allows
+  kAlways,  // paused whenever the tenant is active
+  // Paused while the tenant's work measurably runs slower beside
+  // best-effort atoms than without them (PolicyConfig::pause_slowdown; the
+  // lithos policy measures it, docs/daemon.md "Pausing best-effort work").
+  kAuto,
+};
+// "false", "true", "auto": the configuration files' spellings (a TOML
+// boolean, or the string "auto").
+const char* best_effort_pause_name(BestEffortPause p);
+// The setting a TOML value gives: a boolean, or a string that must be
+// "auto"; nullopt for any other value (the caller names the key).
+std::optional<BestEffortPause> best_effort_pause_of(std::optional<bool> boolean, std::optional<std::string_view> text);
+inline constexpr const char* kBestEffortPauseRule = "must be true, false or \"auto\"";
+
 // A tenant as declared by its operator.
 struct TenantSpec {
   std::string name;
@@ -61,12 +84,9 @@ struct TenantSpec {
   // high-priority tenants get their quota and best-effort tenants share what
   // no quota holds.
   std::optional<int> static_tpcs;
-  // High priority only (lithos policy): while this tenant has work on the
-  // GPU, and for the idle grace after, no best-effort atom starts on any TPC.
-  // For a service that shares with a memory-bound trainer what TPC masks
-  // cannot divide (memory bandwidth, L2): best-effort work then runs between
-  // its requests, and only atoms already on the GPU overlap one.
-  bool pauses_best_effort = false;
+  // High priority only (lithos policy): whether best-effort work pauses
+  // while this tenant works (BestEffortPause).
+  BestEffortPause pauses_best_effort = BestEffortPause::kNever;
 };
 
 struct Dim3 {

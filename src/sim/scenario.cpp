@@ -983,8 +983,12 @@ Status parse_tenant_tables(const Doc& doc, const toml::table& root, Scenario& sc
       tc.static_tpcs = n;
     }
     LITHOS_RETURN_IF_ERROR(f.number("slo_ms", tc.slo_ms, positive(kMaxMs)));
-    LITHOS_RETURN_IF_ERROR(f.boolean("pauses_best_effort", tc.pauses_best_effort));
-    if (tc.pauses_best_effort && tc.priority != sched::PriorityClass::kHigh) {
+    if (const toml::node* n = f.node("pauses_best_effort")) {
+      const auto mode = sched::best_effort_pause_of(n->value_exact<bool>(), n->value_exact<std::string_view>());
+      if (!mode) return f.error("pauses_best_effort", sched::kBestEffortPauseRule);
+      tc.pauses_best_effort = *mode;
+    }
+    if (tc.pauses_best_effort != sched::BestEffortPause::kNever && tc.priority != sched::PriorityClass::kHigh) {
       return f.error("pauses_best_effort", "is for a high-priority tenant");
     }
 

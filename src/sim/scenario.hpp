@@ -62,8 +62,9 @@ struct TenantConfig {
   sched::PriorityClass priority = sched::PriorityClass::kBestEffort;
   int quota = 0;
   std::optional<int> static_tpcs;
-  std::optional<double> slo_ms;     // explicit SLO; else Scenario::slo_factor x alone P99
-  bool pauses_best_effort = false;  // high only: sched::TenantSpec::pauses_best_effort
+  std::optional<double> slo_ms;  // explicit SLO; else Scenario::slo_factor x alone P99
+  // High only: sched::TenantSpec::pauses_best_effort (true, false or "auto").
+  sched::BestEffortPause pauses_best_effort = sched::BestEffortPause::kNever;
   Arrival arrival = Arrival::kClosed;
   std::optional<double> rate_rps;  // kPoisson: fixed rate ...
   std::optional<double> load;      // ... or this fraction of the tenant's capacity alone

@@ -162,11 +162,15 @@ TEST(BenchScenario, AnHpTenantMayPauseBestEffortWork) {
   text.insert(text.find("partition = 0.5") + 15, "\npauses_best_effort = true");
   auto sc = parse_bench_scenario(text, "f.toml");
   ASSERT_TRUE(sc) << sc.status().message();
-  EXPECT_TRUE(sc->tenants[0].pauses_best_effort);
-  EXPECT_FALSE(sc->tenants[1].pauses_best_effort);
+  EXPECT_EQ(sc->tenants[0].pauses_best_effort, sched::BestEffortPause::kAlways);
+  EXPECT_EQ(sc->tenants[1].pauses_best_effort, sched::BestEffortPause::kNever);
+  text.replace(text.find("pauses_best_effort = true"), 25, "pauses_best_effort = \"auto\"");
+  auto automatic = parse_bench_scenario(text, "f.toml");
+  ASSERT_TRUE(automatic) << automatic.status().message();
+  EXPECT_EQ(automatic->tenants[0].pauses_best_effort, sched::BestEffortPause::kAuto);
   EXPECT_NE(error_of(std::string(kMinimal) + "pauses_best_effort = true\n").find("is for an hp tenant"),
             std::string::npos);
-  EXPECT_NE(error_of(std::string(kMinimal) + "pauses_best_effort = 1\n").find("must be true or false"),
+  EXPECT_NE(error_of(std::string(kMinimal) + "pauses_best_effort = 1\n").find("must be true, false or \"auto\""),
             std::string::npos);
 }
 

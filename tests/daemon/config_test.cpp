@@ -640,27 +640,37 @@ TEST(DaemonConfig, GlobMatching) {
 }
 
 // A service may pause best-effort work while it runs (pauses_best_effort):
-// read, handed to the Engine's spec, shown in the JSON; refused for a
-// best-effort tenant and for anything but a boolean.
+// true, false or "auto"; read, handed to the Engine's spec, shown in the
+// JSON; refused for a best-effort tenant and for any other value.
 TEST(DaemonConfig, AServiceMayPauseBestEffortWork) {
+  using sched::BestEffortPause;
   auto c = parse(
       "[[tenant]]\nname = \"svc\"\npriority = \"high\"\nquota = 10\npauses_best_effort = true\n"
+      "[[tenant]]\nname = \"svc2\"\npriority = \"high\"\nquota = 10\npauses_best_effort = \"auto\"\n"
       "[[tenant]]\nname = \"train\"\n");
   ASSERT_TRUE(c) << c.status().message();
   ASSERT_NE(c->tenant("svc"), nullptr);
-  EXPECT_TRUE(c->tenant("svc")->pauses_best_effort);
-  EXPECT_TRUE(c->tenant("svc")->spec().pauses_best_effort);
-  EXPECT_FALSE(c->tenant("train")->spec().pauses_best_effort);
+  EXPECT_EQ(c->tenant("svc")->pauses_best_effort, BestEffortPause::kAlways);
+  EXPECT_EQ(c->tenant("svc")->spec().pauses_best_effort, BestEffortPause::kAlways);
+  EXPECT_EQ(c->tenant("svc2")->spec().pauses_best_effort, BestEffortPause::kAuto);
+  EXPECT_EQ(c->tenant("train")->spec().pauses_best_effort, BestEffortPause::kNever);
   const auto j = nlohmann::json::parse(config_json(*c));
   EXPECT_EQ(j["tenants"][0]["pauses_best_effort"], true);
-  EXPECT_EQ(j["tenants"][1]["pauses_best_effort"], false);
+  EXPECT_EQ(j["tenants"][1]["pauses_best_effort"], "auto");
+  EXPECT_EQ(j["tenants"][2]["pauses_best_effort"], false);
   EXPECT_NE(parse_error("[[tenant]]\nname = \"train\"\npauses_best_effort = true\n")
                 .find("f.toml:3:22: tenant 'train': only a high-priority tenant pauses best-effort work"),
             std::string::npos)
       << parse_error("[[tenant]]\nname = \"train\"\npauses_best_effort = true\n");
-  EXPECT_NE(parse_error("[[tenant]]\nname = \"s\"\npriority = \"high\"\npauses_best_effort = \"yes\"\n")
-                .find("'pauses_best_effort' must be true or false"),
+  EXPECT_NE(parse_error("[[tenant]]\nname = \"train\"\npauses_best_effort = \"auto\"\n")
+                .find("only a high-priority tenant pauses best-effort work"),
             std::string::npos);
+  for (const char* bad : {"\"yes\"", "1", "\"Auto\""}) {
+    const std::string text =
+        std::string("[[tenant]]\nname = \"s\"\npriority = \"high\"\npauses_best_effort = ") + bad + "\n";
+    EXPECT_NE(parse_error(text).find("'pauses_best_effort' must be true, false or \"auto\""), std::string::npos)
+        << bad << ": " << parse_error(text);
+  }
 }
 
 // ---- JSON -------------------------------------------------------------------

@@ -606,6 +606,32 @@ TEST_F(DaemonE2E, HighPriorityLaunchesAreAccounted) {
       [](const json& st) { return st["counters"]["running_launches"] == 30 && st["engine"]["launches"] == 30; }));
 }
 
+// A service with pauses_best_effort = "auto": its setting and how its
+// automatic pause stands are in `lithos status` (JSON and table), and its
+// launches beside a trainer's still go out and are accounted.
+TEST_F(DaemonE2E, StatusShowsAnAutomaticPause) {
+  std::string cfg = read_all(config_);
+  cfg.replace(cfg.find("quota = 2\n"), 10, "quota = 2\npauses_best_effort = \"auto\"\n");
+  std::ofstream(config_) << cfg;
+  start_daemon();
+  Proc svc = client("svc", 30, 1, kMarkerHoldMs);
+  Proc train = client("train", 30, 1, 0);
+  ASSERT_EQ(svc.wait(), 0) << svc.err();
+  ASSERT_EQ(train.wait(), 0) << train.err();
+  EXPECT_EQ(stats_of(svc)["daemon"]["reported"], 30);
+  const json t = tenant(status(), "svc");
+  ASSERT_TRUE(t.is_object());
+  EXPECT_EQ(t["pauses_best_effort"], "auto");
+  ASSERT_TRUE(t.contains("pause")) << t.dump();
+  const std::string phase = t["pause"]["phase"].get<std::string>();
+  EXPECT_TRUE(phase == "sharing" || phase == "probing" || phase == "paused") << phase;
+  EXPECT_TRUE(t["pause"].contains("verdicts")) << t.dump();
+  EXPECT_FALSE(tenant(status(), "train").contains("pause"));
+  Proc table = Proc::spawn({LITHOS_EXE, "status", "--socket", sock_}, {}, (dir_ / "status-table.txt").string());
+  ASSERT_EQ(table.wait(), 0) << table.err();
+  EXPECT_NE(read_all(table.out).find("svc pauses best effort (auto): "), std::string::npos) << read_all(table.out);
+}
+
 // The voluntary context switches of every thread of process `pid` so far.
 long context_switches(pid_t pid) {
   long n = 0;

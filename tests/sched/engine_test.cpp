@@ -906,7 +906,7 @@ TEST(LithosRules, AServiceThatPausesBestEffortKeepsEveryAtomBackWhileItWorks) {
     cfg.policy.hp_holds_unowned = false;  // else its launch on the unowned TPCs holds them anyway
     auto e = make_engine("lithos", cfg);
     TenantSpec svc = high("a", 40);
-    svc.pauses_best_effort = pauses;
+    svc.pauses_best_effort = pauses ? BestEffortPause::kAlways : BestEffortPause::kNever;
     const TenantId a = *e->add_tenant(svc);
     const TenantId c = *e->add_tenant(best_effort("c"));
     const QueueId qa = *e->add_queue(a);
@@ -936,8 +936,135 @@ TEST(LithosRules, AServiceThatPausesBestEffortKeepsEveryAtomBackWhileItWorks) {
     e->dispatch(grace_end, out);
     ASSERT_FALSE(out.empty()) << "after the grace the trainer's atom goes";
     EXPECT_EQ(out[0].queue, qc);
-    EXPECT_EQ(e->state().tenants[c].spec.pauses_best_effort, false);
+    EXPECT_EQ(e->state().tenants[c].spec.pauses_best_effort, BestEffortPause::kNever);
   }
+}
+
+// BestEffortPause::kAuto, driven as lithosd drives it: a service launches
+// one kernel per request (reported running, never waiting) and idles 200 us
+// between requests; a trainer always has work queued. A service kernel
+// takes 100 us with no best-effort atom beside it and `slowdown` times that
+// with one (memory interference, which no TPC mask divides).
+struct AutoPauseRun {
+  std::vector<PauseReport> reports;  // after each request
+  std::uint64_t be_atoms = 0, be_atoms_during_requests = 0;
+};
+AutoPauseRun run_auto_pause(double slowdown, int requests, const EngineConfig& cfg) {
+  AutoPauseRun r;
+  auto e = make_engine("lithos", cfg);
+  TenantSpec svc = high("svc", 40);
+  svc.pauses_best_effort = BestEffortPause::kAuto;
+  const TenantId a = *e->add_tenant(svc);
+  const TenantId c = *e->add_tenant(best_effort("train"));
+  const QueueId qa = *e->add_queue(a);
+  const QueueId qc = *e->add_queue(c);
+  std::vector<AtomDispatch> be;  // the trainer's atoms in flight
+  Time t{};
+  auto feed = [&] {  // the trainer's queue never runs dry
+    if (e->state().tenants[c].pending_launches == 0) {
+      LaunchDesc l = kernel(2, 20000);
+      l.duration_hint = us(50);
+      EXPECT_TRUE(e->submit(qc, l, t).is_ok());
+    }
+  };
+  auto dispatch = [&](bool during) {
+    std::vector<AtomDispatch> out;
+    e->dispatch(t, out);
+    for (const AtomDispatch& d : out) {
+      if (d.tenant != c) continue;
+      be.push_back(d);
+      ++r.be_atoms;
+      if (during) ++r.be_atoms_during_requests;
+    }
+  };
+  auto finish_be = [&] {
+    for (const AtomDispatch& d : be) (void)e->atom_finished(d.atom, t - us(1), t);
+    be.clear();
+  };
+  for (int i = 0; i < requests; ++i) {
+    feed();
+    const bool beside_at_start = !be.empty();
+    auto running = e->submit_running(qa, kernel(1, 100), e->immediate_set(a, t), t);
+    EXPECT_TRUE(running.is_ok());
+    dispatch(/*during=*/true);  // what the trainer may start while the service works
+    const bool beside = beside_at_start || !be.empty();
+    const Time start = t;
+    t += beside ? us(100.0 * slowdown) : us(100);
+    finish_be();
+    (void)e->atom_finished(running->atom, start, t);
+    r.reports.push_back(*e->policy().pause_report(e->state(), a, t));
+    // Between requests: the trainer runs, its atoms done before the next.
+    t += cfg.policy.idle_grace + us(1);
+    feed();
+    dispatch(/*during=*/false);
+    t += us(199) - cfg.policy.idle_grace;
+    finish_be();
+  }
+  return r;
+}
+
+EngineConfig auto_pause_config() {
+  EngineConfig cfg;
+  cfg.policy.hp_holds_unowned = false;
+  cfg.policy.pause_samples = 8;
+  cfg.policy.pause_work = us(500);
+  cfg.policy.pause_hold = ms(5);
+  cfg.policy.pause_hold_max = ms(20);
+  cfg.policy.pause_probe = ms(50);
+  return cfg;
+}
+
+// A service slowed 3x beside best-effort atoms: a probe learns its work
+// alone, the first verdict measures 3x and pauses best effort, each trial
+// after a hold confirms it and the hold doubles (up to its bound); the
+// trainer still runs between requests.
+TEST(LithosRules, AnAutomaticPauseFollowsTheMeasuredSlowdown) {
+  const EngineConfig cfg = auto_pause_config();
+  const AutoPauseRun r = run_auto_pause(3.0, 600, cfg);
+  const PauseReport& last = r.reports.back();
+  EXPECT_EQ(last.mode, BestEffortPause::kAuto);
+  EXPECT_GE(last.probes, 1U) << "the service never ran without best effort: it was probed";
+  EXPECT_GE(last.verdicts, 3U);
+  EXPECT_GE(last.pauses, 3U);
+  EXPECT_NEAR(last.slowdown, 3.0, 0.01);
+  // The first request that was paused, and how long each pause held.
+  std::vector<std::size_t> paused_from;
+  for (std::size_t i = 0; i < r.reports.size(); ++i) {
+    if (r.reports[i].phase == "paused" && (i == 0 || r.reports[i - 1].phase != "paused")) paused_from.push_back(i);
+  }
+  ASSERT_GE(paused_from.size(), 4U);
+  // Requests are about 300 us apart while paused (100 us + 200 us idle):
+  // holds of 5, 10, 20, 20 ms span about 17, 33, 67, 67 requests.
+  const auto span = [&](std::size_t k) {
+    std::size_t n = 0;
+    for (std::size_t i = paused_from[k]; i < r.reports.size() && r.reports[i].phase == "paused"; ++i) ++n;
+    return n;
+  };
+  EXPECT_NEAR(static_cast<double>(span(0)), 17.0, 2.0);
+  EXPECT_NEAR(static_cast<double>(span(1)), 33.0, 2.0);
+  EXPECT_NEAR(static_cast<double>(span(2)), 67.0, 2.0);
+  EXPECT_NEAR(static_cast<double>(span(3)), 67.0, 2.0) << "the hold stops at pause_hold_max";
+  std::size_t paused = 0;
+  for (const PauseReport& p : r.reports) paused += p.phase != "sharing" ? 1U : 0U;
+  EXPECT_GT(paused, r.reports.size() * 8U / 10U) << "paused for most of the run";
+  EXPECT_GT(r.be_atoms - r.be_atoms_during_requests, 500U) << "the trainer keeps running between requests";
+}
+
+// A service that best effort does not slow: one probe, then verdicts of
+// 1.0x, and best effort runs beside it for the rest of the run.
+TEST(LithosRules, AnAutomaticPauseLeavesAnUnaffectedServiceSharing) {
+  const EngineConfig cfg = auto_pause_config();
+  const AutoPauseRun r = run_auto_pause(1.0, 600, cfg);
+  const PauseReport& last = r.reports.back();
+  EXPECT_EQ(last.phase, "sharing");
+  EXPECT_EQ(last.probes, 1U);
+  EXPECT_EQ(last.pauses, 0U);
+  EXPECT_GE(last.verdicts, 10U);
+  EXPECT_NEAR(last.slowdown, 1.0, 0.01);
+  EXPECT_GT(r.be_atoms_during_requests, 500U) << "the trainer runs beside the service";
+  // Just under the threshold is no pause either; just over is.
+  EXPECT_EQ(run_auto_pause(1.2, 300, cfg).reports.back().pauses, 0U);
+  EXPECT_GE(run_auto_pause(1.3, 300, cfg).reports.back().pauses, 1U);
 }
 
 // hp_holds_unowned applies to best-effort borrowers only: with it off, a

@@ -95,7 +95,7 @@ TEST(Simulation, AServiceThatPausesBestEffortWorkCostsTheTrainer) {
   ASSERT_TRUE(sc.tenants[0].priority == sched::PriorityClass::kHigh);
   ASSERT_TRUE(sc.tenants[1].priority == sched::PriorityClass::kBestEffort);
   auto plain_cmp = compare_policies(sc, {"lithos"}, 1);
-  sc.tenants[0].pauses_best_effort = true;
+  sc.tenants[0].pauses_best_effort = sched::BestEffortPause::kAlways;
   auto paused_cmp = compare_policies(sc, {"lithos"}, 1);
   ASSERT_TRUE(plain_cmp.is_ok()) << plain_cmp.status().to_string();
   ASSERT_TRUE(paused_cmp.is_ok()) << paused_cmp.status().to_string();
@@ -125,6 +125,52 @@ request = "k"
                             "t.toml", ".");
   ASSERT_FALSE(bad.is_ok());
   EXPECT_NE(bad.status().message().find("pauses_best_effort"), std::string::npos) << bad.status().message();
+}
+
+// pauses_best_effort = "auto" in a scenario: parsed, and the simulation
+// runs under it (the model has no memory interference, so what it measures
+// is the wait for best-effort atoms on shared TPCs).
+TEST(Simulation, AnAutomaticPauseIsAScenarioSetting) {
+  const char* text = R"([scenario]
+name = "x"
+duration_s = 2
+warmup_s = 0.2
+[[kernel]]
+name = "k"
+duration_us = 200
+blocks = 132
+[[kernel]]
+name = "big"
+duration_us = 2000
+blocks = 5000
+[[tenant]]
+name = "svc"
+class = "high"
+quota = 33
+pauses_best_effort = "auto"
+arrival = "poisson"
+load = 0.5
+request = "k, k, k"
+[[tenant]]
+name = "train"
+class = "best-effort"
+arrival = "closed"
+request = "big"
+)";
+  auto sc = parse_scenario(text, "t.toml", ".");
+  ASSERT_TRUE(sc.is_ok()) << sc.status().message();
+  EXPECT_EQ(sc->tenants[0].pauses_best_effort, sched::BestEffortPause::kAuto);
+  auto cmp = compare_policies(*sc, {"lithos"}, 1);
+  ASSERT_TRUE(cmp.is_ok()) << cmp.status().to_string();
+  EXPECT_GT(cmp->policies[0].tenants[0].completed, 0U);
+  EXPECT_GT(cmp->policies[0].tenants[1].throughput, 0.0);
+  EXPECT_EQ(cmp->policies[0].conservation_violations, 0U);
+  std::string bad = text;
+  bad.replace(bad.find("\"auto\""), 6, "\"sometimes\"");
+  auto refused = parse_scenario(bad, "t.toml", ".");
+  ASSERT_FALSE(refused.is_ok());
+  EXPECT_NE(refused.status().message().find("must be true, false or \"auto\""), std::string::npos)
+      << refused.status().message();
 }
 
 TEST(Simulation, InvariantsHoldUnderEveryPolicy) {

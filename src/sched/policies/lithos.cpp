@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "sched/occupancy.hpp"
+
 namespace lithos::sched {
 
 std::string_view LithosPolicy::name() const {
@@ -42,7 +44,98 @@ Status LithosPolicy::on_tenants_changed(EngineState& state) {
     t.owned = TpcSet::range(next, next + t.spec.quota);
     next += t.spec.quota;
   }
+  guards_.resize(state.tenants.size());
+  for (const TenantState& t : state.tenants) {
+    Guard& g = guards_[static_cast<std::size_t>(t.id)];
+    if (g.hold == Duration{0}) g.hold = state.config.policy.pause_hold;
+  }
+  if (!quiet_) quiet_.emplace(state.config.predictor);
   return Status::ok();
+}
+
+LithosPolicy::Hold LithosPolicy::holds(const TenantState& tenant, Time now) const {
+  switch (tenant.spec.pauses_best_effort) {
+    case BestEffortPause::kNever: return Hold::kNone;
+    case BestEffortPause::kAlways: return Hold::kWhileActive;
+    case BestEffortPause::kAuto: {
+      const Guard& g = guards_[static_cast<std::size_t>(tenant.id)];
+      if (g.phase == Guard::Phase::kSharing || now >= g.until) return Hold::kNone;
+      return g.phase == Guard::Phase::kProbing ? Hold::kAll : Hold::kWhileActive;
+    }
+  }
+  return Hold::kNone;
+}
+
+void LithosPolicy::enter(Guard& g, Guard::Phase phase, Time until) {
+  g.phase = phase;
+  g.until = until;
+  g.covered = g.uncovered = g.quiet = 0;
+  g.ran_ns = g.quiet_ns = 0.0;
+  if (phase == Guard::Phase::kProbing) ++g.probes;
+  if (phase == Guard::Phase::kPaused) ++g.pauses;
+}
+
+void LithosPolicy::on_ran(const EngineState& state, const InflightAtom& atom, Time start, Time end) {
+  const TenantState& t = state.tenants[static_cast<std::size_t>(atom.tenant)];
+  if (!t.is_high() || t.spec.pauses_best_effort != BestEffortPause::kAuto || !quiet_) return;
+  const PolicyConfig& cfg = state.config.policy;
+  Guard& g = guards_[static_cast<std::size_t>(t.id)];
+  if (g.phase != Guard::Phase::kSharing && end >= g.until) enter(g, Guard::Phase::kSharing, kTimeNever);
+
+  const Duration ran = std::max(Duration{0}, end - start);
+  const int used = std::max(
+      1, std::min(atom.tpcs.count(), occupancy_tpc_bound(state.config.device, atom.blocks, atom.blocks_per_tpc)));
+  if (!state.beside_best_effort(atom)) {
+    quiet_->observe(atom.key, atom.blocks, atom.blocks_per_tpc, used, ran, PriorityClass::kHigh);
+    if (g.phase == Guard::Phase::kProbing && ++g.quiet >= cfg.pause_samples) {
+      enter(g, Guard::Phase::kSharing, kTimeNever);
+    }
+    return;
+  }
+  // Beside best effort. While paused or probing, only atoms that were on
+  // the GPU already run beside it: no window is kept then.
+  if (g.phase != Guard::Phase::kSharing) return;
+  const std::optional<Duration> alone = quiet_->predict(atom.key, atom.blocks, atom.blocks_per_tpc, used);
+  if (!alone || alone->count() <= 0) {
+    if (++g.uncovered >= cfg.pause_samples && g.uncovered > g.covered) {
+      enter(g, Guard::Phase::kProbing, end + cfg.pause_probe);
+    }
+    return;
+  }
+  ++g.covered;
+  g.ran_ns += static_cast<double>(ran.count());
+  g.quiet_ns += static_cast<double>(alone->count());
+  if (g.covered < cfg.pause_samples || g.quiet_ns < static_cast<double>(cfg.pause_work.count())) return;
+  g.slowdown = g.ran_ns / g.quiet_ns;
+  ++g.verdicts;
+  if (g.slowdown > cfg.pause_slowdown) {
+    enter(g, Guard::Phase::kPaused, end + g.hold);
+    g.hold = std::min(g.hold + g.hold, cfg.pause_hold_max);
+  } else {
+    g.hold = cfg.pause_hold;
+    enter(g, Guard::Phase::kSharing, kTimeNever);
+  }
+}
+
+std::optional<PauseReport> LithosPolicy::pause_report(const EngineState& state, TenantId tenant, Time now) const {
+  if (static_cast<std::size_t>(tenant) >= state.tenants.size()) return std::nullopt;
+  const TenantState& t = state.tenants[static_cast<std::size_t>(tenant)];
+  if (!t.is_high() || t.spec.pauses_best_effort == BestEffortPause::kNever) return std::nullopt;
+  PauseReport r;
+  r.mode = t.spec.pauses_best_effort;
+  if (r.mode == BestEffortPause::kAlways) {
+    r.phase = "paused";
+    return r;
+  }
+  const Guard& g = guards_[static_cast<std::size_t>(tenant)];
+  const bool live = g.phase != Guard::Phase::kSharing && now < g.until;
+  r.phase = !live ? "sharing" : g.phase == Guard::Phase::kPaused ? "paused" : "probing";
+  r.until = live ? g.until : kTimeNever;
+  r.slowdown = g.slowdown;
+  r.pauses = g.pauses;
+  r.probes = g.probes;
+  r.verdicts = g.verdicts;
+  return r;
 }
 
 Placement LithosPolicy::place(const EngineState& state, const QueueState& queue, const PendingLaunch& head, Time now) {
@@ -51,11 +144,20 @@ Placement LithosPolicy::place(const EngineState& state, const QueueState& queue,
 
   // A service that pauses best-effort work: none starts while it is active
   // (it has work: its completion decides again; or it has just drained and
-  // may be back: look again when the grace ends).
+  // may be back: look again when the grace ends; an automatic pause also
+  // ends by itself).
   if (!t.is_high()) {
     for (const TenantState& o : state.tenants) {
-      if (!o.is_high() || !o.spec.pauses_best_effort || !state.active(o.id, now)) continue;
-      return Placement::wait(o.has_work() ? kTimeNever : o.idle_since + state.config.policy.idle_grace);
+      if (!o.is_high()) continue;
+      const Hold hold = holds(o, now);
+      if (hold == Hold::kNone) continue;
+      if (hold == Hold::kAll) return Placement::wait(guards_[static_cast<std::size_t>(o.id)].until);
+      if (!state.active(o.id, now)) continue;
+      Time retry = o.has_work() ? kTimeNever : o.idle_since + state.config.policy.idle_grace;
+      if (o.spec.pauses_best_effort == BestEffortPause::kAuto) {
+        retry = std::min(retry, guards_[static_cast<std::size_t>(o.id)].until);
+      }
+      return Placement::wait(retry);
     }
   }
 

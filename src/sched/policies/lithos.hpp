@@ -26,6 +26,9 @@
 //   help). The Engine also splits launches into atoms per the atom plan.
 #pragma once
 
+#include <optional>
+#include <vector>
+
 #include "sched/engine.hpp"
 #include "sched/policy.hpp"
 
@@ -54,9 +57,42 @@ class LithosPolicy final : public Policy {
   // at the same time), low for best effort running free.
   HwPriority immediate_priority(const EngineState& state, TenantId tenant) const override;
   bool runs_free(const EngineState& state, TenantId tenant) const override;
+  // Measures tenants with BestEffortPause::kAuto (see Guard).
+  void on_ran(const EngineState& state, const InflightAtom& atom, Time start, Time end) override;
+  std::optional<PauseReport> pause_report(const EngineState& state, TenantId tenant, Time now) const override;
 
  private:
+  // BestEffortPause::kAuto for one high-priority tenant. Its runs (atoms
+  // reported by atom_finished) with no best-effort atom beside them teach
+  // `quiet_` what its work takes alone; those with one are compared with
+  // that, in windows (PolicyConfig::pause_*). A window's verdict above
+  // pause_slowdown pauses best effort for a hold; when the hold ends, best
+  // effort runs beside the tenant again until the next verdict (a trial as
+  // short as one window). Runs that quiet_ cannot predict (new work, or a
+  // tenant that never ran without best effort beside it) start a probe:
+  // every best-effort atom held, whether the tenant is active or not, until
+  // enough runs with none beside them were seen (or pause_probe passed).
+  struct Guard {
+    enum class Phase : std::uint8_t { kSharing, kProbing, kPaused };
+    Phase phase = Phase::kSharing;
+    Time until{};  // end of a probe or pause
+    Duration hold{0};
+    std::uint32_t covered = 0, uncovered = 0, quiet = 0;  // runs, this window or probe
+    double ran_ns = 0.0, quiet_ns = 0.0;                  // of the covered runs
+    double slowdown = 0.0;
+    std::uint64_t pauses = 0, probes = 0, verdicts = 0;
+  };
+  // What `tenant`'s BestEffortPause holds back at `now`: nothing; every
+  // best-effort atom while the tenant is active (or in its idle grace);
+  // every best-effort atom (a probe: so that none is on the GPU when its
+  // next work starts, whose run is then measured without best effort).
+  enum class Hold : std::uint8_t { kNone, kWhileActive, kAll };
+  Hold holds(const TenantState& tenant, Time now) const;
+  void enter(Guard& g, Guard::Phase phase, Time until);
+
   Variant variant_;
+  std::vector<Guard> guards_;              // by TenantId
+  std::optional<LatencyPredictor> quiet_;  // high-priority runs with no best effort beside them
 };
 
 }  // namespace lithos::sched
