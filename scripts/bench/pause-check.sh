@@ -47,32 +47,32 @@ PY
     rm -f "$copy"
     [[ $rc == 0 ]] || { echo "  failed (exit $rc): $(tail -n 3 "$OUT/$sc-$setting.log")"; fails=$((fails + 1)); }
     python3 - "$OUT/$sc-$setting" "$sc" "$setting" >>"$OUT/table.md" <<'PY'
-import json, sys
+import json, os, sys
 out, sc, setting = sys.argv[1:]
-rows = [l for l in open(f"{out}/report.md") if l.startswith("| lithos (lithosd) |") and "vs alone" not in l]
-cells = [c.strip() for c in rows[0].split("|")[1:-1]] if rows else []
-head = [l for l in open(f"{out}/report.md") if l.startswith("| mode | ") and "P99 vs alone" in l]
-names = [c.strip() for c in head[0].split("|")[1:-1]] if head else []
-row = dict(zip(names, cells))
+names, row = [], {}
+lines = open(f"{out}/report.md").read().split("\n") if os.path.exists(f"{out}/report.md") else []
+for i, l in enumerate(lines):  # the main phase's table: its header names "P99 vs alone"
+    if l.startswith("| mode |") and "P99 vs alone" in l:
+        names = [c.strip() for c in l.split("|")[1:-1]]
+        for r in lines[i + 2:]:
+            if not r.startswith("|"):
+                break
+            if r.startswith("| lithos (lithosd) |"):
+                row = dict(zip(names, [c.strip() for c in r.split("|")[1:-1]]))
+        break
 pick = lambda pred: next((v for k, v in row.items() if pred(k)), "-")
-svc = pick(lambda k: k.endswith("P99 vs alone"))
-slo = pick(lambda k: "SLO 1.50x" in k)
+svc = pick(lambda k: k.endswith("P99 vs alone") and "P99.9" not in k)
+slo = pick(lambda k: k.endswith("SLO 1.50x"))
 train = pick(lambda k: k.endswith("vs alone") and "P99" not in k)
-def find(j):
-    if isinstance(j, dict):
-        if "lithosd" in j and isinstance(j["lithosd"], dict):
-            yield j["lithosd"]
-        for v in j.values():
-            yield from find(v)
-    elif isinstance(j, list):
-        for v in j:
-            yield from find(v)
 pause, cpu = "-", "-"
-for st in find(json.load(open(f"{out}/results.json"))):
+run = f"{out}/runs/lithos.json"
+st = json.load(open(run)).get("lithosd") if os.path.exists(run) else None
+if isinstance(st, dict):
     for t in st.get("tenants", []):
-        if "pause" in t:
-            p = t["pause"]
-            pause = (f"{p.get('phase')}, slowdown {p.get('slowdown', 0):.2f}x, {p.get('verdicts')} verdicts, "
+        p = t.get("pause")
+        if p:
+            recent = ", ".join(f"{x:.2f}" for x in p.get("recent_slowdowns", []))
+            pause = (f"{p.get('phase')}; {p.get('verdicts')} verdicts ({recent}), "
                      f"{p.get('pauses')} pauses, {p.get('probes')} probes")
     if st.get("uptime_s"):
         cpu = f"{100 * st.get('cpu_s', 0) / st['uptime_s']:.0f}%"

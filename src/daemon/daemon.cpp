@@ -830,6 +830,10 @@ std::string Daemon::status_json(std::uint64_t now) const {
       json pj = {
           {"phase", std::string(p->phase)}, {"pauses", p->pauses}, {"probes", p->probes}, {"verdicts", p->verdicts}};
       if (p->verdicts > 0) pj["slowdown"] = p->slowdown;
+      if (p->recent_count > 0) {
+        pj["recent_slowdowns"] =
+            std::vector<double>(p->recent.begin(), p->recent.begin() + static_cast<std::ptrdiff_t>(p->recent_count));
+      }
       if (p->until != kTimeNever) pj["until_ms"] = std::max(0.0, to_ms(p->until - t));
       o["pause"] = pj;
     }

@@ -12,6 +12,8 @@
 // of plain hardware sharing, never stall work forever.
 #pragma once
 
+#include <array>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -80,6 +82,10 @@ struct PauseReport {
   // kAuto: its work's duration beside best-effort atoms over the same work
   // without them, at the last verdict (0 before the first).
   double slowdown = 0.0;
+  // The slowdowns of the latest verdicts, oldest first (up to kRecent).
+  static constexpr std::size_t kRecent = 8;
+  std::array<double, kRecent> recent{};
+  std::size_t recent_count = 0;
   Time until = kTimeNever;     // end of a pause or probe
   std::uint64_t pauses = 0;    // times a verdict paused best effort
   std::uint64_t probes = 0;    // measurements without best effort
@@ -209,7 +215,7 @@ struct PolicyConfig {
   // pause_samples runs or pause_probe.
   // Short windows: every run of a trial beside best effort that slows the
   // service is a slow request, and a P99 has room for few.
-  double pause_slowdown = 1.25;
+  double pause_slowdown = 1.15;
   std::uint32_t pause_samples = 8;
   Duration pause_work = ms(5);
   Duration pause_hold = ms(5000);

@@ -107,6 +107,7 @@ void LithosPolicy::on_ran(const EngineState& state, const InflightAtom& atom, Ti
   g.quiet_ns += static_cast<double>(alone->count());
   if (g.covered < cfg.pause_samples || g.quiet_ns < static_cast<double>(cfg.pause_work.count())) return;
   g.slowdown = g.ran_ns / g.quiet_ns;
+  g.recent[g.verdicts % g.recent.size()] = g.slowdown;
   ++g.verdicts;
   if (g.slowdown > cfg.pause_slowdown) {
     enter(g, Guard::Phase::kPaused, end + g.hold);
@@ -132,6 +133,10 @@ std::optional<PauseReport> LithosPolicy::pause_report(const EngineState& state, 
   r.phase = !live ? "sharing" : g.phase == Guard::Phase::kPaused ? "paused" : "probing";
   r.until = live ? g.until : kTimeNever;
   r.slowdown = g.slowdown;
+  r.recent_count = static_cast<std::size_t>(std::min<std::uint64_t>(g.verdicts, g.recent.size()));
+  for (std::size_t i = 0; i < r.recent_count; ++i) {
+    r.recent[i] = g.recent[(g.verdicts - r.recent_count + i) % g.recent.size()];
+  }
   r.pauses = g.pauses;
   r.probes = g.probes;
   r.verdicts = g.verdicts;

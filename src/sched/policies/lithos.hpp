@@ -80,6 +80,7 @@ class LithosPolicy final : public Policy {
     std::uint32_t covered = 0, uncovered = 0, quiet = 0;  // runs, this window or probe
     double ran_ns = 0.0, quiet_ns = 0.0;                  // of the covered runs
     double slowdown = 0.0;
+    std::array<double, PauseReport::kRecent> recent{};  // the latest verdicts, a ring
     std::uint64_t pauses = 0, probes = 0, verdicts = 0;
   };
   // What `tenant`'s BestEffortPause holds back at `now`: nothing; every
