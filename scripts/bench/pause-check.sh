@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The hp tenant's pauses_best_effort setting, side by side on the GPU
 # (docs/daemon.md "Pausing best-effort work"). For each scenario of
-# PAUSE_SCENARIOS (default "module-example hybrid-stacking") and each
+# PAUSE_SCENARIOS (names of shipped scenarios or paths of scenario files;
+# default "module-example hybrid-stacking") and each
 # setting of PAUSE_SETTINGS (default "auto false"; also "true"), a copy of
-# scenarios/bench/<name>.toml whose first hp tenant has that setting runs
+# the scenario file whose first hp tenant has that setting runs
 # under `lithos bench --modes alone,lithos --sim none` (each run its own
 # alone runs). Prints, per run, the service's P99 and SLO, the trainer's
 # throughput against alone, and how lithosd's automatic pause stood at the
@@ -19,11 +20,14 @@ mkdir -p "$OUT"
 nvidia-smi --query-gpu=name,uuid,driver_version --format=csv,noheader
 fails=0
 : >"$OUT/table.md"
-for sc in ${PAUSE_SCENARIOS:-module-example hybrid-stacking}; do
+for entry in ${PAUSE_SCENARIOS:-module-example hybrid-stacking}; do
+  # A shipped scenario's name, or the path of a scenario file.
+  if [[ $entry == *.toml ]]; then src=$entry; else src=scenarios/bench/$entry.toml; fi
+  sc=$(basename "$src" .toml)
   for setting in ${PAUSE_SETTINGS:-auto false}; do
-    copy=scenarios/bench/$sc-pause-$setting.toml
+    copy=$(dirname "$src")/$sc-pause-$setting.toml
     # The copy sits beside the original: its relative paths still resolve.
-    python3 - "scenarios/bench/$sc.toml" "$copy" "$setting" <<'PY' || { fails=$((fails + 1)); continue; }
+    python3 - "$src" "$copy" "$setting" <<'PY' || { fails=$((fails + 1)); continue; }
 import re, sys
 src, dst, setting = sys.argv[1:]
 value = '"auto"' if setting == "auto" else setting

@@ -829,7 +829,10 @@ std::string Daemon::status_json(std::uint64_t now) const {
     if (auto p = engine_->policy().pause_report(st, ts.id, t)) {
       json pj = {
           {"phase", std::string(p->phase)}, {"pauses", p->pauses}, {"probes", p->probes}, {"verdicts", p->verdicts}};
-      if (p->verdicts > 0) pj["slowdown"] = p->slowdown;
+      if (p->verdicts > 0) {
+        pj["slowdown"] = p->slowdown;
+        pj["busy"] = p->busy;
+      }
       if (p->recent_count > 0) {
         pj["recent_slowdowns"] =
             std::vector<double>(p->recent.begin(), p->recent.begin() + static_cast<std::ptrdiff_t>(p->recent_count));

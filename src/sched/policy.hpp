@@ -82,6 +82,8 @@ struct PauseReport {
   // kAuto: its work's duration beside best-effort atoms over the same work
   // without them, at the last verdict (0 before the first).
   double slowdown = 0.0;
+  // The share of the last verdict's window its work kept the GPU busy.
+  double busy = 0.0;
   // The slowdowns of the latest verdicts, oldest first (up to kRecent).
   static constexpr std::size_t kRecent = 8;
   std::array<double, kRecent> recent{};
@@ -211,16 +213,22 @@ struct PolicyConfig {
   // of at least pause_samples such runs and pause_work of predicted work; a
   // pause lasts pause_hold, twice as long after each verdict that confirms
   // it, up to pause_hold_max; a probe (the work without best effort beside
-  // it, when the tenant's recent work has no such measurement) lasts until
-  // pause_samples runs or pause_probe.
+  // it, when the tenant's recent work has no such measurement; at most one
+  // per pause_hold) lasts until pause_samples runs or pause_probe.
   // Short windows: every run of a trial beside best effort that slows the
-  // service is a slow request, and a P99 has room for few.
+  // service is a slow request, and a P99 has room for few. 1.15x: on the
+  // H100, module-example's verdicts were 1.26-1.59x (its P99 3.9x alone
+  // when not paused), hybrid-stacking's 1.05-1.15x
+  // (docs/results/2026-11-26-h100-7d0f83e-auto-pause).
   double pause_slowdown = 1.15;
+  // No pause for a tenant whose work covered more than this share of the
+  // verdict's window: best effort would get no time at all.
+  double pause_busy_max = 0.8;
   std::uint32_t pause_samples = 8;
   Duration pause_work = ms(5);
   Duration pause_hold = ms(5000);
   Duration pause_hold_max = ms(80000);
-  Duration pause_probe = ms(500);
+  Duration pause_probe = ms(200);
 };
 
 struct PolicyInfo {

@@ -949,7 +949,7 @@ struct AutoPauseRun {
   std::vector<PauseReport> reports;  // after each request
   std::uint64_t be_atoms = 0, be_atoms_during_requests = 0;
 };
-AutoPauseRun run_auto_pause(double slowdown, int requests, const EngineConfig& cfg) {
+AutoPauseRun run_auto_pause(double slowdown, int requests, const EngineConfig& cfg, double gap_us = 200.0) {
   AutoPauseRun r;
   auto e = make_engine("lithos", cfg);
   TenantSpec svc = high("svc", 40);
@@ -997,7 +997,7 @@ AutoPauseRun run_auto_pause(double slowdown, int requests, const EngineConfig& c
     t += cfg.policy.idle_grace + us(1);
     feed();
     dispatch(/*during=*/false);
-    t += us(199) - cfg.policy.idle_grace;
+    t += us(gap_us - 1.0) - cfg.policy.idle_grace;
     finish_be();
   }
   return r;
@@ -1067,6 +1067,24 @@ TEST(LithosRules, AnAutomaticPauseLeavesAnUnaffectedServiceSharing) {
   // Just under the threshold is no pause either; just over is.
   EXPECT_EQ(run_auto_pause(1.1, 300, cfg).reports.back().pauses, 0U);
   EXPECT_GE(run_auto_pause(1.2, 300, cfg).reports.back().pauses, 1U);
+}
+
+// A tenant that keeps the GPU busy nearly all the time (30 us between its
+// runs) is slowed 3x, but pausing for it would leave best effort no time:
+// verdicts, no pause, and the trainer runs beside it.
+TEST(LithosRules, AnAutomaticPauseNeverStopsBestEffortForABusyTenant) {
+  const EngineConfig cfg = auto_pause_config();
+  const AutoPauseRun r = run_auto_pause(3.0, 300, cfg, /*gap_us=*/30.0);
+  const PauseReport& last = r.reports.back();
+  EXPECT_GE(last.verdicts, 5U);
+  EXPECT_EQ(last.pauses, 0U);
+  EXPECT_NEAR(last.slowdown, 3.0, 0.01);
+  EXPECT_GT(last.busy, cfg.policy.pause_busy_max);
+  EXPECT_GT(r.be_atoms_during_requests, 200U);
+  // The same tenant with room between its runs is paused.
+  const AutoPauseRun spaced = run_auto_pause(3.0, 300, cfg);
+  EXPECT_GE(spaced.reports.back().pauses, 1U);
+  EXPECT_LT(spaced.reports.back().busy, cfg.policy.pause_busy_max);
 }
 
 // hp_holds_unowned applies to best-effort borrowers only: with it off, a

@@ -70,7 +70,8 @@ void LithosPolicy::enter(Guard& g, Guard::Phase phase, Time until) {
   g.phase = phase;
   g.until = until;
   g.covered = g.uncovered = g.quiet = 0;
-  g.ran_ns = g.quiet_ns = 0.0;
+  g.ran_ns = g.quiet_ns = g.busy_ns = 0.0;
+  g.window_start = kTimeNever;
   if (phase == Guard::Phase::kProbing) ++g.probes;
   if (phase == Guard::Phase::kPaused) ++g.pauses;
 }
@@ -83,6 +84,11 @@ void LithosPolicy::on_ran(const EngineState& state, const InflightAtom& atom, Ti
   if (g.phase != Guard::Phase::kSharing && end >= g.until) enter(g, Guard::Phase::kSharing, kTimeNever);
 
   const Duration ran = std::max(Duration{0}, end - start);
+  if (g.phase == Guard::Phase::kSharing) {  // how busy it keeps the GPU: the union of its runs
+    if (g.window_start == kTimeNever) g.window_start = start;
+    g.busy_ns += static_cast<double>(std::max(Duration{0}, end - std::max(start, g.busy_until)).count());
+    g.busy_until = std::max(g.busy_until, end);
+  }
   const int used = std::max(
       1, std::min(atom.tpcs.count(), occupancy_tpc_bound(state.config.device, atom.blocks, atom.blocks_per_tpc)));
   if (!state.beside_best_effort(atom)) {
@@ -97,8 +103,11 @@ void LithosPolicy::on_ran(const EngineState& state, const InflightAtom& atom, Ti
   if (g.phase != Guard::Phase::kSharing) return;
   const std::optional<Duration> alone = quiet_->predict(atom.key, atom.blocks, atom.blocks_per_tpc, used);
   if (!alone || alone->count() <= 0) {
-    if (++g.uncovered >= cfg.pause_samples && g.uncovered > g.covered) {
+    // At most one probe per pause_hold: a service too rare to show its
+    // work inside one probe does not hold best effort back over and over.
+    if (++g.uncovered >= cfg.pause_samples && g.uncovered > g.covered && end >= g.next_probe) {
       enter(g, Guard::Phase::kProbing, end + cfg.pause_probe);
+      g.next_probe = end + cfg.pause_hold;
     }
     return;
   }
@@ -107,9 +116,13 @@ void LithosPolicy::on_ran(const EngineState& state, const InflightAtom& atom, Ti
   g.quiet_ns += static_cast<double>(alone->count());
   if (g.covered < cfg.pause_samples || g.quiet_ns < static_cast<double>(cfg.pause_work.count())) return;
   g.slowdown = g.ran_ns / g.quiet_ns;
+  g.busy = end > g.window_start ? std::min(1.0, g.busy_ns / static_cast<double>((end - g.window_start).count())) : 1.0;
   g.recent[g.verdicts % g.recent.size()] = g.slowdown;
   ++g.verdicts;
-  if (g.slowdown > cfg.pause_slowdown) {
+  // A tenant that keeps the GPU busy nearly all the time (a closed loop, a
+  // batch job given high priority) leaves best effort no time between its
+  // work: pausing for it would stop best effort altogether.
+  if (g.slowdown > cfg.pause_slowdown && g.busy <= cfg.pause_busy_max) {
     enter(g, Guard::Phase::kPaused, end + g.hold);
     g.hold = std::min(g.hold + g.hold, cfg.pause_hold_max);
   } else {
@@ -133,6 +146,7 @@ std::optional<PauseReport> LithosPolicy::pause_report(const EngineState& state, 
   r.phase = !live ? "sharing" : g.phase == Guard::Phase::kPaused ? "paused" : "probing";
   r.until = live ? g.until : kTimeNever;
   r.slowdown = g.slowdown;
+  r.busy = g.busy;
   r.recent_count = static_cast<std::size_t>(std::min<std::uint64_t>(g.verdicts, g.recent.size()));
   for (std::size_t i = 0; i < r.recent_count; ++i) {
     r.recent[i] = g.recent[(g.verdicts - r.recent_count + i) % g.recent.size()];
