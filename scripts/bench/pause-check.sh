@@ -4,7 +4,7 @@
 # PAUSE_SCENARIOS (names of shipped scenarios or paths of scenario files;
 # default "module-example hybrid-stacking") and each
 # setting of PAUSE_SETTINGS (default "auto false"; also "true"), a copy of
-# the scenario file whose first hp tenant has that setting runs
+# the scenario file whose hp tenants have that setting runs
 # under `lithos bench --modes alone,lithos --sim none` (each run its own
 # alone runs). Prints, per run, the service's P99 and SLO, the trainer's
 # throughput against alone, and how lithosd's automatic pause stood at the
@@ -37,7 +37,7 @@ for l in lines:
     out.append(l)
     if l.strip() == "[[tenant]]":
         in_tenant = True
-    elif in_tenant and not done and re.match(r'\s*role\s*=\s*"hp"', l):
+    elif in_tenant and re.match(r'\s*role\s*=\s*"hp"', l):
         out.append(f"pauses_best_effort = {value}")
         done = True
 if not done:
@@ -72,12 +72,14 @@ pause, cpu = "-", "-"
 run = f"{out}/runs/lithos.json"
 st = json.load(open(run)).get("lithosd") if os.path.exists(run) else None
 if isinstance(st, dict):
+    shown = []
     for t in st.get("tenants", []):
         p = t.get("pause")
         if p:
             recent = ", ".join(f"{x:.2f}" for x in p.get("recent_slowdowns", []))
-            pause = (f"{p.get('phase')}; {p.get('verdicts')} verdicts ({recent}), "
-                     f"{p.get('pauses')} pauses, {p.get('probes')} probes")
+            shown.append(f"{t.get('name')}: {p.get('phase')}; {p.get('verdicts')} verdicts ({recent}), "
+                         f"busy {p.get('busy', 0):.2f}, {p.get('pauses')} pauses, {p.get('probes')} probes")
+    pause = "<br>".join(shown) or "-"
     if st.get("uptime_s"):
         cpu = f"{100 * st.get('cpu_s', 0) / st['uptime_s']:.0f}%"
 print(f"| {sc} | {setting} | {svc} | {slo} | {train} | {pause} | {cpu} |")

@@ -419,8 +419,11 @@ class ModeRun {
         f << "\n[[tenant]]\nname = \"" << t.setup.daemon_tenant << "\"\npriority = \"" << (hp ? "high" : "best-effort")
           << "\"\n";
         if (hp) f << "quota = " << t.setup.quota << "\n";
-        if (hp && t.spec->pauses_best_effort == sched::BestEffortPause::kAlways) f << "pauses_best_effort = true\n";
-        if (hp && t.spec->pauses_best_effort == sched::BestEffortPause::kAuto) f << "pauses_best_effort = \"auto\"\n";
+        if (hp) {
+          const sched::BestEffortPause p = t.spec->pauses_best_effort;
+          f << "pauses_best_effort = " << (p == sched::BestEffortPause::kAuto ? "\"auto\"" : best_effort_pause_name(p))
+            << "\n";
+        }
       }
       f << "\n[[tenant]]\nname = \"default\"\npriority = \"best-effort\"\n";
       if (!f) return "cannot write " + cfg;

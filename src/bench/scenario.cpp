@@ -201,6 +201,8 @@ Result<BenchTenant> parse_tenant(const Reader& rd, const toml::table& t) {
   auto part = rd.number(t, "partition", 0.0, 1.0, 0.0);
   if (!part) return part.status();
   out.partition = *part;
+  // Unset: "auto" for an hp tenant, as in lithosd's configuration.
+  if (out.role == Role::kHighPriority) out.pauses_best_effort = sched::BestEffortPause::kAuto;
   if (const toml::node* p = t.get("pauses_best_effort")) {
     const auto mode = sched::best_effort_pause_of(p->value_exact<bool>(), p->value_exact<std::string_view>());
     if (!mode) {

@@ -30,7 +30,7 @@ struct BenchTenant {
   double load = 0.0;                                 // service: fraction of alone capacity
   int thread_pct = 100;                              // mode mps-threads: CUDA_MPS_ACTIVE_THREAD_PERCENTAGE
   double partition = 0.0;                            // modes static-partition, lithos-fixed: share of the TPCs
-  // mode lithos, hp: its lithosd tenant's pauses_best_effort (true, false or "auto")
+  // mode lithos, hp: its lithosd tenant's pauses_best_effort (true, false or "auto", the default)
   sched::BestEffortPause pauses_best_effort = sched::BestEffortPause::kNever;
 };
 

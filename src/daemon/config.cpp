@@ -278,6 +278,9 @@ struct Parser {
       if (set->empty()) return error(*n, ctx + ": fallback_tpcs is empty (omit it to let the daemon decide)");
       out.fallback = *set;
     }
+    // Unset: "auto" for a high-priority tenant (docs/daemon.md, "Pausing
+    // best-effort work").
+    if (out.priority == sched::PriorityClass::kHigh) out.pauses_best_effort = sched::BestEffortPause::kAuto;
     if (const toml::node* n = t.get("pauses_best_effort")) {
       const auto mode = sched::best_effort_pause_of(n->value_exact<bool>(), n->value_exact<std::string_view>());
       if (!mode) return error(*n, ctx + ": 'pauses_best_effort' " + sched::kBestEffortPauseRule);

@@ -69,7 +69,8 @@ struct TenantConfig {
   // (its quota's TPCs for high priority, the TPCs no quota holds otherwise).
   std::optional<sched::TpcSet> fallback;
   // High only (lithos policy): whether best-effort atoms wait while it has
-  // work on the GPU (sched::BestEffortPause; true, false or "auto").
+  // work on the GPU (sched::BestEffortPause; true, false or "auto", the
+  // default for a high-priority tenant of a configuration file).
   sched::BestEffortPause pauses_best_effort = sched::BestEffortPause::kNever;
   // "file:line:column" of its [[tenant]] table, for messages; empty for the
   // implicit default tenant and tenants built in code.

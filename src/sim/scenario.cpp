@@ -983,6 +983,8 @@ Status parse_tenant_tables(const Doc& doc, const toml::table& root, Scenario& sc
       tc.static_tpcs = n;
     }
     LITHOS_RETURN_IF_ERROR(f.number("slo_ms", tc.slo_ms, positive(kMaxMs)));
+    // Unset: "auto" for a high-priority tenant, as in lithosd's configuration.
+    if (tc.priority == sched::PriorityClass::kHigh) tc.pauses_best_effort = sched::BestEffortPause::kAuto;
     if (const toml::node* n = f.node("pauses_best_effort")) {
       const auto mode = sched::best_effort_pause_of(n->value_exact<bool>(), n->value_exact<std::string_view>());
       if (!mode) return f.error("pauses_best_effort", sched::kBestEffortPauseRule);

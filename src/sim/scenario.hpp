@@ -63,7 +63,8 @@ struct TenantConfig {
   int quota = 0;
   std::optional<int> static_tpcs;
   std::optional<double> slo_ms;  // explicit SLO; else Scenario::slo_factor x alone P99
-  // High only: sched::TenantSpec::pauses_best_effort (true, false or "auto").
+  // High only: sched::TenantSpec::pauses_best_effort (true, false or "auto";
+  // a scenario file's high-priority tenants default to "auto").
   sched::BestEffortPause pauses_best_effort = sched::BestEffortPause::kNever;
   Arrival arrival = Arrival::kClosed;
   std::optional<double> rate_rps;  // kPoisson: fixed rate ...

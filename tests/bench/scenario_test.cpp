@@ -158,6 +158,10 @@ TEST(BenchScenario, DefaultsAndDerivedValues) {
 // An hp tenant's lithosd setting pauses_best_effort (mode lithos writes it
 // into the daemon's configuration); refused for a be tenant.
 TEST(BenchScenario, AnHpTenantMayPauseBestEffortWork) {
+  auto unset = parse_bench_scenario(kMinimal, "f.toml");
+  ASSERT_TRUE(unset) << unset.status().message();
+  EXPECT_EQ(unset->tenants[0].pauses_best_effort, sched::BestEffortPause::kAuto) << "an hp tenant's default";
+  EXPECT_EQ(unset->tenants[1].pauses_best_effort, sched::BestEffortPause::kNever);
   std::string text = kMinimal;
   text.insert(text.find("partition = 0.5") + 15, "\npauses_best_effort = true");
   auto sc = parse_bench_scenario(text, "f.toml");

@@ -654,6 +654,11 @@ TEST(DaemonConfig, AServiceMayPauseBestEffortWork) {
   EXPECT_EQ(c->tenant("svc")->spec().pauses_best_effort, BestEffortPause::kAlways);
   EXPECT_EQ(c->tenant("svc2")->spec().pauses_best_effort, BestEffortPause::kAuto);
   EXPECT_EQ(c->tenant("train")->spec().pauses_best_effort, BestEffortPause::kNever);
+  // Unset: "auto" for a high-priority tenant, false for a best-effort one.
+  auto d = parse("[[tenant]]\nname = \"svc\"\npriority = \"high\"\nquota = 10\n[[tenant]]\nname = \"train\"\n");
+  ASSERT_TRUE(d) << d.status().message();
+  EXPECT_EQ(d->tenant("svc")->spec().pauses_best_effort, BestEffortPause::kAuto);
+  EXPECT_EQ(d->tenant("train")->spec().pauses_best_effort, BestEffortPause::kNever);
   const auto j = nlohmann::json::parse(config_json(*c));
   EXPECT_EQ(j["tenants"][0]["pauses_best_effort"], true);
   EXPECT_EQ(j["tenants"][1]["pauses_best_effort"], "auto");

@@ -79,6 +79,7 @@ DaemonConfig config_for(const sim::Scenario& sc, const std::string& policy) {
     tc.name = t.name;
     tc.priority = t.priority;
     tc.quota = t.quota;
+    tc.pauses_best_effort = t.pauses_best_effort;
     c.tenants.push_back(tc);
   }
   TenantConfig def;

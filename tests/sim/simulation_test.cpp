@@ -94,6 +94,7 @@ TEST(Simulation, AServiceThatPausesBestEffortWorkCostsTheTrainer) {
   Scenario sc = small_hybrid();
   ASSERT_TRUE(sc.tenants[0].priority == sched::PriorityClass::kHigh);
   ASSERT_TRUE(sc.tenants[1].priority == sched::PriorityClass::kBestEffort);
+  sc.tenants[0].pauses_best_effort = sched::BestEffortPause::kNever;
   auto plain_cmp = compare_policies(sc, {"lithos"}, 1);
   sc.tenants[0].pauses_best_effort = sched::BestEffortPause::kAlways;
   auto paused_cmp = compare_policies(sc, {"lithos"}, 1);
@@ -160,6 +161,12 @@ request = "big"
   auto sc = parse_scenario(text, "t.toml", ".");
   ASSERT_TRUE(sc.is_ok()) << sc.status().message();
   EXPECT_EQ(sc->tenants[0].pauses_best_effort, sched::BestEffortPause::kAuto);
+  EXPECT_EQ(sc->tenants[1].pauses_best_effort, sched::BestEffortPause::kNever);
+  std::string unset = text;
+  unset.erase(unset.find("pauses_best_effort = \"auto\"\n"), 28);
+  auto defaulted = parse_scenario(unset, "t.toml", ".");
+  ASSERT_TRUE(defaulted.is_ok()) << defaulted.status().message();
+  EXPECT_EQ(defaulted->tenants[0].pauses_best_effort, sched::BestEffortPause::kAuto) << "a high tenant's default";
   auto cmp = compare_policies(*sc, {"lithos"}, 1);
   ASSERT_TRUE(cmp.is_ok()) << cmp.status().to_string();
   EXPECT_GT(cmp->policies[0].tenants[0].completed, 0U);
