@@ -78,7 +78,8 @@ if isinstance(st, dict):
         if p:
             recent = ", ".join(f"{x:.2f}" for x in p.get("recent_slowdowns", []))
             shown.append(f"{t.get('name')}: {p.get('phase')}; {p.get('verdicts')} verdicts ({recent}), "
-                         f"busy {p.get('busy', 0):.2f}, {p.get('pauses')} pauses, {p.get('probes')} probes")
+                         f"busy {p.get('busy', 0):.2f}, paused {p.get('paused_slowdown', 0):.2f} (gain "
+                         f"{p.get('gain', 0):.2f}), {p.get('pauses')} pauses, {p.get('probes')} probes")
     pause = "<br>".join(shown) or "-"
     if st.get("uptime_s"):
         cpu = f"{100 * st.get('cpu_s', 0) / st['uptime_s']:.0f}%"

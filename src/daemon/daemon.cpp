@@ -832,6 +832,10 @@ std::string Daemon::status_json(std::uint64_t now) const {
       if (p->verdicts > 0) {
         pj["slowdown"] = p->slowdown;
         pj["busy"] = p->busy;
+        if (p->gain > 0.0) {
+          pj["paused_slowdown"] = p->paused_slowdown;
+          pj["gain"] = p->gain;
+        }
       }
       if (p->recent_count > 0) {
         pj["recent_slowdowns"] =

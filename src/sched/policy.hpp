@@ -84,6 +84,10 @@ struct PauseReport {
   double slowdown = 0.0;
   // The share of the last verdict's window its work kept the GPU busy.
   double busy = 0.0;
+  // The slowdown of its runs during the last pause, and the slowdown
+  // sharing over it at the verdict after (0 before the first pause).
+  double paused_slowdown = 0.0;
+  double gain = 0.0;
   // The slowdowns of the latest verdicts, oldest first (up to kRecent).
   static constexpr std::size_t kRecent = 8;
   std::array<double, kRecent> recent{};
@@ -212,7 +216,9 @@ struct PolicyConfig {
   // times as long as the same work without them. Verdicts come from windows
   // of at least pause_samples such runs and pause_work of predicted work; a
   // pause lasts pause_hold, twice as long after each verdict that confirms
-  // it, up to pause_hold_max; a probe (the work without best effort beside
+  // it, up to pause_hold_max, and a pause is tried again only if the last
+  // one made the tenant's runs pause_slowdown times faster (else none for
+  // pause_hold_max); a probe (the work without best effort beside
   // it, when the tenant's recent work has no such measurement; at most one
   // per pause_hold) lasts until pause_samples runs or pause_probe.
   // Short windows: every run of a trial beside best effort that slows the
@@ -226,7 +232,7 @@ struct PolicyConfig {
   double pause_busy_max = 0.8;
   std::uint32_t pause_samples = 8;
   Duration pause_work = ms(5);
-  Duration pause_hold = ms(5000);
+  Duration pause_hold = ms(1000);
   Duration pause_hold_max = ms(80000);
   Duration pause_probe = ms(200);
 };

@@ -949,7 +949,11 @@ struct AutoPauseRun {
   std::vector<PauseReport> reports;  // after each request
   std::uint64_t be_atoms = 0, be_atoms_during_requests = 0;
 };
-AutoPauseRun run_auto_pause(double slowdown, int requests, const EngineConfig& cfg, double gap_us = 200.0) {
+// `carry`: the trainer's atoms started between requests are still on the
+// GPU when the next request starts (long atoms), so a pause, which only
+// holds back new ones, leaves the service as slow.
+AutoPauseRun run_auto_pause(double slowdown, int requests, const EngineConfig& cfg, double gap_us = 200.0,
+                            bool carry = false) {
   AutoPauseRun r;
   auto e = make_engine("lithos", cfg);
   TenantSpec svc = high("svc", 40);
@@ -998,7 +1002,7 @@ AutoPauseRun run_auto_pause(double slowdown, int requests, const EngineConfig& c
     feed();
     dispatch(/*during=*/false);
     t += us(gap_us - 1.0) - cfg.policy.idle_grace;
-    finish_be();
+    if (!carry) finish_be();
   }
   return r;
 }
@@ -1067,6 +1071,32 @@ TEST(LithosRules, AnAutomaticPauseLeavesAnUnaffectedServiceSharing) {
   // Just under the threshold is no pause either; just over is.
   EXPECT_EQ(run_auto_pause(1.1, 300, cfg).reports.back().pauses, 0U);
   EXPECT_GE(run_auto_pause(1.2, 300, cfg).reports.back().pauses, 1U);
+}
+
+// A pause that does not make the service faster (what slows it is the
+// best-effort atoms already on the GPU when its work starts, which a pause
+// does not hold back) is measured as such at the verdict after it: no pause
+// again for pause_hold_max, and the trainer runs beside the service.
+TEST(LithosRules, AnAutomaticPauseThatDoesNotHelpIsNotRepeated) {
+  EngineConfig cfg = auto_pause_config();
+  cfg.policy.pause_hold_max = ms(1000);  // longer than the run: one experiment
+  const AutoPauseRun r = run_auto_pause(3.0, 400, cfg, 200.0, /*carry=*/true);
+  const PauseReport& last = r.reports.back();
+  EXPECT_EQ(last.pauses, 1U) << "the first pause is the experiment";
+  // With pause_hold_max shorter than the run, the experiment is repeated
+  // once per pause_hold_max (120 ms of requests, 20 ms: about 6).
+  const AutoPauseRun again = run_auto_pause(3.0, 400, auto_pause_config(), 200.0, /*carry=*/true);
+  EXPECT_GE(again.reports.back().pauses, 3U);
+  EXPECT_LE(again.reports.back().pauses, 8U);
+  EXPECT_GE(last.probes, 1U);
+  EXPECT_NEAR(last.slowdown, 3.0, 0.01);
+  EXPECT_NEAR(last.paused_slowdown, 3.0, 0.01);
+  EXPECT_NEAR(last.gain, 1.0, 0.01);
+  EXPECT_EQ(last.phase, "sharing");
+  // The pause that helps (the atoms end before each request) is measured so.
+  const AutoPauseRun helped = run_auto_pause(3.0, 400, cfg);
+  EXPECT_NEAR(helped.reports.back().paused_slowdown, 1.0, 0.01);
+  EXPECT_NEAR(helped.reports.back().gain, 3.0, 0.01);
 }
 
 // A tenant that keeps the GPU busy nearly all the time (30 us between its

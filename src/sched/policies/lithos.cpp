@@ -91,6 +91,14 @@ void LithosPolicy::on_ran(const EngineState& state, const InflightAtom& atom, Ti
   }
   const int used = std::max(
       1, std::min(atom.tpcs.count(), occupancy_tpc_bound(state.config.device, atom.blocks, atom.blocks_per_tpc)));
+  if (g.phase == Guard::Phase::kPaused) {  // what a pause gives it: every run, best effort beside or not
+    if (const auto alone = quiet_->predict(atom.key, atom.blocks, atom.blocks_per_tpc, used);
+        alone && alone->count() > 0) {
+      ++g.paused_runs;
+      g.paused_ran_ns += static_cast<double>(ran.count());
+      g.paused_quiet_ns += static_cast<double>(alone->count());
+    }
+  }
   if (!state.beside_best_effort(atom)) {
     quiet_->observe(atom.key, atom.blocks, atom.blocks_per_tpc, used, ran, PriorityClass::kHigh);
     if (g.phase == Guard::Phase::kProbing && ++g.quiet >= cfg.pause_samples) {
@@ -119,10 +127,23 @@ void LithosPolicy::on_ran(const EngineState& state, const InflightAtom& atom, Ti
   g.busy = end > g.window_start ? std::min(1.0, g.busy_ns / static_cast<double>((end - g.window_start).count())) : 1.0;
   g.recent[g.verdicts % g.recent.size()] = g.slowdown;
   ++g.verdicts;
+  // What the last pause gave: its runs' slowdown against the same quiet
+  // model. A pause that left the tenant about as slow (best-effort atoms
+  // already on the GPU when its work starts, which no pause holds back)
+  // only costs best effort: none again for pause_hold_max.
+  const bool measured = g.paused_runs >= cfg.pause_samples && g.paused_quiet_ns > 0.0;
+  if (measured) {
+    g.paused_slowdown = g.paused_ran_ns / g.paused_quiet_ns;
+    g.gain = g.slowdown / g.paused_slowdown;
+    g.paused_runs = 0;
+    g.paused_ran_ns = g.paused_quiet_ns = 0.0;
+  }
+  const bool helps = !measured || g.gain > cfg.pause_slowdown;
+  if (measured && !helps) g.no_pause_until = end + cfg.pause_hold_max;
   // A tenant that keeps the GPU busy nearly all the time (a closed loop, a
   // batch job given high priority) leaves best effort no time between its
   // work: pausing for it would stop best effort altogether.
-  if (g.slowdown > cfg.pause_slowdown && g.busy <= cfg.pause_busy_max) {
+  if (g.slowdown > cfg.pause_slowdown && g.busy <= cfg.pause_busy_max && helps && end >= g.no_pause_until) {
     enter(g, Guard::Phase::kPaused, end + g.hold);
     g.hold = std::min(g.hold + g.hold, cfg.pause_hold_max);
   } else {
@@ -147,6 +168,8 @@ std::optional<PauseReport> LithosPolicy::pause_report(const EngineState& state, 
   r.until = live ? g.until : kTimeNever;
   r.slowdown = g.slowdown;
   r.busy = g.busy;
+  r.paused_slowdown = g.paused_slowdown;
+  r.gain = g.gain;
   r.recent_count = static_cast<std::size_t>(std::min<std::uint64_t>(g.verdicts, g.recent.size()));
   for (std::size_t i = 0; i < r.recent_count; ++i) {
     r.recent[i] = g.recent[(g.verdicts - r.recent_count + i) % g.recent.size()];

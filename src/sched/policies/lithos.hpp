@@ -67,7 +67,8 @@ class LithosPolicy final : public Policy {
   // `quiet_` what its work takes alone; those with one are compared with
   // that, in windows (PolicyConfig::pause_*). A window's verdict above
   // pause_slowdown pauses best effort for a hold (unless the tenant's runs
-  // covered more than pause_busy_max of the window); when the hold ends, best
+  // covered more than pause_busy_max of the window, or the last pause did
+  // not make its runs faster by pause_slowdown); when the hold ends, best
   // effort runs beside the tenant again until the next verdict (a trial as
   // short as one window). Runs that quiet_ cannot predict (new work, or a
   // tenant that never ran without best effort beside it) start a probe:
@@ -81,11 +82,16 @@ class LithosPolicy final : public Policy {
     std::uint32_t covered = 0, uncovered = 0, quiet = 0;  // runs, this window or probe
     double ran_ns = 0.0, quiet_ns = 0.0;                  // of the covered runs
     double slowdown = 0.0;
-    Time window_start = kTimeNever;                     // its first run this window
-    Time next_probe{};                                  // no probe before this
-    Time busy_until{};                                  // the latest end of its runs
-    double busy_ns = 0.0;                               // the union of its runs this window
-    double busy = 0.0;                                  // share of the last window its runs covered
+    Time window_start = kTimeNever;  // its first run this window
+    Time next_probe{};               // no probe before this
+    Time no_pause_until{};           // no pause before this (the last one did not help)
+    std::uint32_t paused_runs = 0;   // runs during the last pause, with a quiet prediction
+    double paused_ran_ns = 0.0, paused_quiet_ns = 0.0;
+    double paused_slowdown = 0.0;  // of the last pause's runs
+    double gain = 0.0;             // slowdown sharing over slowdown paused, at the verdict after a pause
+    Time busy_until{};             // the latest end of its runs
+    double busy_ns = 0.0;          // the union of its runs this window
+    double busy = 0.0;             // share of the last window its runs covered
     std::array<double, PauseReport::kRecent> recent{};  // the latest verdicts, a ring
     std::uint64_t pauses = 0, probes = 0, verdicts = 0;
   };
