@@ -1099,12 +1099,12 @@ TEST(LithosRules, AnAutomaticPauseThatDoesNotHelpIsNotRepeated) {
   EXPECT_NEAR(helped.reports.back().gain, 3.0, 0.01);
 }
 
-// A tenant that keeps the GPU busy nearly all the time (30 us between its
+// A tenant that keeps the GPU busy nearly all the time (25 us between its
 // runs) is slowed 3x, but pausing for it would leave best effort no time:
 // verdicts, no pause, and the trainer runs beside it.
 TEST(LithosRules, AnAutomaticPauseNeverStopsBestEffortForABusyTenant) {
   const EngineConfig cfg = auto_pause_config();
-  const AutoPauseRun r = run_auto_pause(3.0, 300, cfg, /*gap_us=*/30.0);
+  const AutoPauseRun r = run_auto_pause(3.0, 300, cfg, /*gap_us=*/25.0);
   const PauseReport& last = r.reports.back();
   EXPECT_GE(last.verdicts, 5U);
   EXPECT_EQ(last.pauses, 0U);

@@ -138,7 +138,7 @@ void LithosPolicy::on_ran(const EngineState& state, const InflightAtom& atom, Ti
     g.paused_runs = 0;
     g.paused_ran_ns = g.paused_quiet_ns = 0.0;
   }
-  const bool helps = !measured || g.gain > cfg.pause_slowdown;
+  const bool helps = !measured || g.gain > cfg.pause_gain;
   if (measured && !helps) g.no_pause_until = end + cfg.pause_hold_max;
   // A tenant that keeps the GPU busy nearly all the time (a closed loop, a
   // batch job given high priority) leaves best effort no time between its

@@ -68,7 +68,7 @@ class LithosPolicy final : public Policy {
   // that, in windows (PolicyConfig::pause_*). A window's verdict above
   // pause_slowdown pauses best effort for a hold (unless the tenant's runs
   // covered more than pause_busy_max of the window, or the last pause did
-  // not make its runs faster by pause_slowdown); when the hold ends, best
+  // not make its runs pause_gain times faster); when the hold ends, best
   // effort runs beside the tenant again until the next verdict (a trial as
   // short as one window). Runs that quiet_ cannot predict (new work, or a
   // tenant that never ran without best effort beside it) start a probe:
