@@ -476,6 +476,11 @@ void print_human(std::FILE* f, const nlohmann::json& j) {
         line +=
             fmt::format("; beside best effort its work last took {:.2f}x as long as without", p.value("slowdown", 0.0));
       }
+      if (p.contains("busy"))
+        line += fmt::format(", its runs covering {:.0f}% of the time", 100.0 * p.value("busy", 0.0));
+      if (p.contains("gain")) {
+        line += fmt::format("; the last pause made them {:.2f}x faster", p.value("gain", 0.0));
+      }
       line += fmt::format(" ({} verdicts, {} pauses, {} probes)", p.value("verdicts", 0ULL), p.value("pauses", 0ULL),
                           p.value("probes", 0ULL));
     }

@@ -236,7 +236,7 @@ struct PolicyConfig {
   double pause_gain = 1.05;
   std::uint32_t pause_samples = 8;
   Duration pause_work = ms(5);
-  Duration pause_hold = ms(1000);
+  Duration pause_hold = ms(250);
   Duration pause_hold_max = ms(80000);
   Duration pause_probe = ms(200);
 };
