@@ -48,6 +48,8 @@ inline constexpr double kMinThrottleUs = 10;
 inline constexpr double kMaxThrottleUs = 100000;
 inline constexpr double kMaxHpPollUs = 1000;            // [daemon] hp_poll_us
 inline constexpr std::uint32_t kMaxStolenAtoms = 1024;  // [daemon] max_stolen_atoms
+inline constexpr double kMinPauseSlowdown = 1.0;        // [daemon] pause_slowdown
+inline constexpr double kMaxPauseSlowdown = 100.0;
 // Tenant names travel in ipc::Hello/Welcome (64 bytes with the terminating NUL).
 inline constexpr std::size_t kMaxTenantName = 63;
 // The tenant every undeclared process lands in, unless the file says otherwise.
@@ -98,6 +100,10 @@ struct DaemonConfig {
   // time (docs/daemon.md). 1 bounds the wait by one atom, at the cost of a
   // gap between a borrower's atoms. 0: no borrowing of owned TPCs at all.
   std::uint32_t max_stolen_atoms = sched::PolicyConfig{}.max_stolen_atoms;
+  // sched::PolicyConfig::pause_slowdown (lithos policy): how much slower a
+  // high-priority tenant's work beside best-effort atoms must be than
+  // without them before its pauses_best_effort = "auto" pauses best effort.
+  double pause_slowdown = sched::PolicyConfig{}.pause_slowdown;
   // While only high-priority work is in flight (no best-effort tenant has
   // work or had any in the last 2 ms, so no one waits for a grant) the
   // daemon's loop sleeps this long between turns instead of spinning; 0:

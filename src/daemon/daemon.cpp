@@ -97,6 +97,7 @@ Result<std::unique_ptr<sched::Engine>> make_engine(const DaemonConfig& config, c
   ec.policy.share_unowned = config.share_unowned;
   ec.policy.hp_holds_unowned = config.hp_holds_unowned;
   ec.policy.max_stolen_atoms = config.max_stolen_atoms;
+  ec.policy.pause_slowdown = config.pause_slowdown;
   auto engine = std::make_unique<sched::Engine>(ec, std::move(policy));
   for (const TenantConfig& t : config.tenants) {
     auto id = engine->add_tenant(t.spec());
@@ -112,6 +113,7 @@ Result<sched::ReplayResult> replay_trace(const Trace& trace) {
   c.throttle_us = trace.header.throttle_us;
   c.throttle_unborrowed_us = trace.header.throttle_unborrowed_us;
   c.max_stolen_atoms = trace.header.max_stolen_atoms;
+  c.pause_slowdown = trace.header.pause_slowdown;
   c.best_effort_runs_free = trace.header.best_effort_runs_free;
   c.share_unowned = trace.header.share_unowned;
   c.hp_holds_unowned = trace.header.hp_holds_unowned;
@@ -787,8 +789,9 @@ std::string Daemon::status_json(std::uint64_t now) const {
     // The scheduling settings it runs with, as --print-config names them.
     const json cfg = json::parse(config_json(options_.config));
     json settings = json::object();
-    for (const char* key : {"atom_us", "throttle_us", "throttle_unborrowed_us", "max_stolen_atoms", "hp_poll_us",
-                            "share_unowned", "hp_holds_unowned", "best_effort_runs_free", "stream_priorities"}) {
+    for (const char* key :
+         {"atom_us", "throttle_us", "throttle_unborrowed_us", "max_stolen_atoms", "pause_slowdown", "hp_poll_us",
+          "share_unowned", "hp_holds_unowned", "best_effort_runs_free", "stream_priorities"}) {
       if (cfg.contains(key)) settings[key] = cfg[key];
     }
     j["settings"] = settings;

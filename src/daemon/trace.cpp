@@ -319,6 +319,10 @@ Result<TraceHeader> parse_header(std::string_view line) {
         throw std::runtime_error("'max_stolen_atoms' must be a non-negative integer");
       h.max_stolen_atoms = m.get<std::uint32_t>();
     }
+    if (c.contains("pause_slowdown")) {
+      if (!c.at("pause_slowdown").is_number()) throw std::runtime_error("'pause_slowdown' must be a number");
+      h.pause_slowdown = c.at("pause_slowdown").get<double>();
+    }
     if (c.contains("best_effort_runs_free")) {
       if (!c.at("best_effort_runs_free").is_boolean())
         throw std::runtime_error("'best_effort_runs_free' must be true or false");

@@ -15,6 +15,7 @@
 
 #include "common/status.hpp"
 #include "sched/engine_log.hpp"
+#include "sched/policy.hpp"
 
 namespace lithos::daemon {
 
@@ -32,6 +33,8 @@ struct TraceHeader {
   double throttle_us = 0;
   double throttle_unborrowed_us = 0;
   std::uint32_t max_stolen_atoms = 2;  // absent in traces written before it existed (always 2 then)
+  // Absent in traces written before it existed (nothing paused automatically then).
+  double pause_slowdown = sched::PolicyConfig{}.pause_slowdown;
   bool best_effort_runs_free = false;  // absent in traces written before it existed (never free then)
   bool share_unowned = true;           // absent in traces written before it existed (the default then)
   bool hp_holds_unowned = true;        // absent in traces written before it existed (always held then)

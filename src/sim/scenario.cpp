@@ -152,6 +152,7 @@ std::string check_range(double v, const NumRange& r) {
 constexpr NumRange positive(double hi) { return {0.0, true, hi, false, "a positive number"}; }
 constexpr NumRange non_negative(double hi) { return {0.0, false, hi, false, "a number >= 0"}; }
 constexpr NumRange kFraction{0.0, true, 1.0, true, "a number in (0, 1)", true};
+constexpr NumRange kPauseSlowdown{1.0, false, 100.0, false, "a number in [1, 100]", true};
 
 struct Dim3Limits {
   std::uint32_t x, y, z;
@@ -832,10 +833,10 @@ Status parse_scheduler_table(const Doc& doc, const toml::table& root, Scenario& 
   if (!sec) return sec.status();
   if (*sec == nullptr) return Status::ok();
   Fields f(doc, **sec, "scheduler");
-  LITHOS_RETURN_IF_ERROR(f.check_keys({"throttle_us", "throttle_unborrowed_us", "atom_target_us", "per_atom_cost_us",
-                                       "tolerated_overhead", "max_atoms", "max_stolen_atoms", "steal_lookahead_us",
-                                       "idle_grace_us", "lend_surplus", "share_unowned", "hp_holds_unowned",
-                                       "immediate_launches", "timeslice_ms", "context_switch_us", "rightsize_slip"}));
+  LITHOS_RETURN_IF_ERROR(f.check_keys(
+      {"throttle_us", "throttle_unborrowed_us", "atom_target_us", "per_atom_cost_us", "tolerated_overhead", "max_atoms",
+       "max_stolen_atoms", "pause_slowdown", "steal_lookahead_us", "idle_grace_us", "lend_surplus", "share_unowned",
+       "hp_holds_unowned", "immediate_launches", "timeslice_ms", "context_switch_us", "rightsize_slip"}));
   sched::EngineConfig& e = sc.engine;
   // Times: read as microseconds (or milliseconds), stored as Duration.
   const auto time_us = [&](std::string_view key, Duration& out, const NumRange& r) -> Status {
@@ -852,6 +853,7 @@ Status parse_scheduler_table(const Doc& doc, const toml::table& root, Scenario& 
   LITHOS_RETURN_IF_ERROR(f.number("tolerated_overhead", e.atoms.tolerated_overhead, kFraction));
   LITHOS_RETURN_IF_ERROR(f.integer("max_atoms", e.atoms.max_atoms, 1, 1'000'000));
   LITHOS_RETURN_IF_ERROR(f.integer("max_stolen_atoms", e.policy.max_stolen_atoms, 0, 1'000'000));
+  LITHOS_RETURN_IF_ERROR(f.number("pause_slowdown", e.policy.pause_slowdown, kPauseSlowdown));
   LITHOS_RETURN_IF_ERROR(time_us("steal_lookahead_us", e.policy.steal_lookahead, non_negative(kMaxUs)));
   LITHOS_RETURN_IF_ERROR(time_us("idle_grace_us", e.policy.idle_grace, non_negative(kMaxUs)));
   LITHOS_RETURN_IF_ERROR(f.boolean("lend_surplus", e.policy.lend_surplus));

@@ -72,6 +72,7 @@ DaemonConfig config_for(const sim::Scenario& sc, const std::string& policy) {
   c.atom_us = static_cast<double>(sc.engine.atoms.target.count()) / 1e3;
   c.throttle_us = static_cast<double>(sc.engine.throttle.count()) / 1e3;
   c.max_stolen_atoms = sc.engine.policy.max_stolen_atoms;
+  c.pause_slowdown = sc.engine.policy.pause_slowdown;
   c.share_unowned = sc.engine.policy.share_unowned;
   c.hp_holds_unowned = sc.engine.policy.hp_holds_unowned;
   for (const sim::TenantConfig& t : sc.tenants) {
@@ -163,6 +164,13 @@ TEST(DaemonReplay, ADifferentlyConfiguredDaemonDecidesDifferently) {
   EXPECT_FALSE(r5.same);
   EXPECT_NE(r5.difference.find("dispatch"), std::string::npos) << r5.difference;
 
+  // The bar of the automatic pause reaches the daemon's engine.
+  DaemonConfig eager_pause = base;
+  eager_pause.pause_slowdown = 2.5;
+  auto e6 = make_engine(eager_pause, sched::DeviceShape::h100_sxm());
+  ASSERT_TRUE(e6.is_ok());
+  EXPECT_EQ((*e6)->state().config.policy.pause_slowdown, 2.5);
+
   auto e3 = make_engine(base, sched::DeviceShape::h100_sxm());
   ASSERT_TRUE(e3.is_ok());
   EXPECT_TRUE(sched::replay(log.events, **e3, sched::ReplayTenants::kCheck).same);
@@ -188,6 +196,17 @@ TEST(DaemonTrace, TextRoundTripKeepsEveryDecision) {
   ASSERT_EQ(t->events.size(), log.events.size());
   EXPECT_EQ(t->header.device.topology.to_string(), sched::DeviceShape::h100_sxm().topology.to_string());
   EXPECT_EQ(t->header.max_stolen_atoms, 1U);
+  EXPECT_EQ(t->header.pause_slowdown, cfg.pause_slowdown);
+  // A setting other than the default is carried too.
+  DaemonConfig eager = cfg;
+  eager.pause_slowdown = 2.5;
+  auto eager_trace =
+      parse_trace_file(std::string("{\"schema\":\"") + kTraceSchema + "\",\"config\":" + config_json(eager) +
+                           ",\"device\":{\"name\":\"H100\",\"tpcs\":66,\"topology\":\"" +
+                           sched::DeviceShape::h100_sxm().topology.to_string() + "\"}}\n",
+                       "eager.jsonl");
+  ASSERT_TRUE(eager_trace.is_ok()) << eager_trace.status().message();
+  EXPECT_EQ(eager_trace->header.pause_slowdown, 2.5);
   auto r = replay_trace(*t);
   ASSERT_TRUE(r.is_ok()) << r.status().message();
   EXPECT_TRUE(r->same) << r->difference;

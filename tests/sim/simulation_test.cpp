@@ -167,6 +167,14 @@ request = "big"
   auto defaulted = parse_scenario(unset, "t.toml", ".");
   ASSERT_TRUE(defaulted.is_ok()) << defaulted.status().message();
   EXPECT_EQ(defaulted->tenants[0].pauses_best_effort, sched::BestEffortPause::kAuto) << "a high tenant's default";
+  EXPECT_EQ(defaulted->engine.policy.pause_slowdown, sched::PolicyConfig{}.pause_slowdown);
+  // The bar of the automatic pause, as lithosd's pause_slowdown.
+  auto bar = parse_scenario(std::string(text) + "[scheduler]\npause_slowdown = 2\n", "t.toml", ".");
+  ASSERT_TRUE(bar.is_ok()) << bar.status().message();
+  EXPECT_EQ(bar->engine.policy.pause_slowdown, 2.0);
+  auto low = parse_scenario(std::string(text) + "[scheduler]\npause_slowdown = 0.5\n", "t.toml", ".");
+  ASSERT_FALSE(low.is_ok());
+  EXPECT_NE(low.status().message().find("pause_slowdown"), std::string::npos) << low.status().message();
   auto cmp = compare_policies(*sc, {"lithos"}, 1);
   ASSERT_TRUE(cmp.is_ok()) << cmp.status().to_string();
   EXPECT_GT(cmp->policies[0].tenants[0].completed, 0U);
