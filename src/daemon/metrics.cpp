@@ -145,6 +145,26 @@ Result<std::string> prometheus_text(std::string_view status_json) {
     }
     w.family("lithos_tenant_slo_seconds", "gauge", "The tenant's configured latency objective.", slo);
   }
+  {
+    // Tenants that pause best-effort work (pauses_best_effort true or
+    // "auto"): whether best effort is held for them now, and what "auto"
+    // measured.
+    std::vector<std::pair<std::string, double>> paused, slowdown, pauses;
+    for (std::size_t i = 0; i < labels.size(); ++i) {
+      if (!tenants[i].contains("pause") || !tenants[i]["pause"].is_object()) continue;
+      const json& p = tenants[i]["pause"];
+      paused.emplace_back(labels[i], p.value("phase", std::string()) == "sharing" ? 0.0 : 1.0);
+      if (p.contains("slowdown")) slowdown.emplace_back(labels[i], num(p, "slowdown"));
+      pauses.emplace_back(labels[i], num(p, "pauses"));
+    }
+    w.family("lithos_tenant_pausing_best_effort", "gauge",
+             "1: best effort is held back while the tenant works (paused or probing); 0: it runs beside it.", paused);
+    w.family("lithos_tenant_pause_slowdown", "gauge",
+             "The tenant's work beside best effort over the same work without it, at the last verdict (\"auto\").",
+             slowdown);
+    w.family("lithos_tenant_pauses_total", "counter", "Times a verdict paused best effort for the tenant (\"auto\").",
+             pauses);
+  }
 
   const json k = j.value("counters", json::object());
   static const std::pair<const char*, const char*> counters[] = {

@@ -18,7 +18,8 @@ const char* kStatus = R"({
   "tenants": [
     {"name": "svc", "class": "high", "quota": 40, "active": true, "clients": 2, "pending_launches": 0,
      "inflight_atoms": 3, "stolen_inflight": 0, "held": "0-39", "allocation": "0-65", "runs_free": false,
-     "slo_ms": 25},
+     "slo_ms": 25, "pauses_best_effort": "auto",
+     "pause": {"phase": "paused", "pauses": 3, "probes": 1, "verdicts": 9, "slowdown": 1.5, "until_ms": 800}},
     {"name": "tr\"ain\\x", "class": "best-effort", "quota": 0, "active": false, "clients": 1,
      "pending_launches": 7, "inflight_atoms": 5, "stolen_inflight": 4, "held": "", "allocation": "40-65",
      "runs_free": false}
@@ -109,6 +110,10 @@ TEST(Metrics, StatusBecomesPrometheusText) {
   EXPECT_EQ(s.at("lithos_tenant_stolen_inflight_atoms" + be), 4);
   EXPECT_EQ(s.at("lithos_tenant_held_tpcs" + be), 0);
   EXPECT_EQ(s.count("lithos_tenant_slo_seconds" + be), 0U) << "no SLO configured: no sample";
+  EXPECT_EQ(s.at("lithos_tenant_pausing_best_effort" + svc), 1);
+  EXPECT_DOUBLE_EQ(s.at("lithos_tenant_pause_slowdown" + svc), 1.5);
+  EXPECT_EQ(s.at("lithos_tenant_pauses_total" + svc), 3);
+  EXPECT_EQ(s.count("lithos_tenant_pausing_best_effort" + be), 0U) << "a tenant that pauses nothing: no sample";
   EXPECT_EQ(s.at("lithos_grants_total"), 1000);
   EXPECT_EQ(s.at("lithos_clients_refused_total"), 0) << "absent counters read 0";
   EXPECT_DOUBLE_EQ(s.at("lithos_max_spin_gap_seconds"), 250e-6);
