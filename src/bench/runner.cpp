@@ -419,11 +419,7 @@ class ModeRun {
         f << "\n[[tenant]]\nname = \"" << t.setup.daemon_tenant << "\"\npriority = \"" << (hp ? "high" : "best-effort")
           << "\"\n";
         if (hp) f << "quota = " << t.setup.quota << "\n";
-        if (hp) {
-          const sched::BestEffortPause p = t.spec->pauses_best_effort;
-          f << "pauses_best_effort = " << (p == sched::BestEffortPause::kAuto ? "\"auto\"" : best_effort_pause_name(p))
-            << "\n";
-        }
+        if (hp) f << "pauses_best_effort = " << best_effort_pause_literal(t.spec->pauses_best_effort) << "\n";
       }
       f << "\n[[tenant]]\nname = \"default\"\npriority = \"best-effort\"\n";
       if (!f) return "cannot write " + cfg;

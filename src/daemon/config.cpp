@@ -903,9 +903,7 @@ std::string config_json(const DaemonConfig& c) {
     for (std::size_t k = 0; k < t.match.size(); ++k) j += (k == 0 ? "" : ",") + json_string(t.match[k]);
     j += "]";
     j += ",\"fallback_tpcs\":" + (t.fallback ? json_string(t.fallback->to_string()) : std::string("null"));
-    j += std::string(",\"pauses_best_effort\":") + (t.pauses_best_effort == sched::BestEffortPause::kAuto
-                                                        ? "\"auto\""
-                                                        : best_effort_pause_name(t.pauses_best_effort));
+    j += std::string(",\"pauses_best_effort\":") + best_effort_pause_literal(t.pauses_best_effort);
     j += "}";
   }
   j += "]}";

@@ -30,6 +30,10 @@ const char* best_effort_pause_name(BestEffortPause p) {
   return "?";
 }
 
+const char* best_effort_pause_literal(BestEffortPause p) {
+  return p == BestEffortPause::kAuto ? "\"auto\"" : best_effort_pause_name(p);
+}
+
 std::optional<BestEffortPause> best_effort_pause_of(std::optional<bool> boolean, std::optional<std::string_view> text) {
   if (boolean) return *boolean ? BestEffortPause::kAlways : BestEffortPause::kNever;
   if (text && *text == "auto") return BestEffortPause::kAuto;

@@ -67,6 +67,8 @@ enum class BestEffortPause : std::uint8_t {
 // "false", "true", "auto": the configuration files' spellings (a TOML
 // boolean, or the string "auto").
 const char* best_effort_pause_name(BestEffortPause p);
+// The value as a TOML or JSON literal: true, false or "auto" (quoted).
+const char* best_effort_pause_literal(BestEffortPause p);
 // The setting a TOML value gives: a boolean, or a string that must be
 // "auto"; nullopt for any other value (the caller names the key).
 std::optional<BestEffortPause> best_effort_pause_of(std::optional<bool> boolean, std::optional<std::string_view> text);
