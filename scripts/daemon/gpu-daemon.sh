@@ -49,7 +49,11 @@
 #            HPCOST_CPUS and HPCOST_BASELINE as above
 #   prio     scripts/daemon/prio_probe.cu: which streams take a priority, and
 #            whether a priority reaches across MPS clients (a short request's
-#            latency beside a flooding process, with each way of raising it)
+#            latency beside a flooding process, with each way of raising it,
+#            the stream attribute lithos uses included), also beside grids
+#            of several waves (atoms, whose later blocks are pending)
+#   mpsquit  lithosd with mps = "auto" starts MPS, a client spawns its
+#            server, and no MPS process is left once lithosd has exited
 #   ahead    LITHOS_SUBMIT_AHEAD (docs/daemon.md, "Why best-effort training is
 #            slow"): solo-training with every launch granted, then
 #            hybrid-stacking, each with it off / on / off / on against one
@@ -252,7 +256,7 @@ if has prio; then
   P=$WORK/prio_probe
   timeout -s KILL 30 "$P" info
   probes() {  # $1: label
-    for m in default stream launch graph; do timeout -s KILL 30 "$P" probe 300 $m | sed "s/^/$1 /"; done
+    for m in default stream attr nullattr launch graph; do timeout -s KILL 30 "$P" probe 300 $m | sed "s/^/$1 /"; done
   }
   probes "alone"
   timeout -s KILL 60 "$P" flood 12 >"$WORK/flood.out" & fp=$!
@@ -269,7 +273,33 @@ if has prio; then
   sleep 1; probes "mps-beside-4-stream-flood"; wait $fp
   CUDA_MPS_CLIENT_PRIORITY=1 timeout -s KILL 60 "$P" flood 12 4 >"$WORK/flood.out" & fp=$!
   sleep 1; probes "mps-beside-4-stream-flood-at-client-priority-1"; wait $fp
+  # One stream of atoms: grids of 4 waves of 125 us blocks (head-of-line-
+  # steal's 5 ms phase), so blocks of the running grid are pending.
+  timeout -s KILL 60 "$P" flood 15 1 4 125 >"$WORK/flood.out" & fp=$!
+  sleep 1; probes "mps-beside-atom-flood"; wait $fp
   echo quit | nvidia-cuda-mps-control; sleep 1
+  unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+fi
+if has mpsquit; then
+  stamp "mpsquit"
+  # lithosd starts MPS (mps = "auto", none running), a client spawns the
+  # server, lithosd stops: it quits MPS and waits for it to be gone, so no
+  # MPS process may be left the moment lithosd has exited.
+  Q=$WORK/mpsquit; mkdir -p "$Q/pipe" "$Q/log"
+  export CUDA_MPS_PIPE_DIRECTORY=$Q/pipe CUDA_MPS_LOG_DIRECTORY=$Q/log
+  printf '[daemon]\nsocket = "%s"\nmps = "auto"\n' "$Q/sock" >"$Q/lithosd.toml"
+  cat scripts/daemon/tenants.toml >>"$Q/lithosd.toml"
+  "$LITHOS" daemon --config "$Q/lithosd.toml" --device 0 >"$Q/lithosd.log" 2>&1 & qp=$!
+  for _ in $(seq 1 300); do "$LITHOS" status --socket "$Q/sock" --json >/dev/null 2>&1 && break; sleep 0.1; done
+  timeout -s KILL 120 "$LITHOS" run --daemon "$Q/sock" --tenant train -- \
+    python3 -c 'import torch; x = torch.ones(1 << 20, device="cuda"); print("client sum", float((x * 2).sum()))'
+  echo "mpsquit: MPS processes with lithosd up: $(pgrep -x nvidia-cuda-mps | wc -l)"
+  t0=$(date +%s.%N); kill -TERM "$qp"; wait "$qp"; echo "mpsquit: lithosd exited (status $?) after $(python3 -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.2f}')" "$t0" "$(date +%s.%N)") s"
+  left=$(pgrep -x nvidia-cuda-mps | wc -l)
+  [[ $left == 0 ]] && echo "mpsquit: PASS no MPS process left when lithosd exited" ||
+    echo "mpsquit: FAIL $left MPS process(es) left when lithosd exited"
+  grep -iE "mps" "$Q/lithosd.log" | tail -n 5
+  echo quit | timeout 20 nvidia-cuda-mps-control >/dev/null 2>&1
   unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
 fi
 if has defer; then

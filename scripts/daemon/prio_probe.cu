@@ -4,11 +4,14 @@
 //   prio_probe info              priority range; which streams take a
 //                                priority attribute (null, legacy, per-thread,
 //                                a created stream)
-//   prio_probe flood SECONDS [STREAMS]
+//   prio_probe flood SECONDS [STREAMS [WAVES [BLOCK_US]]]
 //                                best-effort stand-in: keeps up to 4 grids of
-//                                one wave of 200 us blocks queued on each of
-//                                STREAMS streams (default 1: the null stream)
-//                                at the default priority
+//                                WAVES waves (default 1) of BLOCK_US blocks
+//                                (default 200) queued on each of STREAMS
+//                                streams (default 1: the null stream) at the
+//                                default priority. WAVES > 1 is an atom: its
+//                                later waves' blocks are pending while the
+//                                first runs, as a best-effort atom's are
 //   prio_probe replay N WHEN     a 64-kernel graph replayed N times on the null
 //                                stream, its priority raised never, before
 //                                capture, or after 5 replays (WHEN: none,
@@ -16,10 +19,13 @@
 //   prio_probe probe N MODE      N short requests (132 blocks of 20 us each),
 //                                2 ms apart, each timed launch to completion;
 //                                MODE: default (null stream), stream (a stream
-//                                of the greatest priority), launch (launch
-//                                attribute on the null stream), graph (a graph
-//                                with node priorities, launched on the null
-//                                stream); prints p50 / p99 in us
+//                                created with the greatest priority), attr (a
+//                                created stream raised by the stream attribute,
+//                                as lithos raises an hp tenant's), nullattr
+//                                (the null stream raised by the attribute),
+//                                launch (launch attribute on the null stream),
+//                                graph (a graph with node priorities, launched
+//                                on the null stream); prints p50 / p99 in us
 //
 // Build: nvcc -O2 -arch=sm_90 -o prio_probe prio_probe.cu -lcuda
 #include <cuda.h>
@@ -91,7 +97,7 @@ int info() {
   return 0;
 }
 
-int flood(double seconds, int streams) {
+int flood(double seconds, int streams, int waves, int block_us) {
   int sms = 0;
   CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
   const double end = now_us() + seconds * 1e6;
@@ -105,13 +111,13 @@ int flood(double seconds, int streams) {
     for (int k = 0; k < streams; ++k) {
       cudaEvent_t e = ev[4 * k + i % 4];
       if (i >= 4) CHECK(cudaEventSynchronize(e));  // at most 4 grids queued per stream
-      spin<<<sms * 16, 128, 0, st[k]>>>(200'000);
+      spin<<<sms * 16 * waves, 128, 0, st[k]>>>(1000ULL * block_us);
       CHECK(cudaEventRecord(e, st[k]));
       ++grids;
     }
   }
   CHECK(cudaDeviceSynchronize());
-  std::printf("flood: %u grids on %d streams\n", grids, streams);
+  std::printf("flood: %u grids of %d waves of %d us blocks on %d streams\n", grids, waves, block_us, streams);
   return 0;
 }
 
@@ -122,8 +128,22 @@ int probe(int n, const char* mode) {
   cudaStream_t s = nullptr;
   cudaGraphExec_t exec = nullptr;
   const unsigned long long ns = 20'000;
+  auto raise = [&](cudaStream_t st) {
+    cudaStreamAttrValue v{};
+    v.priority = greatest;
+    CHECK(cudaStreamSetAttribute(st, cudaStreamAttributePriority, &v));
+  };
   if (std::strcmp(mode, "stream") == 0) {
     CHECK(cudaStreamCreateWithPriority(&s, cudaStreamNonBlocking, greatest));
+  } else if (std::strcmp(mode, "attr") == 0) {
+    CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    spin<<<1, 32, 0, s>>>(1000);  // the stream in use before it is raised, as an application's is
+    CHECK(cudaStreamSynchronize(s));
+    raise(s);
+  } else if (std::strcmp(mode, "nullattr") == 0) {
+    spin<<<1, 32>>>(1000);
+    CHECK(cudaDeviceSynchronize());
+    raise(cudaStreamLegacy);
   } else if (std::strcmp(mode, "graph") == 0) {
     cudaStream_t cap;
     CHECK(cudaStreamCreateWithFlags(&cap, cudaStreamNonBlocking));
@@ -141,7 +161,8 @@ int probe(int n, const char* mode) {
       CHECK(cudaGraphKernelNodeSetAttribute(node, cudaKernelNodeAttributePriority, &v));
     }
     CHECK(cudaGraphInstantiateWithFlags(&exec, g, cudaGraphInstantiateFlagUseNodePriority));
-  } else if (std::strcmp(mode, "default") != 0 && std::strcmp(mode, "launch") != 0) {
+  } else if (std::strcmp(mode, "default") != 0 && std::strcmp(mode, "launch") != 0 &&
+             std::strcmp(mode, "nullattr") != 0) {
     std::fprintf(stderr, "unknown mode %s\n", mode);
     return 2;
   }
@@ -226,11 +247,14 @@ int replay(int n, const char* when) {
 
 int main(int argc, char** argv) {
   if (argc >= 2 && std::strcmp(argv[1], "info") == 0) return info();
-  if (argc >= 3 && std::strcmp(argv[1], "flood") == 0) return flood(std::atof(argv[2]), argc >= 4 ? std::atoi(argv[3]) : 1);
+  if (argc >= 3 && std::strcmp(argv[1], "flood") == 0)
+    return flood(std::atof(argv[2]), argc >= 4 ? std::atoi(argv[3]) : 1, argc >= 5 ? std::max(1, std::atoi(argv[4])) : 1,
+                 argc >= 6 ? std::max(1, std::atoi(argv[5])) : 200);
   if (argc >= 4 && std::strcmp(argv[1], "probe") == 0) return probe(std::atoi(argv[2]), argv[3]);
   if (argc >= 4 && std::strcmp(argv[1], "replay") == 0) return replay(std::atoi(argv[2]), argv[3]);
   std::fprintf(stderr,
-               "usage: prio_probe info | flood SECONDS [STREAMS] | probe N default|stream|launch|graph | "
+               "usage: prio_probe info | flood SECONDS [STREAMS [WAVES [BLOCK_US]]] | "
+               "probe N default|stream|attr|nullattr|launch|graph | "
                "replay N none|before|after\n");
   return 2;
 }
