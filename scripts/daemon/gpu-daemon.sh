@@ -52,6 +52,9 @@
 #            latency beside a flooding process, with each way of raising it,
 #            the stream attribute lithos uses included), also beside grids
 #            of several waves (atoms, whose later blocks are pending)
+#   prioltd  the same probe beside atom-like floods with every launch masked
+#            (lithos run --tpcs 64), then as lithosd's hp and be tenants
+#            with stream priorities off and on
 #   mpsquit  lithosd with mps = "auto" starts MPS, a client spawns its
 #            server, and no MPS process is left once lithosd has exited
 #   ahead    LITHOS_SUBMIT_AHEAD (docs/daemon.md, "Why best-effort training is
@@ -277,6 +280,45 @@ if has prio; then
   # steal's 5 ms phase), so blocks of the running grid are pending.
   timeout -s KILL 60 "$P" flood 15 1 4 125 >"$WORK/flood.out" & fp=$!
   sleep 1; probes "mps-beside-atom-flood"; wait $fp
+  echo quit | nvidia-cuda-mps-control; sleep 1
+  unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+fi
+if has prioltd; then
+  stamp "prioltd"
+  # The same request beside a flood of atom-like grids (4 waves of 125 us
+  # blocks, of 128 or of 1024 threads), under MPS: first with both processes'
+  # launches masked by the descriptor hook (lithos run --tpcs 64, no
+  # daemon), then with the flood a best-effort tenant of lithosd (each grid
+  # waits for its grant) and the request a high-priority one, stream
+  # priorities off and on. Does a priority still let the request past the
+  # flood's pending blocks there, as it does between plain processes?
+  [[ -x $WORK/prio_probe ]] || nvcc -O2 -arch=sm_90 -o "$WORK/prio_probe" scripts/daemon/prio_probe.cu -lcuda
+  P=$WORK/prio_probe
+  export CUDA_MPS_PIPE_DIRECTORY=$WORK/mps2/pipe CUDA_MPS_LOG_DIRECTORY=$WORK/mps2/log
+  mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+  nvidia-cuda-mps-control -d && sleep 1
+  floods=("1 4 125 128" "1 4 125 1024")
+  for fl in "${floods[@]}"; do
+    timeout -s KILL 60 "$LITHOS" run --tpcs 64 -- "$P" flood 10 $fl >"$WORK/flood.out" & fp=$!
+    sleep 2
+    for m in default attr; do
+      timeout -s KILL 30 "$LITHOS" run --tpcs 64 -- "$P" probe 300 $m | sed "s/^/masked, flood ($fl): /"
+    done
+    wait $fp
+  done
+  for sp in false true; do
+    LITHOSD_STREAM_PRIORITIES=$sp start_daemon || continue
+    for fl in "${floods[@]}"; do
+      timeout -s KILL 60 "$LITHOS" run --daemon "$SOCK" --tenant train -- "$P" flood 10 $fl >"$WORK/flood.out" & fp=$!
+      sleep 2
+      for m in default attr; do
+        timeout -s KILL 30 "$LITHOS" run --daemon "$SOCK" --tenant svc -- "$P" probe 300 $m |
+          sed "s/^/lithosd stream_priorities=$sp, flood ($fl): /"
+      done
+      wait $fp
+    done
+    stop_daemon "prioltd-$sp"
+  done
   echo quit | nvidia-cuda-mps-control; sleep 1
   unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
 fi

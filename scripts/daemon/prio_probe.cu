@@ -4,10 +4,12 @@
 //   prio_probe info              priority range; which streams take a
 //                                priority attribute (null, legacy, per-thread,
 //                                a created stream)
-//   prio_probe flood SECONDS [STREAMS [WAVES [BLOCK_US]]]
+//   prio_probe flood SECONDS [STREAMS [WAVES [BLOCK_US [THREADS]]]]
 //                                best-effort stand-in: keeps up to 4 grids of
 //                                WAVES waves (default 1) of BLOCK_US blocks
-//                                (default 200) queued on each of STREAMS
+//                                (default 200) of THREADS threads (default
+//                                128; 2048 / THREADS blocks fill an SM)
+//                                queued on each of STREAMS
 //                                streams (default 1: the null stream) at the
 //                                default priority. WAVES > 1 is an atom: its
 //                                later waves' blocks are pending while the
@@ -97,7 +99,7 @@ int info() {
   return 0;
 }
 
-int flood(double seconds, int streams, int waves, int block_us) {
+int flood(double seconds, int streams, int waves, int block_us, int threads) {
   int sms = 0;
   CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
   const double end = now_us() + seconds * 1e6;
@@ -111,13 +113,14 @@ int flood(double seconds, int streams, int waves, int block_us) {
     for (int k = 0; k < streams; ++k) {
       cudaEvent_t e = ev[4 * k + i % 4];
       if (i >= 4) CHECK(cudaEventSynchronize(e));  // at most 4 grids queued per stream
-      spin<<<sms * 16 * waves, 128, 0, st[k]>>>(1000ULL * block_us);
+      spin<<<sms * (2048 / threads) * waves, threads, 0, st[k]>>>(1000ULL * block_us);
       CHECK(cudaEventRecord(e, st[k]));
       ++grids;
     }
   }
   CHECK(cudaDeviceSynchronize());
-  std::printf("flood: %u grids of %d waves of %d us blocks on %d streams\n", grids, waves, block_us, streams);
+  std::printf("flood: %u grids of %d waves of %d us blocks of %d threads on %d streams\n", grids, waves, block_us, threads,
+              streams);
   return 0;
 }
 
@@ -249,11 +252,12 @@ int main(int argc, char** argv) {
   if (argc >= 2 && std::strcmp(argv[1], "info") == 0) return info();
   if (argc >= 3 && std::strcmp(argv[1], "flood") == 0)
     return flood(std::atof(argv[2]), argc >= 4 ? std::atoi(argv[3]) : 1, argc >= 5 ? std::max(1, std::atoi(argv[4])) : 1,
-                 argc >= 6 ? std::max(1, std::atoi(argv[5])) : 200);
+                 argc >= 6 ? std::max(1, std::atoi(argv[5])) : 200,
+                 argc >= 7 ? std::clamp(std::atoi(argv[6]), 32, 1024) : 128);
   if (argc >= 4 && std::strcmp(argv[1], "probe") == 0) return probe(std::atoi(argv[2]), argv[3]);
   if (argc >= 4 && std::strcmp(argv[1], "replay") == 0) return replay(std::atoi(argv[2]), argv[3]);
   std::fprintf(stderr,
-               "usage: prio_probe info | flood SECONDS [STREAMS [WAVES [BLOCK_US]]] | "
+               "usage: prio_probe info | flood SECONDS [STREAMS [WAVES [BLOCK_US [THREADS]]]] | "
                "probe N default|stream|attr|nullattr|launch|graph | "
                "replay N none|before|after\n");
   return 2;
