@@ -297,6 +297,10 @@ if has prioltd; then
   export CUDA_MPS_PIPE_DIRECTORY=$WORK/mps2/pipe CUDA_MPS_LOG_DIRECTORY=$WORK/mps2/log
   mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
   nvidia-cuda-mps-control -d && sleep 1
+  # No cached slot map: every lithos run and lithosd below calibrates while
+  # MPS runs (outside it: docs/gpu.md "Calibration under MPS").
+  export LITHOS_CACHE_DIR=$WORK/cache-under-mps
+  rm -rf "$LITHOS_CACHE_DIR"
   floods=("1 4 125 128" "1 4 125 1024")
   for fl in "${floods[@]}"; do
     timeout -s KILL 60 "$LITHOS" run --tpcs 64 -- "$P" flood 10 $fl >"$WORK/flood.out" & fp=$!
@@ -320,7 +324,7 @@ if has prioltd; then
     stop_daemon "prioltd-$sp"
   done
   echo quit | nvidia-cuda-mps-control; sleep 1
-  unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+  unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY LITHOS_CACHE_DIR
 fi
 if has mpsquit; then
   stamp "mpsquit"

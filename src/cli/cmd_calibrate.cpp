@@ -91,12 +91,13 @@ Result<json> run_mask_checks(const CalibrateArgs& a, const gpu::SlotMap& map) {
   std::fflush(nullptr);
   auto wire = gpu::run_in_child(
       [&]() -> Result<std::string> {
+        const gpu::OutsideMps outside;  // SM ids are real only outside MPS
         auto api = gpu::load_driver_api();
         if (!api) return api.status();
         json results = json::array();
         for (const sched::TpcSet& set : sets) {
           auto c = gpu::check_mask_confinement(*api, a.device, map, set, a.launch);
-          if (!c) return c.status().with_context("mask check " + set.to_string());
+          if (!c) return outside.explain(c.status()).with_context("mask check " + set.to_string());
           results.push_back(check_json(*c));
         }
         return results.dump();
@@ -118,10 +119,11 @@ Result<json> run_green_checks(const CalibrateArgs& a) {
   std::fflush(nullptr);
   auto wire = gpu::run_in_child(
       [&]() -> Result<std::string> {
+        const gpu::OutsideMps outside;  // SM ids are real only outside MPS
         auto api = gpu::load_driver_api();
         if (!api) return api.status();
         auto cat = gpu::GreenTpcCatalog::build(*api, a.device, a.launch);
-        if (!cat) return cat.status();
+        if (!cat) return outside.explain(cat.status());
         json results = json::array();
         for (const sched::TpcSet& set : sets) {
           auto c = gpu::check_green_confinement(*cat, set, a.launch);

@@ -207,6 +207,12 @@ int run(RunArgs a) {
         std::fprintf(stderr, "lithos: no slot map (%s); using the green-context backend\n",
                      r.status().message().c_str());
         a.backend = "green";
+      } else if (daemon) {
+        // A job sent to lithosd still runs: without a map its launches
+        // cannot be confined, so it runs as without lithos (as it does when
+        // no daemon answers), and says why.
+        return run_without_lithos(
+            a, "no slot map for this GPU (" + r.status().to_string() + "), so lithosd cannot place its launches");
       } else {
         std::fprintf(stderr,
                      "lithos run: cannot get this GPU's slot map: %s\n"

@@ -1,5 +1,8 @@
 #include "gpu/cuda_probe.hpp"
 
+#include <stdlib.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <charconv>
 #include <chrono>
@@ -361,13 +364,34 @@ std::string calibrate_other_devices(const CalibrateRunOptions& options, int coun
 
 }  // namespace
 
+OutsideMps::OutsideMps() {
+  std::string tmpl = "/tmp/lithos-no-mps-XXXXXX";
+  if (::mkdtemp(tmpl.data()) == nullptr) return;  // the driver then finds what the environment names
+  dir_ = tmpl;
+  ::setenv("CUDA_MPS_PIPE_DIRECTORY", dir_.c_str(), 1);
+}
+
+OutsideMps::~OutsideMps() {
+  if (!dir_.empty()) ::rmdir(dir_.c_str());
+}
+
+Status OutsideMps::explain(const Status& s) const {
+  const std::string& m = s.message();
+  if (m.find("cuDevicePrimaryCtxRetain") == std::string::npos && m.find("cuCtxCreate") == std::string::npos) return s;
+  return Status(s.code(), m + " (the slot map is measured in a CUDA context outside MPS, where SM ids are real; "
+                              "a GPU in exclusive-process compute mode refuses one while an MPS server runs: run "
+                              "`lithos calibrate` once with MPS stopped, or in the default compute mode; the map is "
+                              "cached per GPU and driver)");
+}
+
 Result<CalibrateRunResult> calibrate_device(const CalibrateRunOptions& options) {
   const auto start = std::chrono::steady_clock::now();
   std::fflush(nullptr);
   auto wire = run_in_child(
       [&]() -> Result<std::string> {
+        const OutsideMps outside;
         auto r = calibrate_device_in_process(options);
-        if (!r) return r.status();
+        if (!r) return outside.explain(r.status());
         if (auto api = load_driver_api(); api && api->cuDeviceGetCount(&r->device_count) != CUDA_SUCCESS)
           r->device_count = 0;
         if (options.other_devices) r->others = calibrate_other_devices(options, r->device_count, start);

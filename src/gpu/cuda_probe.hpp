@@ -88,6 +88,28 @@ struct CalibrateRunResult {
   int device_count = 0;  // the devices the calibration child saw (cuDeviceGetCount)
 };
 
+// In an MPS client %smid is a virtual SM id (it proves counts, not
+// identities: docs/gpu.md, "Calibration under MPS"), so work that maps mask slots to SMs must
+// make its context outside MPS. Made first in such a child, before the
+// driver is initialised: points CUDA_MPS_PIPE_DIRECTORY at an empty folder
+// of its own, where the driver finds no MPS control daemon and makes a plain
+// context (which, in the default compute mode, shares the GPU with a running
+// MPS server). The folder is removed with the object.
+class OutsideMps {
+ public:
+  OutsideMps();
+  ~OutsideMps();
+  OutsideMps(const OutsideMps&) = delete;
+  OutsideMps& operator=(const OutsideMps&) = delete;
+  // `s`, said with what to do when the context itself was refused: a GPU in
+  // exclusive-process compute mode refuses a plain context while an MPS
+  // server holds it.
+  Status explain(const Status& s) const;
+
+ private:
+  std::string dir_;
+};
+
 // Loads the cached map for the device or calibrates it, in a forked child
 // (the parent never initialises CUDA, so it may call this again). A cached
 // map without a topology (format 1, or a failed measurement) on a device with
@@ -96,6 +118,7 @@ struct CalibrateRunResult {
 // from calibration, kUnavailable "watchdog" when the child did not finish.
 // Must not be called from a process that has already initialised CUDA
 // (fork after cuInit is unsupported): such processes run `lithos calibrate`.
+// The child calibrates outside MPS (OutsideMps).
 Result<CalibrateRunResult> calibrate_device(const CalibrateRunOptions& options);
 
 // The same steps in the calling process, without fork (used by the child;

@@ -135,6 +135,66 @@ TEST(FakeDriver, OtherDevicesMapsAreCachedBesideTheFirst) {
   std::system(("rm -rf '" + opt.cache_dir + "'").c_str());
 }
 
+// Under MPS %smid is a virtual id (docs/gpu.md, "Calibration under MPS"):
+// the fake numbers a client's SMs 0, 1, ... as the H100 did. Calibrating in
+// such a context fails as it did there; the calibration child makes its
+// context outside MPS and measures the real map, and leaves the caller's
+// environment as it was.
+TEST(FakeDriver, CalibrationMeasuresOutsideMps) {
+  const std::string dir = temp_dir();
+  const std::string pipe = dir + "/mps";
+  ASSERT_EQ(std::system(("mkdir -p '" + pipe + "' && touch '" + pipe + "/control'").c_str()), 0);
+  ASSERT_EQ(::setenv("CUDA_MPS_PIPE_DIRECTORY", pipe.c_str(), 1), 0);
+  CalibrateRunOptions opt;
+  opt.cache_dir = dir + "/cache";
+  opt.measure_topology = false;
+  auto inside = calibrate_device_in_process(opt);  // this process's context: an MPS client
+  ASSERT_FALSE(inside.is_ok());
+  EXPECT_NE(inside.status().message().find("two slots claim the same SMs"), std::string::npos)
+      << inside.status().to_string();
+  auto outside = calibrate_device(opt);
+  ASSERT_TRUE(outside.is_ok()) << outside.status().to_string();
+  EXPECT_FALSE(outside->from_cache);
+  EXPECT_EQ(outside->map.tpc_of_slot, testing::h100_slot_map().tpc_of_slot);
+  EXPECT_STREQ(std::getenv("CUDA_MPS_PIPE_DIRECTORY"), pipe.c_str());
+
+  // A GPU in exclusive-process compute mode refuses a context outside the
+  // running MPS server: the error says what to do.
+  ASSERT_EQ(std::system(("touch '" + pipe + "/exclusive'").c_str()), 0);
+  ASSERT_EQ(::setenv("FAKE_MPS_SERVER", pipe.c_str(), 1), 0);
+  opt.force = true;
+  auto refused = calibrate_device(opt);
+  ASSERT_FALSE(refused.is_ok());
+  EXPECT_NE(refused.status().message().find("cuDevicePrimaryCtxRetain"), std::string::npos)
+      << refused.status().to_string();
+  EXPECT_NE(refused.status().message().find("exclusive-process compute mode"), std::string::npos)
+      << refused.status().to_string();
+  EXPECT_NE(refused.status().message().find("`lithos calibrate` once with MPS stopped"), std::string::npos)
+      << refused.status().to_string();
+  ::unsetenv("FAKE_MPS_SERVER");
+  ::unsetenv("CUDA_MPS_PIPE_DIRECTORY");
+  std::system(("rm -rf '" + dir + "'").c_str());
+}
+
+// OutsideMps names an empty folder of its own as the MPS pipe folder while
+// it lives, and removes it.
+TEST(FakeDriver, OutsideMpsPointsAtAnEmptyFolderOfItsOwn) {
+  ASSERT_EQ(::setenv("CUDA_MPS_PIPE_DIRECTORY", "/tmp/nvidia-mps", 1), 0);
+  std::string named;
+  {
+    const OutsideMps outside;
+    const char* v = std::getenv("CUDA_MPS_PIPE_DIRECTORY");
+    ASSERT_NE(v, nullptr);
+    named = v;
+    EXPECT_EQ(named.rfind("/tmp/lithos-no-mps-", 0), 0U) << named;
+    EXPECT_EQ(std::system(("test -d '" + named + "' && test -z \"$(ls -A '" + named + "')\"").c_str()), 0);
+    const Status other = outside.explain(Status::internal("cuLaunchKernel: no"));
+    EXPECT_EQ(other.message(), "cuLaunchKernel: no");
+  }
+  EXPECT_NE(std::system(("test -e '" + named + "'").c_str()), 0) << named << " is left";
+  ::unsetenv("CUDA_MPS_PIPE_DIRECTORY");
+}
+
 TEST(FakeDriver, AMalformedCacheIsRecalibratedAndReplaced) {
   CalibrateRunOptions opt;
   opt.cache_dir = temp_dir();

@@ -22,8 +22,19 @@
 // PTX entry name) gets deterministic but varied placements: each cluster on
 // distinct SMs of one GPC, as the hardware does. cuOccupancyMaxActiveClusters
 // is computed from the topology and the blocks per SM that the dynamic
-// shared memory allows. Not thread-safe; one context; enough for the tests.
+// shared memory allows.
+//
+// MPS, as far as calibration meets it: a context made while
+// $CUDA_MPS_PIPE_DIRECTORY names a folder holding a file `control` (a
+// running control daemon's pipe) is an MPS client, whose %smid is a
+// virtual id (the SMs a launch ran on, numbered 0, 1, ... in order), as on
+// the H100. If that folder also holds `exclusive` (the GPU in
+// exclusive-process compute mode), a context made outside MPS while
+// $FAKE_MPS_SERVER names such a folder is refused
+// (CUDA_ERROR_DEVICE_UNAVAILABLE). Not thread-safe; one context; enough for
+// the tests.
 #include <cuda.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
@@ -91,6 +102,7 @@ struct State {
   lithos::gpu::SlotMap map = lithos::gpu::testing::h100_slot_map();
   std::vector<std::vector<int>> gpcs = h100_gpcs(map);
   int cc_major = 9, cc_minor = 0;
+  bool mps_client = false;  // the context was made as an MPS client: virtual %smid
   std::map<std::uintptr_t, FuncAttrs> funcs;
   std::vector<Sub> subs;
   std::map<std::uintptr_t, Stream> streams;
@@ -186,7 +198,16 @@ CUresult fDeviceGetAttribute(int* v, CUdevice_attribute a, CUdevice) {
   }
   return CUDA_SUCCESS;
 }
+bool has_file(const char* dir, const char* name) {
+  return dir != nullptr && *dir != '\0' && ::access((std::string(dir) + "/" + name).c_str(), F_OK) == 0;
+}
 CUresult fPrimaryCtxRetain(CUcontext* c, CUdevice) {
+  const char* pipe = std::getenv("CUDA_MPS_PIPE_DIRECTORY");
+  st().mps_client = has_file(pipe, "control");
+  const char* server = std::getenv("FAKE_MPS_SERVER");
+  if (!st().mps_client && has_file(server, "control") && has_file(server, "exclusive")) {
+    return CUDA_ERROR_DEVICE_UNAVAILABLE;
+  }
   *c = handle_of<CUcontext>(0x42);
   return CUDA_SUCCESS;
 }
@@ -418,7 +439,11 @@ CUresult launch(CUfunction f, const Shape& sh, CUstream s, void** args) {
     return CUDA_SUCCESS;
   }
   auto* bitmap = reinterpret_cast<std::uint32_t*>(*static_cast<CUdeviceptr*>(args[0]));
-  for (int sm : sms) bitmap[sm / 32] |= 1U << (sm % 32);
+  int virtual_id = 0;
+  for (int sm : sms) {
+    const int id = st().mps_client ? virtual_id++ : sm;
+    bitmap[id / 32] |= 1U << (id % 32);
+  }
   return CUDA_SUCCESS;
 }
 
