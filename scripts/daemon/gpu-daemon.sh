@@ -54,7 +54,9 @@
 #            of several waves (atoms, whose later blocks are pending)
 #   prioltd  the same probe beside atom-like floods with every launch masked
 #            (lithos run --tpcs 64), then as lithosd's hp and be tenants
-#            with stream priorities off and on
+#            with stream priorities off and on; PRIO_FLOODS: the floods'
+#            arguments after SECONDS, "_" for " " (default "1_4_125_128
+#            1_4_125_1024")
 #   mpsquit  lithosd with mps = "auto" starts MPS, a client spawns its
 #            server, and no MPS process is left once lithosd has exited
 #   ahead    LITHOS_SUBMIT_AHEAD (docs/daemon.md, "Why best-effort training is
@@ -301,8 +303,9 @@ if has prioltd; then
   # MPS runs (outside it: docs/gpu.md "Calibration under MPS").
   export LITHOS_CACHE_DIR=$WORK/cache-under-mps
   rm -rf "$LITHOS_CACHE_DIR"
-  floods=("1 4 125 128" "1 4 125 1024")
+  floods=(${PRIO_FLOODS:-1_4_125_128 1_4_125_1024})
   for fl in "${floods[@]}"; do
+    fl=${fl//_/ }
     timeout -s KILL 60 "$LITHOS" run --tpcs 64 -- "$P" flood 10 $fl >"$WORK/flood.out" & fp=$!
     sleep 2
     for m in default attr; do
@@ -313,6 +316,7 @@ if has prioltd; then
   for sp in false true; do
     LITHOSD_STREAM_PRIORITIES=$sp start_daemon || continue
     for fl in "${floods[@]}"; do
+      fl=${fl//_/ }
       timeout -s KILL 60 "$LITHOS" run --daemon "$SOCK" --tenant train -- "$P" flood 10 $fl >"$WORK/flood.out" & fp=$!
       sleep 2
       for m in default attr; do

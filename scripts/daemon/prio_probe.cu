@@ -4,11 +4,15 @@
 //   prio_probe info              priority range; which streams take a
 //                                priority attribute (null, legacy, per-thread,
 //                                a created stream)
-//   prio_probe flood SECONDS [STREAMS [WAVES [BLOCK_US [THREADS]]]]
+//   prio_probe flood SECONDS [STREAMS [WAVES [BLOCK_US [THREADS [ATOMS]]]]]
 //                                best-effort stand-in: keeps up to 4 grids of
 //                                WAVES waves (default 1) of BLOCK_US blocks
 //                                (default 200) of THREADS threads (default
 //                                128; 2048 / THREADS blocks fill an SM)
+//                                (ATOMS > 1: each grid is ATOMS x WAVES
+//                                waves, of which one atom's WAVES run and
+//                                the other blocks leave at once, as lithos's
+//                                atomizer launches atoms; the atoms in turn)
 //                                queued on each of STREAMS
 //                                streams (default 1: the null stream) at the
 //                                default priority. WAVES > 1 is an atom: its
@@ -47,6 +51,15 @@ __device__ unsigned long long global_ns() {
   unsigned long long t;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
   return t;
+}
+
+// An atom as lithos's atomizer launches it: the whole grid, the blocks
+// outside [lo, hi) leaving at once.
+__global__ void spin_range(unsigned long long ns, unsigned lo, unsigned hi) {
+  if (blockIdx.x < lo || blockIdx.x >= hi) return;
+  const unsigned long long t0 = global_ns();
+  while (global_ns() - t0 < ns) {
+  }
 }
 
 __global__ void spin(unsigned long long ns) {
@@ -99,7 +112,7 @@ int info() {
   return 0;
 }
 
-int flood(double seconds, int streams, int waves, int block_us, int threads) {
+int flood(double seconds, int streams, int waves, int block_us, int threads, int atoms) {
   int sms = 0;
   CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
   const double end = now_us() + seconds * 1e6;
@@ -113,14 +126,20 @@ int flood(double seconds, int streams, int waves, int block_us, int threads) {
     for (int k = 0; k < streams; ++k) {
       cudaEvent_t e = ev[4 * k + i % 4];
       if (i >= 4) CHECK(cudaEventSynchronize(e));  // at most 4 grids queued per stream
-      spin<<<sms * (2048 / threads) * waves, threads, 0, st[k]>>>(1000ULL * block_us);
+      const unsigned atom = sms * (2048 / threads) * waves;  // blocks
+      if (atoms > 1) {
+        const unsigned a = i % atoms;
+        spin_range<<<atom * atoms, threads, 0, st[k]>>>(1000ULL * block_us, a * atom, (a + 1) * atom);
+      } else {
+        spin<<<atom, threads, 0, st[k]>>>(1000ULL * block_us);
+      }
       CHECK(cudaEventRecord(e, st[k]));
       ++grids;
     }
   }
   CHECK(cudaDeviceSynchronize());
-  std::printf("flood: %u grids of %d waves of %d us blocks of %d threads on %d streams\n", grids, waves, block_us, threads,
-              streams);
+  std::printf("flood: %u grids of %d waves (x %d atoms) of %d us blocks of %d threads on %d streams\n", grids, waves,
+              atoms, block_us, threads, streams);
   return 0;
 }
 
@@ -253,11 +272,12 @@ int main(int argc, char** argv) {
   if (argc >= 3 && std::strcmp(argv[1], "flood") == 0)
     return flood(std::atof(argv[2]), argc >= 4 ? std::atoi(argv[3]) : 1, argc >= 5 ? std::max(1, std::atoi(argv[4])) : 1,
                  argc >= 6 ? std::max(1, std::atoi(argv[5])) : 200,
-                 argc >= 7 ? std::clamp(std::atoi(argv[6]), 32, 1024) : 128);
+                 argc >= 7 ? std::clamp(std::atoi(argv[6]), 32, 1024) : 128,
+                 argc >= 8 ? std::clamp(std::atoi(argv[7]), 1, 64) : 1);
   if (argc >= 4 && std::strcmp(argv[1], "probe") == 0) return probe(std::atoi(argv[2]), argv[3]);
   if (argc >= 4 && std::strcmp(argv[1], "replay") == 0) return replay(std::atoi(argv[2]), argv[3]);
   std::fprintf(stderr,
-               "usage: prio_probe info | flood SECONDS [STREAMS [WAVES [BLOCK_US [THREADS]]]] | "
+               "usage: prio_probe info | flood SECONDS [STREAMS [WAVES [BLOCK_US [THREADS [ATOMS]]]]] | "
                "probe N default|stream|attr|nullattr|launch|graph | "
                "replay N none|before|after\n");
   return 2;
