@@ -56,7 +56,8 @@
 #            (lithos run --tpcs 64), then as lithosd's hp and be tenants
 #            with stream priorities off and on; PRIO_FLOODS: the floods'
 #            arguments after SECONDS, "_" for " " (default "1_4_125_128
-#            1_4_125_1024")
+#            1_4_125_1024"); PROBE_KERNEL=alu: the request's kernel is
+#            arithmetic, slowed by blocks sharing its SMs
 #   mpsquit  lithosd with mps = "auto" starts MPS, a client spawns its
 #            server, and no MPS process is left once lithosd has exited
 #   ahead    LITHOS_SUBMIT_AHEAD (docs/daemon.md, "Why best-effort training is
@@ -304,6 +305,8 @@ if has prioltd; then
   export LITHOS_CACHE_DIR=$WORK/cache-under-mps
   rm -rf "$LITHOS_CACHE_DIR"
   floods=(${PRIO_FLOODS:-1_4_125_128 1_4_125_1024})
+  # The request alone under MPS (PROBE_KERNEL=alu: its arithmetic kernel's own time).
+  for m in default attr; do timeout -s KILL 30 "$LITHOS" run --tpcs 64 -- "$P" probe 300 $m | sed "s/^/masked, alone: /"; done
   for fl in "${floods[@]}"; do
     fl=${fl//_/ }
     timeout -s KILL 60 "$LITHOS" run --tpcs 64 -- "$P" flood 10 $fl >"$WORK/flood.out" & fp=$!

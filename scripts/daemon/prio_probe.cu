@@ -31,7 +31,11 @@
 //                                (the null stream raised by the attribute),
 //                                launch (launch attribute on the null stream),
 //                                graph (a graph with node priorities, launched
-//                                on the null stream); prints p50 / p99 in us
+//                                on the null stream); prints p50 / p99 in us.
+//                                PROBE_KERNEL=alu: the request's kernel is
+//                                arithmetic (dependent FMAs) instead of a
+//                                clock spin (launch attribute and graph
+//                                modes keep the spin)
 //
 // Build: nvcc -O2 -arch=sm_90 -o prio_probe prio_probe.cu -lcuda
 #include <cuda.h>
@@ -60,6 +64,16 @@ __global__ void spin_range(unsigned long long ns, unsigned lo, unsigned hi) {
   const unsigned long long t0 = global_ns();
   while (global_ns() - t0 < ns) {
   }
+}
+
+// The request's kernel when PROBE_KERNEL=alu: dependent FMAs instead of a
+// clock, so that it takes longer when it shares its SMs' issue slots with
+// another process's blocks (as an arithmetic kernel does); the count
+// ns / 4 lasts about ns alone on an H100 at its usual clocks.
+__global__ void alu(unsigned long long ns, float* sink) {
+  float x = threadIdx.x;
+  for (unsigned long long i = 0; i < ns / 4; ++i) x = x * 0.999f + 1.0f;
+  if (x == 12345.0f) sink[0] = x;
 }
 
 __global__ void spin(unsigned long long ns) {
@@ -188,6 +202,10 @@ int probe(int n, const char* mode) {
     std::fprintf(stderr, "unknown mode %s\n", mode);
     return 2;
   }
+  const char* kernel = std::getenv("PROBE_KERNEL");
+  const bool use_alu = kernel != nullptr && std::strcmp(kernel, "alu") == 0;
+  float* sink = nullptr;
+  if (use_alu) CHECK(cudaMalloc(&sink, sizeof(float)));
   std::vector<double> lat;
   for (int i = 0; i < n + 5; ++i) {
     const double t0 = now_us();
@@ -203,6 +221,8 @@ int probe(int n, const char* mode) {
       cfg.attrs = &at;
       cfg.numAttrs = 1;
       CHECK(cudaLaunchKernelEx(&cfg, spin, ns));
+    } else if (use_alu) {
+      alu<<<sms, 128, 0, s>>>(ns, sink);
     } else {
       spin<<<sms, 128, 0, s>>>(ns);
     }
@@ -212,7 +232,8 @@ int probe(int n, const char* mode) {
   }
   std::sort(lat.begin(), lat.end());
   auto q = [&](double p) { return lat[std::min(lat.size() - 1, static_cast<size_t>(p * lat.size()))]; };
-  std::printf("probe %-8s n=%d p50 %.0f us p99 %.0f us max %.0f us\n", mode, n, q(0.5), q(0.99), lat.back());
+  std::printf("probe %-8s%s n=%d p50 %.0f us p99 %.0f us max %.0f us\n", mode, use_alu ? " (alu)" : "", n, q(0.5), q(0.99),
+              lat.back());
   return 0;
 }
 
