@@ -35,7 +35,8 @@
 //                                PROBE_KERNEL=alu: the request's kernel is
 //                                arithmetic (dependent FMAs) instead of a
 //                                clock spin (launch attribute and graph
-//                                modes keep the spin)
+//                                modes keep the spin), and so are a flood's
+//                                blocks (BLOCK_US then approximate)
 //
 // Build: nvcc -O2 -arch=sm_90 -o prio_probe prio_probe.cu -lcuda
 #include <cuda.h>
@@ -71,6 +72,15 @@ __global__ void spin_range(unsigned long long ns, unsigned lo, unsigned hi) {
 // another process's blocks (as an arithmetic kernel does); the count
 // ns / 4 lasts about ns alone on an H100 at its usual clocks.
 __global__ void alu(unsigned long long ns, float* sink) {
+  float x = threadIdx.x;
+  for (unsigned long long i = 0; i < ns / 4; ++i) x = x * 0.999f + 1.0f;
+  if (x == 12345.0f) sink[0] = x;
+}
+
+// The flood's kernel when PROBE_KERNEL=alu: the same arithmetic, over
+// [lo, hi) of the grid (the whole grid when hi is 0).
+__global__ void alu_range(unsigned long long ns, unsigned lo, unsigned hi, float* sink) {
+  if (hi != 0 && (blockIdx.x < lo || blockIdx.x >= hi)) return;
   float x = threadIdx.x;
   for (unsigned long long i = 0; i < ns / 4; ++i) x = x * 0.999f + 1.0f;
   if (x == 12345.0f) sink[0] = x;
@@ -135,13 +145,20 @@ int flood(double seconds, int streams, int waves, int block_us, int threads, int
   for (int k = 1; k < streams; ++k) CHECK(cudaStreamCreateWithFlags(&st[k], cudaStreamNonBlocking));
   std::vector<cudaEvent_t> ev(4 * streams);
   for (auto& e : ev) CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  const char* kernel = std::getenv("PROBE_KERNEL");
+  float* sink = nullptr;  // set: arithmetic blocks (PROBE_KERNEL=alu)
+  if (kernel != nullptr && std::strcmp(kernel, "alu") == 0) CHECK(cudaMalloc(&sink, sizeof(float)));
   unsigned grids = 0;
   for (unsigned i = 0; now_us() < end; ++i) {
     for (int k = 0; k < streams; ++k) {
       cudaEvent_t e = ev[4 * k + i % 4];
       if (i >= 4) CHECK(cudaEventSynchronize(e));  // at most 4 grids queued per stream
       const unsigned atom = sms * (2048 / threads) * waves;  // blocks
-      if (atoms > 1) {
+      if (sink != nullptr) {
+        const unsigned a = i % atoms;
+        alu_range<<<atom * atoms, threads, 0, st[k]>>>(1000ULL * block_us, a * atom, atoms > 1 ? (a + 1) * atom : 0,
+                                                       sink);
+      } else if (atoms > 1) {
         const unsigned a = i % atoms;
         spin_range<<<atom * atoms, threads, 0, st[k]>>>(1000ULL * block_us, a * atom, (a + 1) * atom);
       } else {
