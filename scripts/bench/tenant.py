@@ -558,7 +558,10 @@ def run(proto):
     tl = Timeline(cfg)
     arrivals = None
     info = {"workload": cfg.workload, "kind": cfg.kind, "params": cfg.phases[0].params,
-            "python": platform.python_version()}
+            "python": platform.python_version(),
+            # Which MPS control daemon this process would join (the harness
+            # names a private one, or an empty folder for modes without MPS).
+            "mps_pipe_directory": os.environ.get("CUDA_MPS_PIPE_DIRECTORY")}
     if any(ph.params != cfg.phases[0].params for ph in cfg.phases):
         info["phase_params"] = [ph.params for ph in cfg.phases]
     if cfg.kind == "service":

@@ -81,6 +81,29 @@ TEST(BenchCli, RunsModesWithItsOwnMpsDaemonAndMergesLaterRuns) {
   EXPECT_EQ(prio["tenants"][0]["env"]["CUDA_MPS_CLIENT_PRIORITY"], "0");
   EXPECT_EQ(prio["tenants"][1]["env"]["CUDA_MPS_CLIENT_PRIORITY"], "1");
   EXPECT_TRUE(std::filesystem::exists(out + "/logs/mps-priority/mps-control.log.d/control.log"));
+  // Tenants of a mode without MPS get an empty MPS pipe folder of the run's
+  // own, so that they run as plain processes even beside an MPS control
+  // daemon of the machine's (the variable set here stands for one); the
+  // folder is gone after the run. Those of an MPS mode get the private one.
+  {
+    const std::string machine = testing::TempDir() + "bench-cli-machine-mps";
+    std::filesystem::create_directories(machine);
+    Result plain = sh("CUDA_MPS_PIPE_DIRECTORY=" + machine + " " + LITHOS_BINARY + " bench " + LITHOS_BENCH_TEST_DATA +
+                      "/fake-hybrid.toml --no-plots --modes time-slicing --out " + out + "-plain" + mps);
+    ASSERT_EQ(plain.status, 0) << plain.out;
+    const json ts = read_json(out + "-plain/runs/time-slicing.json");
+    for (const json& t : ts["tenants"]) {
+      const std::string dir = t["info"]["mps_pipe_directory"].get<std::string>();
+      EXPECT_EQ(dir.rfind("/tmp/lithos-no-mps-", 0), 0U) << dir;
+      EXPECT_FALSE(std::filesystem::exists(dir)) << dir;
+    }
+    std::filesystem::remove_all(out + "-plain");
+    std::filesystem::remove_all(machine);
+  }
+  for (const json& t : prio["tenants"]) {
+    const std::string dir = t["info"]["mps_pipe_directory"].get<std::string>();
+    EXPECT_EQ(dir.rfind("/tmp/lithos-mps-", 0), 0U) << dir;
+  }
   const std::string ctl_text = sh("cat " + out + "/logs/mps-priority/mps-control.log.d/control.log").out;
   EXPECT_TRUE(has(ctl_text, "started") && has(ctl_text, "quit")) << ctl_text;
   // The service ran at half its alone capacity (fake: 1000/ms = 500/s).
