@@ -58,6 +58,9 @@
 #            arguments after SECONDS, "_" for " " (default "1_4_125_128
 #            1_4_125_1024"); PROBE_KERNEL=alu: the request's kernel is
 #            arithmetic, slowed by blocks sharing its SMs
+#   sysmps   a node whose MPS runs before lithos (default folders), nothing
+#            cached: lithosd attaches, an hp and a be PyTorch client run
+#            and finish, MPS outlives lithosd, lithos bench runs beside it
 #   mpsquit  lithosd with mps = "auto" starts MPS, a client spawns its
 #            server, and no MPS process is left once lithosd has exited
 #   ahead    LITHOS_SUBMIT_AHEAD (docs/daemon.md, "Why best-effort training is
@@ -332,6 +335,56 @@ if has prioltd; then
   done
   echo quit | nvidia-cuda-mps-control; sleep 1
   unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY LITHOS_CACHE_DIR
+fi
+if has sysmps; then
+  stamp "sysmps"
+  # A node whose MPS control daemon runs before lithos arrives (the usual
+  # fleet set-up: default folders, /tmp/nvidia-mps), and nothing cached:
+  # lithosd (mps = "auto") attaches to it; an hp and a be client, both
+  # PyTorch, run under it and finish; lithosd stops and leaves MPS running;
+  # then lithos bench runs its modes beside that MPS (its own private MPS
+  # for the MPS modes, plain processes for the others).
+  S=$WORK/sysmps; rm -rf "$S"; mkdir -p "$S"
+  export LITHOS_CACHE_DIR=$S/cache
+  ( unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY; nvidia-cuda-mps-control -d ) && sleep 1
+  echo "sysmps: machine MPS up: $(pgrep -x nvidia-cuda-mps | wc -l) process(es)"
+  printf '[daemon]\nsocket = "%s"\nmps = "auto"\nstate_dir = "%s"\n' "$S/sock" "$S/state" >"$S/lithosd.toml"
+  cat scripts/daemon/tenants.toml >>"$S/lithosd.toml"
+  (unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY; exec "$LITHOS" daemon --config "$S/lithosd.toml" --device 0) \
+    >"$S/lithosd.log" 2>&1 & sp=$!
+  for _ in $(seq 1 300); do "$LITHOS" status --socket "$S/sock" --json >/dev/null 2>&1 && break; sleep 0.1; done
+  job='import sys, time, torch
+x = torch.randn(4096, 4096, device="cuda")
+t0 = time.time(); n = 0
+while time.time() - t0 < 4:
+    y = x @ x; n += 1
+    if sys.argv[1] == "svc": torch.cuda.synchronize(); time.sleep(0.002)
+torch.cuda.synchronize(); print(sys.argv[1], "ok", n, "matmuls")'
+  for who in svc train; do
+    (unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+     timeout -s KILL 120 "$LITHOS" run --daemon "$S/sock" --tenant $who -- python3 -c "$job" $who \
+       >"$S/$who.out" 2>"$S/$who.err"; echo "exit $?" >>"$S/$who.out") &
+  done
+  sleep 6
+  "$LITHOS" status --socket "$S/sock" --json >"$S/status.json" 2>/dev/null
+  python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print("sysmps: status: clients", [(c.get("tenant"), c.get("pid")) for c in d.get("clients", [])], "grants", d["counters"].get("grants"))' "$S/status.json" 2>&1
+  wait $(jobs -p | grep -v "^$sp$") 2>/dev/null
+  for who in svc train; do echo "sysmps: $who: $(tr '\n' ' ' <"$S/$who.out") $(grep -i lithos "$S/$who.err" | head -n 3 | tr '\n' ' ')"; done
+  grep -E "MPS|slot map|serving" "$S/lithosd.log" | head -n 5 | sed "s/^/sysmps: lithosd: /"
+  kill -TERM "$sp"; wait "$sp"
+  echo "sysmps: after lithosd exited: $(pgrep -x nvidia-cuda-mps | wc -l) MPS process(es) (the machine's: must be running)"
+  (unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+   timeout -s KILL 300 "$LITHOS" bench head-of-line-steal --modes alone,time-slicing,mps,lithos --reps 1 --window 1 \
+     --warmup 0.5 --out "$S/bench" --no-plots -q 2>&1 | tail -n 8 | sed "s/^/sysmps: bench: /")
+  python3 - "$S/bench" <<'PY' 2>&1 | sed "s/^/sysmps: /"
+import glob, json, sys
+for f in sorted(glob.glob(sys.argv[1] + "/runs/*.json")):
+    r = json.load(open(f))
+    print(f.split("/")[-1], r.get("status"), [(t["name"], (t.get("info") or {}).get("mps_pipe_directory")) for t in r.get("tenants", [])])
+PY
+  (unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY; echo quit | timeout 20 nvidia-cuda-mps-control >/dev/null 2>&1)
+  sleep 2; echo "sysmps: after quit: $(pgrep -x nvidia-cuda-mps | wc -l) MPS process(es)"
+  unset LITHOS_CACHE_DIR
 fi
 if has mpsquit; then
   stamp "mpsquit"
