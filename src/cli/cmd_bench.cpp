@@ -161,7 +161,10 @@ void progress(const BenchArgs& a, double t0, const std::string& line) {
 // "heavy" variant); head-of-line-steal's spin kernels are synthetic, so its
 // model (of the first phase, the one the prediction is compared with) has
 // them exactly; inference-stacking's services differ (BERT-base, not Llama
-// decode), so it has none. Only the shipped file itself: a copy with
+// decode), so it has none; module-example's is memory-stacking, the same
+// shape (a weight-streaming MLP service beside memory-heavy MLP training,
+// memory bandwidth modelled), its kernel times not calibrated to the pair.
+// Only the shipped file itself: a copy with
 // another load or workload is not what the model describes.
 std::string sim_model_of(const bench::BenchScenario& sc) {
   const fs::path src(sc.source);
@@ -170,6 +173,7 @@ std::string sim_model_of(const bench::BenchScenario& sc) {
   if (!shipped) return "";
   if (sc.name == "hybrid-stacking") return "hybrid-stacking-heavy";
   if (sc.name == "head-of-line-steal") return "head-of-line-steal-5ms";
+  if (sc.name == "module-example") return "memory-stacking";
   return "";
 }
 
@@ -521,11 +525,13 @@ CommandRunner add_bench_command(CLI::App& app) {
   sub->add_option(
       "--commit", args->commit,
       "Commit recorded with the results (default $LITHOS_COMMIT, else the commit this lithos was built from)");
-  sub->add_option("--sim", args->sim,
-                  "The simulator's model whose prediction the report shows beside the measurement: a `lithos sim` "
-                  "scenario (name or .toml); default: the shipped twin of the scenario (hybrid-stacking -> "
-                  "hybrid-stacking-heavy, head-of-line-steal -> head-of-line-steal-5ms), none for others; 'none' "
-                  "for no prediction");
+  sub->add_option(
+      "--sim", args->sim,
+      "The simulator's model whose prediction the report shows beside the measurement: a `lithos sim` "
+      "scenario (name or .toml); default: the shipped twin of the scenario (hybrid-stacking -> "
+      "hybrid-stacking-heavy, head-of-line-steal -> head-of-line-steal-5ms, module-example -> memory-stacking), "
+      "none for others; 'none' "
+      "for no prediction");
   sub->add_flag("--report-only", args->report_only, "Rebuild results.json, report.md and the plots from OUT/runs");
   sub->add_flag("--list", args->list, "List scenarios and modes, then exit");
   sub->add_flag("--json", args->json, "Print results.json (schema lithos.bench/1) instead of the table");

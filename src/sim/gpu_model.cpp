@@ -1,13 +1,16 @@
 #include "sim/gpu_model.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 namespace lithos::sim {
 
 GpuModel::GpuModel(const GpuModelConfig& config, std::uint32_t streams)
     : config_(config), streams_(streams), free_(sched::TpcSet::first(config.tpcs)) {}
 
-void GpuModel::push(Time at, Kind kind, std::uint32_t id) { events_q_.push(Event{at, seq_++, kind, id}); }
+void GpuModel::push(Time at, Kind kind, std::uint32_t id, std::uint32_t version) {
+  events_q_.push(Event{at, seq_++, kind, id, version});
+}
 
 void GpuModel::submit(const HwAtom& atom, Time now) {
   if (atom.stream >= streams_.size()) streams_.resize(atom.stream + 1);
@@ -63,7 +66,14 @@ Time GpuModel::advance(Time limit, std::vector<HwCompletion>& done) {
       }
       case Kind::kGroupDone: {
         Group& g = groups_[e.id];
+        if (!g.running || e.version != g.version) break;  // re-rated since: a later event ends it
+        g.running = false;
         free_ |= g.tpcs;
+        if (g.mem_share > 0.0) {
+          if (now_ > g.planned_end) account_busy(g.planned_end, now_, g.tpcs.count());  // the stretch
+          mem_groups_.erase(std::find(mem_groups_.begin(), mem_groups_.end(), e.id));
+          rerate(now_);
+        }
         Stream& s = streams_[g.stream];
         AtomRun& a = s.atoms.front();
         --a.groups;
@@ -107,6 +117,7 @@ void GpuModel::insert_ready(std::uint32_t stream) {
 
 void GpuModel::schedule(Time now) {
   if (ready_.empty() || free_.empty()) return;
+  bool mem_started = false;
   std::size_t keep = 0;
   for (std::size_t i = 0; i < ready_.size(); ++i) {
     const std::uint32_t sid = ready_[i];
@@ -128,19 +139,73 @@ void GpuModel::schedule(Time now) {
       if (!free_groups_.empty()) {
         gid = free_groups_.back();
         free_groups_.pop_back();
-        groups_[gid] = Group{sid, take};
       } else {
         gid = static_cast<std::uint32_t>(groups_.size());
-        groups_.push_back(Group{sid, take});
+        groups_.emplace_back();
       }
-      push(now + a.hw.block_time, Kind::kGroupDone, gid);
+      Group& g = groups_[gid];
+      const std::uint32_t version = g.version + 1;  // earlier events of this slot are stale
+      g = Group{};
+      g.stream = sid;
+      g.tpcs = take;
+      g.version = version;
+      g.running = true;
+      g.planned_end = now + a.hw.block_time;
+      if (a.hw.mem_share > 0.0) {
+        g.mem_share = a.hw.mem_share;
+        g.left_ns = static_cast<double>(a.hw.block_time.count());
+        g.since = now;
+        mem_groups_.push_back(gid);
+        mem_started = true;
+      }
+      push(now + a.hw.block_time, Kind::kGroupDone, gid, version);
       account_busy(now, now + a.hw.block_time, take.count());
     }
     if (a.remaining > 0) ready_[keep++] = sid;
   }
   ready_.resize(keep);
+  if (mem_started) rerate(now);
   for (std::uint32_t sid : ready_) {
     if ((free_ & streams_[sid].atoms.front().hw.allowed).intersects(free_)) ++conservation_violations_;
+  }
+}
+
+void GpuModel::rerate(Time now) {
+  // Demand per running kernel (a stream runs one at a time): its share m,
+  // in full on half the TPCs it would fill alone or more, in proportion
+  // below.
+  struct Use {
+    std::uint32_t stream;
+    double share;
+    int tpcs;
+  };
+  std::vector<Use> uses;
+  for (std::uint32_t gid : mem_groups_) {
+    const Group& g = groups_[gid];
+    auto it = std::find_if(uses.begin(), uses.end(), [&](const Use& u) { return u.stream == g.stream; });
+    if (it == uses.end()) {
+      uses.push_back(Use{g.stream, g.mem_share, g.tpcs.count()});
+    } else {
+      it->tpcs += g.tpcs.count();
+    }
+  }
+  double demand = 0.0;
+  for (const Use& u : uses) {
+    const HwAtom& hw = streams_[u.stream].atoms.front().hw;
+    const auto per = static_cast<std::uint64_t>(std::max(hw.blocks_per_tpc, 1));
+    const double footprint = static_cast<double>(
+        std::min<std::uint64_t>(static_cast<std::uint64_t>(std::max(config_.tpcs, 1)), (hw.blocks + per - 1) / per));
+    demand += u.share * std::min(1.0, 2.0 * u.tpcs / std::max(footprint, 1.0));
+  }
+  for (std::uint32_t gid : mem_groups_) {
+    Group& g = groups_[gid];
+    const double rate = demand > 1.0 ? 1.0 / ((1.0 - g.mem_share) + g.mem_share * demand) : 1.0;
+    if (rate == g.rate) continue;
+    g.left_ns = std::max(0.0, g.left_ns - static_cast<double>((now - g.since).count()) * g.rate);
+    g.since = now;
+    g.rate = rate;
+    ++g.version;
+    push(now + Duration(static_cast<std::int64_t>(std::ceil(g.left_ns / rate))), Kind::kGroupDone, gid, g.version);
   }
 }
 

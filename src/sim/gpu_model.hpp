@@ -22,6 +22,17 @@
 // So a kernel of B blocks alone on t TPCs takes about
 //   ceil(B / (t * blocks_per_tpc)) * block_time + serial,
 // i.e. m/t + b with wave quantisation.
+// - Memory: a kernel may use a share m of the device's memory bandwidth
+//   alone (HwAtom::mem_share), where it fills F TPCs (its blocks over
+//   blocks_per_tpc, at most all). Running on t TPCs it asks for
+//   m * min(1, 2t / F): in full on half its own footprint or more
+//   (memory-bound kernels saturate the bandwidth well before every SM), in
+//   proportion below. While the kernels running ask for D > 1 in all, each with m > 0
+//   progresses at 1 / ((1 - m) + m * D) of its speed (its memory-bound part
+//   stretched by D, the rest not), re-rated whenever a block group starts
+//   or ends. TPC masks do not divide bandwidth: two memory-bound kernels on
+//   disjoint TPCs still slow each other. With every m = 0 (the default)
+//   nothing changes.
 #pragma once
 
 #include <cstdint>
@@ -45,9 +56,10 @@ struct HwAtom {
   sched::HwPriority priority = sched::HwPriority::kNormal;
   std::uint64_t blocks = 0;
   int blocks_per_tpc = 1;
-  Duration block_time{};  // one block (one wave on its TPCs)
-  Duration serial{};      // tail that holds no TPC
-  bool split = false;     // pays per_atom_cost
+  Duration block_time{};   // one block (one wave on its TPCs)
+  Duration serial{};       // tail that holds no TPC
+  bool split = false;      // pays per_atom_cost
+  double mem_share = 0.0;  // of the device's memory bandwidth, alone on every TPC
 };
 
 struct HwCompletion {
@@ -92,7 +104,8 @@ class GpuModel {
     Time at;
     std::uint64_t seq;
     Kind kind;
-    std::uint32_t id;  // stream for kStreamReady/kTailDone, group for kGroupDone
+    std::uint32_t id;           // stream for kStreamReady/kTailDone, group for kGroupDone
+    std::uint32_t version = 0;  // kGroupDone: the group's version it was armed for
     bool operator>(const Event& o) const { return at != o.at ? at > o.at : seq > o.seq; }
   };
   struct AtomRun {
@@ -113,19 +126,33 @@ class GpuModel {
   struct Group {
     std::uint32_t stream = 0;
     sched::TpcSet tpcs;
+    // Memory (m > 0 only): work left at full speed, in ns, as of `since`;
+    // the speed since then; the end first accounted busy; the version of
+    // its armed completion (a re-rated group's earlier one is stale).
+    double mem_share = 0.0;
+    double left_ns = 0.0;
+    double rate = 1.0;
+    Time since{};
+    Time planned_end{};
+    std::uint32_t version = 0;
+    bool running = false;
   };
 
-  void push(Time at, Kind kind, std::uint32_t id);
+  void push(Time at, Kind kind, std::uint32_t id, std::uint32_t version = 0);
   void arm_head(std::uint32_t stream, Time now);
   void schedule(Time now);
   void insert_ready(std::uint32_t stream);
   void account_busy(Time start, Time end, int tpcs);
+  // Memory: the demand of the groups running, then each memory group's
+  // speed; re-arms the completions of those whose speed changed.
+  void rerate(Time now);
 
   GpuModelConfig config_;
   std::vector<Stream> streams_;
   std::vector<std::uint32_t> ready_;  // streams whose head has blocks left to issue
   std::vector<Group> groups_;
   std::vector<std::uint32_t> free_groups_;
+  std::vector<std::uint32_t> mem_groups_;  // running groups with mem_share > 0
   std::priority_queue<Event, std::vector<Event>, std::greater<>> events_q_;
   sched::TpcSet free_;
   Time now_{};

@@ -153,6 +153,7 @@ constexpr NumRange positive(double hi) { return {0.0, true, hi, false, "a positi
 constexpr NumRange non_negative(double hi) { return {0.0, false, hi, false, "a number >= 0"}; }
 constexpr NumRange kFraction{0.0, true, 1.0, true, "a number in (0, 1)", true};
 constexpr NumRange kPauseSlowdown{1.0, false, 100.0, false, "a number in [1, 100]", true};
+constexpr NumRange kShare{0.0, false, 1.0, false, "a number in [0, 1]", true};
 
 struct Dim3Limits {
   std::uint32_t x, y, z;
@@ -877,7 +878,7 @@ Status parse_kernel_tables(const Doc& doc, const toml::table& root, Scenario& sc
     const toml::table& t = *(*tables)[i];
     Fields f(doc, t, element_where(t, "kernel", i));
     LITHOS_RETURN_IF_ERROR(f.check_keys({"name", "function", "duration_us", "cv", "spread", "blocks", "grid", "threads",
-                                         "block", "regs", "smem", "serial_us", "cooperative", "cluster"}));
+                                         "block", "regs", "smem", "serial_us", "cooperative", "cluster", "mem_share"}));
     KernelClass k;
     LITHOS_RETURN_IF_ERROR(f.require("name"));
     LITHOS_RETURN_IF_ERROR(f.string("name", k.name));
@@ -922,6 +923,7 @@ Status parse_kernel_tables(const Doc& doc, const toml::table& root, Scenario& sc
       return f.error("serial_us", "must be less than duration_us (" + num_text(k.duration_us) + ")");
     }
     LITHOS_RETURN_IF_ERROR(f.boolean("cooperative", k.cooperative));
+    LITHOS_RETURN_IF_ERROR(f.number("mem_share", k.mem_share, kShare));
     LITHOS_RETURN_IF_ERROR(f.dim3("cluster", k.cluster, kClusterLimits));
     if (f.has("cluster")) {
       if (std::string why = check_cluster(k.cluster, k.grid); !why.empty()) {

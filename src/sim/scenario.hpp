@@ -41,6 +41,10 @@ struct KernelClass {
   double serial_us = 2.0;   // b: time that does not shrink with more TPCs
   bool cooperative = false;
   sched::Dim3 cluster;  // {1,1,1}: not a cluster launch
+  // The share of the device's memory bandwidth the kernel uses alone on the
+  // whole GPU (0: none modelled). Kernels running at once that ask for more
+  // than the device has all slow down (GpuModel, "memory").
+  double mem_share = 0.0;
 };
 
 // One kernel of a recorded trace, replayed as recorded. Trace lines add

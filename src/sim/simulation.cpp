@@ -274,6 +274,7 @@ class Simulation {
     h.block_time = k.block_time;
     h.serial = k.serial;
     h.split = d.split;
+    h.mem_share = sc_.kernels[k.kernel_class].mem_share;
     return h;
   }
 

@@ -153,6 +153,95 @@ TEST(GpuModel, RandomWorkloadConservesWorkAndTime) {
   for (const auto& c : done) EXPECT_LE(c.start, c.end);
 }
 
+// Memory (gpu_model.hpp): two kernels that each fill their own half of the
+// GPU ask for 0.8 + 0.6 = 1.4 of the bandwidth: each is slowed on its
+// memory-bound part, A to 1 / (0.2 + 0.8 x 1.4) of its speed (132 us for
+// its 100 us wave), B to 1 / (0.4 + 0.6 x 1.4) (124 us); once B is done, A
+// runs the rest of its wave at full speed.
+TEST(GpuModel, MemoryBoundKernelsOnDisjointTpcsSlowEachOther) {
+  GpuModel m(config(), 2);
+  HwAtom a = atom(0, 0, 33, 1, 100.0, sched::TpcSet::range(0, 33));
+  HwAtom b = atom(1, 1, 33, 1, 100.0, sched::TpcSet::range(33, 66));
+  a.mem_share = 0.8;
+  b.mem_share = 0.6;
+  m.submit(a, Time{});
+  m.submit(b, Time{});
+  auto done = run_all(m);
+  ASSERT_EQ(done.size(), 2U);
+  const auto& da = done[0].atom == 0 ? done[0] : done[1];
+  const auto& db = done[0].atom == 0 ? done[1] : done[0];
+  EXPECT_EQ(db.end, time_at(us(4 + 124 + 2)));
+  // A: 124 us at 1/1.32 is 93.94 us of its wave; 6.061 us left at full speed.
+  EXPECT_EQ(da.end, time_at(us(4 + 124 + 2)) + Duration(6061));
+  EXPECT_EQ(m.conservation_violations(), 0U);
+  EXPECT_EQ(m.time_violations(), 0U);
+}
+
+// Below the device's bandwidth nothing slows: a memory-bound kernel alone,
+// beside one that moves no memory, or beside one on a small part of its own
+// footprint (it asks in proportion: 0.6 x 2 x 11 / 66 = 0.2, with 0.7: 0.9).
+TEST(GpuModel, MemoryDemandBelowTheDeviceChangesNothing) {
+  {
+    GpuModel m(config(), 1);
+    HwAtom a = atom(0, 0, 66, 1, 100.0);
+    a.mem_share = 1.0;
+    m.submit(a, Time{});
+    auto done = run_all(m);
+    ASSERT_EQ(done.size(), 1U);
+    EXPECT_EQ(done[0].end, time_at(us(4 + 100 + 2)));
+  }
+  {
+    GpuModel m(config(), 2);
+    HwAtom a = atom(0, 0, 33, 1, 100.0, sched::TpcSet::range(0, 33));
+    HwAtom b = atom(1, 1, 33, 1, 100.0, sched::TpcSet::range(33, 66));
+    a.mem_share = 1.0;
+    m.submit(a, Time{});
+    m.submit(b, Time{});
+    for (const auto& d : run_all(m)) EXPECT_EQ(d.end, time_at(us(4 + 100 + 2))) << d.atom;
+  }
+  {
+    GpuModel m(config(), 2);
+    HwAtom a = atom(0, 0, 66, 1, 100.0, sched::TpcSet::range(0, 11));  // 6 waves on 11 of its 66 TPCs
+    HwAtom b = atom(1, 1, 33, 1, 100.0, sched::TpcSet::range(11, 44));
+    a.mem_share = 0.6;
+    b.mem_share = 0.7;
+    m.submit(a, Time{});
+    m.submit(b, Time{});
+    auto done = run_all(m);
+    ASSERT_EQ(done.size(), 2U);
+    for (const auto& d : done) {
+      EXPECT_EQ(d.end, time_at(us(4 + (d.atom == 0 ? 600 : 100) + 2))) << d.atom;
+    }
+  }
+}
+
+TEST(GpuModel, RandomWorkloadWithMemoryConservesWorkAndTime) {
+  GpuModel m(config(), 6);
+  m.set_window(Time{}, time_at(ms(100)));
+  Rng rng(5);
+  Time now{};
+  std::vector<HwCompletion> done;
+  for (sched::AtomId i = 0; i < 3000; ++i) {
+    const auto stream = static_cast<std::uint32_t>(rng.below(6));
+    const int lo = static_cast<int>(rng.below(60));
+    const int hi = lo + 1 + static_cast<int>(rng.below(static_cast<std::uint64_t>(66 - lo)));
+    HwAtom a = atom(i, stream, 1 + rng.below(2000), 1 + static_cast<int>(rng.below(8)),
+                    1.0 + static_cast<double>(rng.below(50)), sched::TpcSet::range(lo, hi));
+    a.priority = static_cast<sched::HwPriority>(rng.below(3));
+    a.mem_share = static_cast<double>(rng.below(11)) / 10.0;
+    m.submit(a, now);
+    now += us(static_cast<double>(rng.below(20)));
+    m.advance(now, done);
+  }
+  auto rest = run_all(m);
+  done.insert(done.end(), rest.begin(), rest.end());
+  EXPECT_EQ(done.size(), 3000U);
+  EXPECT_EQ(m.conservation_violations(), 0U);
+  EXPECT_EQ(m.time_violations(), 0U);
+  EXPECT_EQ(m.free_tpcs(), sched::TpcSet::first(66));
+  for (const auto& c : done) EXPECT_LE(c.start, c.end);
+}
+
 TEST(GpuModel, BusyTimeIsCountedInsideTheWindowOnly) {
   GpuModel m(config(), 1);
   m.set_window(time_at(us(0)), time_at(us(14)));
