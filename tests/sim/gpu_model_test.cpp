@@ -127,10 +127,13 @@ TEST(GpuModel, DisjointMasksRunSideBySide) {
   EXPECT_EQ(small.start, time_at(us(54)));  // no wait at all
 }
 
-TEST(GpuModel, RandomWorkloadConservesWorkAndTime) {
+// 3000 atoms of random shapes, masks, priorities (and memory shares, with
+// `memory`) on 6 streams: every one completes, no TPC is left idle under a
+// ready atom, time never runs backwards, every TPC is released.
+void run_random_workload(std::uint64_t seed, bool memory) {
   GpuModel m(config(), 6);
   m.set_window(Time{}, time_at(ms(100)));
-  Rng rng(3);
+  Rng rng(seed);
   Time now{};
   std::vector<HwCompletion> done;
   for (sched::AtomId i = 0; i < 3000; ++i) {
@@ -140,6 +143,7 @@ TEST(GpuModel, RandomWorkloadConservesWorkAndTime) {
     HwAtom a = atom(i, stream, 1 + rng.below(2000), 1 + static_cast<int>(rng.below(8)),
                     1.0 + static_cast<double>(rng.below(50)), sched::TpcSet::range(lo, hi));
     a.priority = static_cast<sched::HwPriority>(rng.below(3));
+    if (memory) a.mem_share = static_cast<double>(rng.below(11)) / 10.0;
     m.submit(a, now);
     now += us(static_cast<double>(rng.below(20)));
     m.advance(now, done);
@@ -152,6 +156,8 @@ TEST(GpuModel, RandomWorkloadConservesWorkAndTime) {
   EXPECT_EQ(m.free_tpcs(), sched::TpcSet::first(66));  // everything released
   for (const auto& c : done) EXPECT_LE(c.start, c.end);
 }
+
+TEST(GpuModel, RandomWorkloadConservesWorkAndTime) { run_random_workload(3, false); }
 
 // Memory (gpu_model.hpp): two kernels that each fill their own half of the
 // GPU ask for 0.8 + 0.6 = 1.4 of the bandwidth: each is slowed on its
@@ -215,32 +221,7 @@ TEST(GpuModel, MemoryDemandBelowTheDeviceChangesNothing) {
   }
 }
 
-TEST(GpuModel, RandomWorkloadWithMemoryConservesWorkAndTime) {
-  GpuModel m(config(), 6);
-  m.set_window(Time{}, time_at(ms(100)));
-  Rng rng(5);
-  Time now{};
-  std::vector<HwCompletion> done;
-  for (sched::AtomId i = 0; i < 3000; ++i) {
-    const auto stream = static_cast<std::uint32_t>(rng.below(6));
-    const int lo = static_cast<int>(rng.below(60));
-    const int hi = lo + 1 + static_cast<int>(rng.below(static_cast<std::uint64_t>(66 - lo)));
-    HwAtom a = atom(i, stream, 1 + rng.below(2000), 1 + static_cast<int>(rng.below(8)),
-                    1.0 + static_cast<double>(rng.below(50)), sched::TpcSet::range(lo, hi));
-    a.priority = static_cast<sched::HwPriority>(rng.below(3));
-    a.mem_share = static_cast<double>(rng.below(11)) / 10.0;
-    m.submit(a, now);
-    now += us(static_cast<double>(rng.below(20)));
-    m.advance(now, done);
-  }
-  auto rest = run_all(m);
-  done.insert(done.end(), rest.begin(), rest.end());
-  EXPECT_EQ(done.size(), 3000U);
-  EXPECT_EQ(m.conservation_violations(), 0U);
-  EXPECT_EQ(m.time_violations(), 0U);
-  EXPECT_EQ(m.free_tpcs(), sched::TpcSet::first(66));
-  for (const auto& c : done) EXPECT_LE(c.start, c.end);
-}
+TEST(GpuModel, RandomWorkloadWithMemoryConservesWorkAndTime) { run_random_workload(5, true); }
 
 TEST(GpuModel, BusyTimeIsCountedInsideTheWindowOnly) {
   GpuModel m(config(), 1);
