@@ -71,7 +71,9 @@ Time GpuModel::advance(Time limit, std::vector<HwCompletion>& done) {
         free_ |= g.tpcs;
         if (g.mem_share > 0.0) {
           if (now_ > g.planned_end) account_busy(g.planned_end, now_, g.tpcs.count());  // the stretch
-          mem_groups_.erase(std::find(mem_groups_.begin(), mem_groups_.end(), e.id));
+          if (auto it = std::find(mem_groups_.begin(), mem_groups_.end(), e.id); it != mem_groups_.end()) {
+            mem_groups_.erase(it);
+          }
           rerate(now_);
         }
         Stream& s = streams_[g.stream];
