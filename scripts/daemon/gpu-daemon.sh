@@ -397,7 +397,7 @@ if has mpsusers; then
   U=$WORK/mpsusers; rm -rf "$U"; mkdir -p "$U/pipe" "$U/log" "$U/home"; chmod 0777 "$U" "$U/pipe" "$U/log" "$U/home"
   export CUDA_MPS_PIPE_DIRECTORY=$U/pipe CUDA_MPS_LOG_DIRECTORY=$U/log
   nvidia-cuda-mps-control -d && sleep 1
-  (nvidia-cuda-mps-control -h 2>&1; nvidia-cuda-mps-control --help 2>&1) | head -n 20 | sed "s/^/mpsusers: help: /"
+  (timeout 5 nvidia-cuda-mps-control -h </dev/null 2>&1; timeout 5 nvidia-cuda-mps-control --help </dev/null 2>&1) | head -n 20 | sed "s/^/mpsusers: help: /"
   strings "$(command -v nvidia-cuda-mps-server)" 2>/dev/null | grep -iE "multi.?user" | head -n 5 | sed "s/^/mpsusers: server strings: /"
   job='import os, sys, time
 t0 = time.time()
