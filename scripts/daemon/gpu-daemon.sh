@@ -61,8 +61,9 @@
 #   sysmps   a node whose MPS runs before lithos (default folders), nothing
 #            cached: lithosd attaches, an hp and a be PyTorch client run
 #            and finish, MPS outlives lithosd, lithos bench runs beside it
-#   mpsusers MPS and two user ids: when does a second uid's job get the GPU
-#            beside a first uid's (one server per uid)?
+#   mpsusers MPS and two user ids, the control daemon in its default mode
+#            and multi-user (-M): when does a second uid's job get the GPU
+#            beside a first uid's, and from which server?
 #   mpsquit  lithosd with mps = "auto" starts MPS, a client spawns its
 #            server, and no MPS process is left once lithosd has exited
 #   ahead    LITHOS_SUBMIT_AHEAD (docs/daemon.md, "Why best-effort training is
@@ -390,15 +391,10 @@ PY
 fi
 if has mpsusers; then
   stamp "mpsusers"
-  # MPS runs one server per user id: a client of another uid waits until the
-  # first uid's clients are done (nvidia-cuda-mps-control(1)). Measured: a
-  # root job of ~8 s and, 2 s into it, a job of uid 65534; when does the
-  # second one's CUDA start, and does a lithosd client of that uid say so?
-  U=$WORK/mpsusers; rm -rf "$U"; mkdir -p "$U/pipe" "$U/log" "$U/home"; chmod 0777 "$U" "$U/pipe" "$U/log" "$U/home"
-  export CUDA_MPS_PIPE_DIRECTORY=$U/pipe CUDA_MPS_LOG_DIRECTORY=$U/log
-  nvidia-cuda-mps-control -d && sleep 1
-  (timeout 5 nvidia-cuda-mps-control -h </dev/null 2>&1; timeout 5 nvidia-cuda-mps-control --help </dev/null 2>&1) | head -n 20 | sed "s/^/mpsusers: help: /"
-  strings "$(command -v nvidia-cuda-mps-server)" 2>/dev/null | grep -iE "multi.?user" | head -n 5 | sed "s/^/mpsusers: server strings: /"
+  # MPS runs one server per user id unless the control daemon runs in
+  # multi-user mode (-M): a root job of ~8 s and, 2 s into it, a job of uid
+  # 65534, both MPS clients of one control daemon (default mode, then -M):
+  # when does the second one's CUDA start, and whose server serves it?
   job='import os, sys, time
 t0 = time.time()
 import torch
@@ -409,17 +405,23 @@ while time.time() < end:
     x = x * 1.0001
 torch.cuda.synchronize()
 print(f"uid {os.getuid()}: CUDA ready {t1 - t0:.1f} s after start, at {t1:.1f}; done at {time.time():.1f}")'
-  t0=$(date +%s.%N)
-  python3 -c "$job" 8 >"$U/root.out" 2>&1 & r=$!
-  sleep 2
-  echo "mpsusers: root job started at $t0, second job at $(date +%s.%N)"
-  timeout -s KILL 40 setpriv --reuid=65534 --regid=65534 --clear-groups env HOME="$U/home" python3 -c "$job" 1 \
-    >"$U/other.out" 2>&1; echo "mpsusers: uid 65534 job exit $?"
-  wait $r
-  cat "$U/root.out" "$U/other.out" | tail -n 6 | sed "s/^/mpsusers: /"
-  echo get_server_list | nvidia-cuda-mps-control | sed "s/^/mpsusers: servers: /"
-  tail -n 8 "$U/log/control.log" | sed "s/^/mpsusers: control.log: /"
-  echo quit | nvidia-cuda-mps-control; sleep 2
+  for mode in default multiuser; do
+    U=$WORK/mpsusers-$mode; rm -rf "$U"; mkdir -p "$U/pipe" "$U/log" "$U/home"; chmod 0777 "$U" "$U/pipe" "$U/log" "$U/home"
+    export CUDA_MPS_PIPE_DIRECTORY=$U/pipe CUDA_MPS_LOG_DIRECTORY=$U/log
+    flags=(-d); [[ $mode == multiuser ]] && flags=(-d -M)
+    nvidia-cuda-mps-control "${flags[@]}" && sleep 1
+    ls -la "$U/pipe" | sed "s/^/mpsusers $mode: pipe: /"
+    python3 -c "$job" 8 >"$U/root.out" 2>&1 & r=$!
+    sleep 2
+    echo "mpsusers $mode: second job starts at $(date +%s.%N)"
+    timeout -s KILL 40 setpriv --reuid=65534 --regid=65534 --clear-groups env HOME="$U/home" python3 -c "$job" 1 \
+      >"$U/other.out" 2>&1; echo "mpsusers $mode: uid 65534 job exit $?"
+    wait $r
+    cat "$U/root.out" "$U/other.out" | tail -n 6 | sed "s/^/mpsusers $mode: /"
+    grep -E "CLIENT|SERVER|user|uid" "$U/log/control.log" | sed "s/^/mpsusers $mode: control.log: /" | head -n 12
+    echo quit | nvidia-cuda-mps-control; sleep 2
+    echo "mpsusers $mode: MPS processes after quit: $(pgrep -x nvidia-cuda-mps | wc -l)"
+  done
   unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
 fi
 if has mpsquit; then
