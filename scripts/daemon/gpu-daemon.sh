@@ -63,7 +63,8 @@
 #            and finish, MPS outlives lithosd, lithos bench runs beside it
 #   mpsusers MPS and two user ids, the control daemon in its default mode
 #            and multi-user (-M): when does a second uid's job get the GPU
-#            beside a first uid's, and from which server?
+#            beside a first uid's, and from which server? Then both as
+#            lithosd's clients: lithos status names the one outside MPS
 #   mpsquit  lithosd with mps = "auto" starts MPS, a client spawns its
 #            server, and no MPS process is left once lithosd has exited
 #   ahead    LITHOS_SUBMIT_AHEAD (docs/daemon.md, "Why best-effort training is
@@ -422,6 +423,34 @@ print(f"uid {os.getuid()}: CUDA ready {t1 - t0:.1f} s after start, at {t1:.1f}; 
     echo quit | nvidia-cuda-mps-control; sleep 2
     echo "mpsusers $mode: MPS processes after quit: $(pgrep -x nvidia-cuda-mps | wc -l)"
   done
+  # The same two users as lithosd's clients (root: svc, uid 65534: train):
+  # lithos status names a client outside MPS beside MPS clients. lithos and
+  # its library are copied where uid 65534 may read them.
+  U=$WORK/mpsusers-lithosd; rm -rf "$U"; mkdir -p "$U/pipe" "$U/log" "$U/home" "$U/lx/bin" "$U/lx/lib"
+  cp "$LITHOS" "$U/lx/bin/" && cp build/release/lib/liblithos.so "$U/lx/lib/"
+  chmod -R a+rwX "$U"
+  export CUDA_MPS_PIPE_DIRECTORY=$U/pipe CUDA_MPS_LOG_DIRECTORY=$U/log
+  nvidia-cuda-mps-control -d && sleep 1
+  printf '[daemon]\nsocket = "%s"\nmps = "auto"\nstate_dir = "%s"\n' "$U/sock" "$U/state" >"$U/lithosd.toml"
+  cat scripts/daemon/tenants.toml >>"$U/lithosd.toml"
+  "$U/lx/bin/lithos" daemon --config "$U/lithosd.toml" --device 0 >"$U/lithosd.log" 2>&1 & lp=$!
+  for _ in $(seq 1 300); do "$LITHOS" status --socket "$U/sock" --json >/dev/null 2>&1 && break; sleep 0.1; done
+  chmod a+rw "$U/sock" 2>/dev/null
+  "$U/lx/bin/lithos" run --daemon "$U/sock" --tenant svc -- python3 -c "$job" 10 >"$U/root.out" 2>&1 & r=$!
+  sleep 2
+  timeout -s KILL 60 setpriv --reuid=65534 --regid=65534 --clear-groups env HOME="$U/home" \
+    "$U/lx/bin/lithos" run --daemon "$U/sock" --tenant train -- python3 -c "$job" 6 >"$U/other.out" 2>&1 & o=$!
+  for _ in $(seq 1 80); do
+    "$LITHOS" status --socket "$U/sock" --json >"$U/status.json" 2>/dev/null
+    python3 -c 'import json,sys; sys.exit(0 if len(json.load(open(sys.argv[1]))["clients"]) >= 2 else 1)' "$U/status.json" 2>/dev/null && break
+    sleep 0.25
+  done
+  "$LITHOS" status --socket "$U/sock" | grep -E "^client|^[0-9]|^warning" | sed "s/^/mpsusers lithosd: status: /"
+  wait $r; wait $o
+  tail -n 2 "$U/root.out" "$U/other.out" | sed "s/^/mpsusers lithosd: /"
+  grep -E "outside MPS|slot map" "$U/lithosd.log" | sed "s/^/mpsusers lithosd: log: /"
+  kill -TERM "$lp"; wait "$lp"
+  echo quit | nvidia-cuda-mps-control; sleep 2
   unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
 fi
 if has mpsquit; then

@@ -488,13 +488,20 @@ void print_human(std::FILE* f, const nlohmann::json& j) {
     }
     std::fprintf(f, "%s\n", line.c_str());
   }
-  std::fprintf(f, "\n%-6s %-8s %-16s %-16s %7s %10s %10s\n", "client", "pid", "program", "tenant", "streams",
+  std::fprintf(f, "\n%-6s %-8s %-16s %-16s %4s %7s %10s %10s\n", "client", "pid", "program", "tenant", "MPS", "streams",
                "launches", "grants");
   for (const auto& c : j["clients"]) {
-    std::fprintf(f, "%-6u %-8d %-16s %-16s %7d %10llu %10llu\n", c.value("id", 0U), c.value("pid", 0),
+    const nlohmann::json mps = c.value("mps", nlohmann::json());
+    std::fprintf(f, "%-6u %-8d %-16s %-16s %4s %7d %10llu %10llu\n", c.value("id", 0U), c.value("pid", 0),
                  c.value("program", std::string()).c_str(), c.value("tenant", std::string()).c_str(),
-                 c.value("streams", 0), static_cast<unsigned long long>(c.value("launches", 0ULL)),
+                 mps.is_boolean() ? (mps.get<bool>() ? "yes" : "no") : "-", c.value("streams", 0),
+                 static_cast<unsigned long long>(c.value("launches", 0ULL)),
                  static_cast<unsigned long long>(c.value("grants", 0ULL)));
+  }
+  if (j.contains("warnings") && j["warnings"].is_array()) {
+    for (const auto& w : j["warnings"]) {
+      if (w.is_string()) std::fprintf(f, "warning: %s\n", w.get<std::string>().c_str());
+    }
   }
   const auto& k = j["counters"];
   std::fprintf(

@@ -479,6 +479,7 @@ void Daemon::welcome(int sock, const ipc::Hello& hello_in, std::uint64_t now) {
   c->pid = cred->pid;
   c->uid = cred->uid;
   c->program = text_of(hello.program, sizeof hello.program);
+  if ((hello.flags & ipc::kHelloMpsKnown) != 0) c->mps = (hello.flags & ipc::kHelloMpsClient) != 0 ? 1 : 0;
   c->since_ns = now;
   ipc::ChannelHeader& h = c->channel.layout().header;
   if (c->high) h.flags.fetch_or(ipc::kChannelHighPriority, std::memory_order_relaxed);
@@ -503,7 +504,32 @@ void Daemon::welcome(int sock, const ipc::Hello& hello_in, std::uint64_t now) {
     return;
   }
   ++counters_.clients_accepted;
+  const Client& added = *c;
   clients_.push_back(std::move(c));
+  if (added.mps >= 0) {
+    for (const std::string& line : mps_warnings()) {
+      if (line.rfind("client " + std::to_string(added.id) + " ", 0) == 0 || added.mps == 1) {
+        std::fprintf(stderr, "lithosd: %s\n", line.c_str());
+      }
+    }
+  }
+}
+
+std::vector<std::string> Daemon::mps_warnings() const {
+  std::size_t inside = 0;
+  for (const auto& c : clients_) inside += c->mps == 1 ? 1U : 0U;
+  std::vector<std::string> out;
+  if (inside == 0) return out;
+  const sched::EngineState& st = engine_->state();
+  for (const auto& c : clients_) {
+    if (c->mps != 0) continue;
+    out.push_back("client " + std::to_string(c->id) + " (pid " + std::to_string(c->pid) + ", uid " +
+                  std::to_string(c->uid) + ", " + c->program + ", tenant " + st.tenants[c->tenant].spec.name +
+                  ") runs outside MPS beside " + std::to_string(inside) +
+                  " MPS client(s): its kernels time-slice with theirs and no TPC mask keeps them apart (MPS "
+                  "serves one user id at a time: docs/daemon.md, \"Failure handling\")");
+  }
+  return out;
 }
 
 bool Daemon::check_sockets(std::uint64_t now) {
@@ -858,6 +884,7 @@ std::string Daemon::status_json(std::uint64_t now) const {
                        {"pid", c->pid},
                        {"uid", c->uid},
                        {"program", c->program},
+                       {"mps", c->mps < 0 ? json(nullptr) : json(c->mps == 1)},
                        {"tenant", st.tenants[c->tenant].spec.name},
                        {"streams", streams},
                        {"launches", c->launches},
@@ -865,6 +892,7 @@ std::string Daemon::status_json(std::uint64_t now) const {
                        {"since_s", static_cast<double>(now - c->since_ns) / 1e9}});
   }
   j["clients"] = clients;
+  j["warnings"] = mps_warnings();
   const double up = std::max(1e-9, static_cast<double>(now - started_ns_) / 1e9);
   j["counters"] = {{"clients_accepted", counters_.clients_accepted},
                    {"clients_refused", counters_.clients_refused},

@@ -157,6 +157,7 @@ class Daemon {
     int pid = 0;
     unsigned uid = 0;
     std::string program;
+    int mps = -1;  // its contexts are MPS clients: 1, not: 0, not known: -1 (ipc::kHelloMps*)
     std::uint64_t since_ns = 0;
     std::vector<Stream> streams = std::vector<Stream>(ipc::kMaxStreams);
     std::deque<ipc::GrantMsg> overflow;                           // grants waiting for room in the ring
@@ -174,6 +175,9 @@ class Daemon {
   bool accept_connections(std::uint64_t now);
   bool serve_pending(std::uint64_t now);
   void welcome(int sock, const ipc::Hello& hello, std::uint64_t now);
+  // Clients outside MPS while others are MPS clients: they time-slice with
+  // them, and no TPC mask isolates them. One line each, empty when none.
+  std::vector<std::string> mps_warnings() const;
   bool drain_submits(Client& c, std::uint64_t now);
   Status handle_submit(Client& c, const ipc::SubmitMsg& m, std::uint64_t now);
   bool poll_completions(Client& c, std::uint64_t now);

@@ -46,6 +46,7 @@ struct Drv {
   CUresult (*device_get)(CUdevice*, int) = nullptr;
   CUresult (*device_uuid)(CUuuid*, CUdevice) = nullptr;
   CUresult (*ctx_get_device)(CUdevice*) = nullptr;
+  CUresult (*device_attribute)(int*, CUdevice_attribute, CUdevice) = nullptr;
   static const Drv& get() {
     static const Drv d = [] {
       Drv x;
@@ -67,6 +68,7 @@ struct Drv {
       if (x.device_uuid == nullptr)
         x.device_uuid = reinterpret_cast<decltype(x.device_uuid)>(r.symbol("cuDeviceGetUuid"));
       x.ctx_get_device = reinterpret_cast<decltype(x.ctx_get_device)>(r.symbol("cuCtxGetDevice"));
+      x.device_attribute = reinterpret_cast<decltype(x.device_attribute)>(r.symbol("cuDeviceGetAttribute"));
       return x;
     }();
     return d;
@@ -218,6 +220,7 @@ bool DaemonClient::connect_locked() noexcept {
   std::strncpy(hello.tenant, tenant_.c_str(), sizeof hello.tenant - 1);
   if (program_invocation_short_name != nullptr)
     std::strncpy(hello.program, program_invocation_short_name, sizeof hello.program - 1);
+  hello.flags = mps_flags();
   if (Status st = ipc::send_packet(sock_, &hello, sizeof hello); !st.is_ok()) return fail(st.message());
   ipc::Welcome w;
   int chfd = -1;
@@ -851,6 +854,27 @@ bool uuid_of(const Drv& d, CUdevice dev, std::string* uuid) {
   return true;
 }
 }  // namespace
+
+// Whether this process's contexts are MPS clients, as the driver says
+// (CU_DEVICE_ATTRIBUTE_MPS_ENABLED, 133 in CUDA 12+): a process that the
+// node's MPS does not serve (another uid's server, no access to its pipe)
+// runs outside it, time-sliced with the MPS clients, and lithosd says so.
+std::uint32_t DaemonClient::mps_flags() noexcept {
+  constexpr int kMpsEnabled = 133;
+  try {
+    const Drv& d = Drv::get();
+    if (d.device_attribute == nullptr) return 0;
+    CUdevice dev = 0;
+    if (d.ctx_get_device == nullptr || d.ctx_get_device(&dev) != CUDA_SUCCESS) {
+      if (d.device_get == nullptr || d.device_get(&dev, 0) != CUDA_SUCCESS) return 0;
+    }
+    int on = 0;
+    if (d.device_attribute(&on, static_cast<CUdevice_attribute>(kMpsEnabled), dev) != CUDA_SUCCESS) return 0;
+    return ipc::kHelloMpsKnown | (on != 0 ? ipc::kHelloMpsClient : 0U);
+  } catch (...) {
+    return 0;
+  }
+}
 
 bool DaemonClient::current_gpu(std::string* uuid) noexcept {
   try {

@@ -217,6 +217,8 @@ class DaemonClient {
   bool alive() noexcept;
   // The slot of a stream, opening it (kStreamOpen) on first use; -1 when none is free.
   int slot_of(CUstream_st* stream, bool ptsz) noexcept;
+  // Hello::flags: whether this process's contexts are MPS clients.
+  static std::uint32_t mps_flags() noexcept;
   // Pushes `m` to the submit ring; `count` (reported_, submits_), if given,
   // grows by one when it went in. Only push writes them. A full ring waits
   // up to 1 ms for the daemon, then gives up; with `spill` (reports of

@@ -43,6 +43,12 @@ enum class HelloKind : std::uint32_t {
   kStatus = 2,  // `lithos status`: wants the daemon's status as JSON text
 };
 
+// Hello::flags of a client: what its CUDA context is, as the driver says
+// (CU_DEVICE_ATTRIBUTE_MPS_ENABLED). A client that could not ask sends 0.
+constexpr std::uint32_t kHelloMpsKnown = 1u << 0;   // the client asked the driver
+constexpr std::uint32_t kHelloMpsClient = 1u << 1;  // its contexts are MPS clients
+constexpr std::uint32_t kHelloFlags = kHelloMpsKnown | kHelloMpsClient;
+
 struct Hello {
   std::uint32_t magic = kMagic;
   std::uint32_t version = kVersion;
@@ -50,7 +56,7 @@ struct Hello {
   std::int32_t pid = 0;           // informational: SO_PEERCRED is what counts
   char tenant[kNameBytes] = {};   // tenant asked for ("" = by the config's match rules, else the default class)
   char program[kNameBytes] = {};  // the executable's short name (match rules, status)
-  std::uint32_t flags = 0;
+  std::uint32_t flags = 0;        // kHello*
   std::uint32_t reserved = 0;
 };
 

@@ -53,6 +53,10 @@ Status validate_hello(Hello& h) {
     return bad("hello.kind", static_cast<std::uint32_t>(h.kind), "unknown kind");
   LITHOS_RETURN_IF_ERROR(check_name("hello.tenant", h.tenant));
   LITHOS_RETURN_IF_ERROR(check_name("hello.program", h.program));
+  // Flags a later client may send are ignored; "MPS client" counts only
+  // when the client says it asked.
+  h.flags &= kHelloFlags;
+  if ((h.flags & kHelloMpsKnown) == 0) h.flags = 0;
   return Status::ok();
 }
 

@@ -632,6 +632,41 @@ TEST_F(DaemonE2E, StatusShowsAnAutomaticPause) {
   EXPECT_NE(read_all(table.out).find("svc pauses best effort (auto): "), std::string::npos) << read_all(table.out);
 }
 
+// Whether each client's contexts are MPS clients, as its driver says
+// (CU_DEVICE_ATTRIBUTE_MPS_ENABLED; the fake's FAKE_CUDA_MPS=1): a process
+// that the node's MPS does not serve (measured on the H100: another uid's,
+// beside root's clients) time-slices with the MPS clients, and `lithos
+// status` says so, in JSON and in the table.
+TEST_F(DaemonE2E, AClientOutsideMpsBesideMpsClientsIsShown) {
+  start_daemon();
+  extra_env_ = {"FAKE_CUDA_MPS=1"};
+  Proc inside = client("svc", 40, 20, 0);
+  extra_env_.clear();
+  Proc outside = client("train", 40, 20, 0);
+  json seen;
+  EXPECT_TRUE(wait_for([&](const json& st) {
+    if (st["clients"].size() != 2 || st["warnings"].empty()) return false;
+    seen = st;
+    return true;
+  })) << status().dump();
+  ASSERT_TRUE(seen.is_object());
+  for (const json& c : seen["clients"]) {
+    EXPECT_EQ(c["mps"], c["tenant"] == "svc") << c.dump();
+  }
+  ASSERT_EQ(seen["warnings"].size(), 1U) << seen["warnings"].dump();
+  const std::string w = seen["warnings"][0].get<std::string>();
+  EXPECT_NE(w.find("tenant train) runs outside MPS beside 1 MPS client(s)"), std::string::npos) << w;
+  Proc table = Proc::spawn({LITHOS_EXE, "status", "--socket", sock_}, {}, (dir_ / "status-mps.txt").string());
+  ASSERT_EQ(table.wait(), 0) << table.err();
+  const std::string text = read_all(table.out);
+  EXPECT_NE(text.find("warning: client "), std::string::npos) << text;
+  EXPECT_NE(text.find(" MPS "), std::string::npos) << text;
+  ASSERT_EQ(inside.wait(), 0) << inside.err();
+  ASSERT_EQ(outside.wait(), 0) << outside.err();
+  EXPECT_TRUE(wait_for([](const json& st) { return st["clients"].empty() && st["warnings"].empty(); }));
+  EXPECT_NE(daemon_.err().find("runs outside MPS beside"), std::string::npos) << daemon_.err();
+}
+
 // The voluntary context switches of every thread of process `pid` so far.
 long context_switches(pid_t pid) {
   long n = 0;

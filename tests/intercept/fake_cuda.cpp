@@ -852,6 +852,8 @@ FAKE_API CUresult cuDeviceGetAttribute(int* v, CUdevice_attribute attr, CUdevice
   if (v == nullptr) return CUDA_ERROR_INVALID_VALUE;
   *v = attr == CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR ? 9 : 0;  // an H100: 9.0
   if (attr == CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT) *v = 4;       // a very small one
+  // CU_DEVICE_ATTRIBUTE_MPS_ENABLED: FAKE_CUDA_MPS=1 makes this process an MPS client.
+  if (static_cast<int>(attr) == 133) *v = std::getenv("FAKE_CUDA_MPS") != nullptr ? 1 : 0;
   return CUDA_SUCCESS;
 }
 FAKE_API CUresult cuModuleLoadData(CUmodule* m, const void* image) {

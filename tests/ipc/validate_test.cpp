@@ -42,6 +42,24 @@ TEST(IpcValidateHello, RejectsMagicVersionKind) {
   expect_rejected(validate_hello(h), {"hello.kind", "0"});
 }
 
+// The MPS flags: kept as sent when the client says it asked the driver;
+// "MPS client" without "known", and bits no client defines, are dropped.
+TEST(IpcValidateHello, KeepsOnlyTheMpsFlagsItKnows) {
+  Hello h;
+  h.flags = kHelloMpsKnown | kHelloMpsClient;
+  ASSERT_TRUE(validate_hello(h).is_ok());
+  EXPECT_EQ(h.flags, kHelloMpsKnown | kHelloMpsClient);
+  h.flags = kHelloMpsKnown;
+  ASSERT_TRUE(validate_hello(h).is_ok());
+  EXPECT_EQ(h.flags, kHelloMpsKnown);
+  h.flags = kHelloMpsClient;
+  ASSERT_TRUE(validate_hello(h).is_ok());
+  EXPECT_EQ(h.flags, 0U);
+  h.flags = 0xffffffffU;
+  ASSERT_TRUE(validate_hello(h).is_ok());
+  EXPECT_EQ(h.flags, kHelloFlags);
+}
+
 TEST(IpcValidateHello, ForcesTermination) {
   Hello h;
   std::memset(h.tenant, 'a', sizeof h.tenant);  // no NUL anywhere
