@@ -406,7 +406,7 @@ while time.time() < end:
     x = x * 1.0001
 torch.cuda.synchronize()
 print(f"uid {os.getuid()}: CUDA ready {t1 - t0:.1f} s after start, at {t1:.1f}; done at {time.time():.1f}")'
-  for mode in default multiuser; do
+  for mode in ${MPSUSERS_MODES-default multiuser}; do
     U=$WORK/mpsusers-$mode; rm -rf "$U"; mkdir -p "$U/pipe" "$U/log" "$U/home"; chmod 0777 "$U" "$U/pipe" "$U/log" "$U/home"
     export CUDA_MPS_PIPE_DIRECTORY=$U/pipe CUDA_MPS_LOG_DIRECTORY=$U/log
     flags=(-d); [[ $mode == multiuser ]] && flags=(-d -M)
@@ -426,7 +426,8 @@ print(f"uid {os.getuid()}: CUDA ready {t1 - t0:.1f} s after start, at {t1:.1f}; 
   # The same two users as lithosd's clients (root: svc, uid 65534: train):
   # lithos status names a client outside MPS beside MPS clients. lithos and
   # its library are copied where uid 65534 may read them.
-  U=$WORK/mpsusers-lithosd; rm -rf "$U"; mkdir -p "$U/pipe" "$U/log" "$U/home" "$U/lx/bin" "$U/lx/lib"
+  # (Outside $OUT, which may sit under a home folder other users cannot enter.)
+  U=/tmp/lithos-mpsusers; rm -rf "$U"; mkdir -p "$U/pipe" "$U/log" "$U/home" "$U/lx/bin" "$U/lx/lib"
   cp "$LITHOS" "$U/lx/bin/" && cp build/release/lib/liblithos.so "$U/lx/lib/"
   chmod -R a+rwX "$U"
   export CUDA_MPS_PIPE_DIRECTORY=$U/pipe CUDA_MPS_LOG_DIRECTORY=$U/log
@@ -435,6 +436,7 @@ print(f"uid {os.getuid()}: CUDA ready {t1 - t0:.1f} s after start, at {t1:.1f}; 
   cat scripts/daemon/tenants.toml >>"$U/lithosd.toml"
   "$U/lx/bin/lithos" daemon --config "$U/lithosd.toml" --device 0 >"$U/lithosd.log" 2>&1 & lp=$!
   for _ in $(seq 1 300); do "$LITHOS" status --socket "$U/sock" --json >/dev/null 2>&1 && break; sleep 0.1; done
+  "$LITHOS" status --socket "$U/sock" --json >/dev/null 2>&1 || tail -n 5 "$U/lithosd.log" | sed "s/^/mpsusers lithosd: did not come up: /"
   chmod a+rw "$U/sock" 2>/dev/null
   "$U/lx/bin/lithos" run --daemon "$U/sock" --tenant svc -- python3 -c "$job" 10 >"$U/root.out" 2>&1 & r=$!
   sleep 2
@@ -451,6 +453,7 @@ print(f"uid {os.getuid()}: CUDA ready {t1 - t0:.1f} s after start, at {t1:.1f}; 
   grep -E "outside MPS|slot map" "$U/lithosd.log" | sed "s/^/mpsusers lithosd: log: /"
   kill -TERM "$lp"; wait "$lp"
   echo quit | nvidia-cuda-mps-control; sleep 2
+  cp "$U/lithosd.log" "$U/status.json" "$WORK/" 2>/dev/null
   unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
 fi
 if has mpsquit; then
