@@ -406,8 +406,11 @@ while time.time() < end:
     x = x * 1.0001
 torch.cuda.synchronize()
 print(f"uid {os.getuid()}: CUDA ready {t1 - t0:.1f} s after start, at {t1:.1f}; done at {time.time():.1f}")'
+  # Every folder under /tmp, reachable by uid 65534 ($OUT may sit under a
+  # home folder it cannot enter: a client that cannot reach the pipe runs
+  # outside MPS, which the first version of this phase measured).
   for mode in ${MPSUSERS_MODES-default multiuser}; do
-    U=$WORK/mpsusers-$mode; rm -rf "$U"; mkdir -p "$U/pipe" "$U/log" "$U/home"; chmod 0777 "$U" "$U/pipe" "$U/log" "$U/home"
+    U=/tmp/lithos-mpsusers-$mode; rm -rf "$U"; mkdir -p "$U/pipe" "$U/log" "$U/home"; chmod 1777 "$U" "$U/pipe" "$U/log" "$U/home"
     export CUDA_MPS_PIPE_DIRECTORY=$U/pipe CUDA_MPS_LOG_DIRECTORY=$U/log
     flags=(-d); [[ $mode == multiuser ]] && flags=(-d -M)
     nvidia-cuda-mps-control "${flags[@]}" && sleep 1
@@ -429,9 +432,10 @@ print(f"uid {os.getuid()}: CUDA ready {t1 - t0:.1f} s after start, at {t1:.1f}; 
   # (Outside $OUT, which may sit under a home folder other users cannot enter.)
   U=/tmp/lithos-mpsusers; rm -rf "$U"; mkdir -p "$U/pipe" "$U/log" "$U/home" "$U/lx/bin" "$U/lx/lib"
   cp "$LITHOS" "$U/lx/bin/" && cp build/release/lib/liblithos.so "$U/lx/lib/"
-  chmod -R a+rwX "$U"
+  chmod -R a+rwX "$U"; chmod 1777 "$U"  # lithosd refuses a socket folder anyone may write to without the sticky bit
   export CUDA_MPS_PIPE_DIRECTORY=$U/pipe CUDA_MPS_LOG_DIRECTORY=$U/log
-  nvidia-cuda-mps-control -d && sleep 1
+  nvidia-cuda-mps-control ${MPSUSERS_LITHOSD_MPS:--d} && sleep 1
+  echo "mpsusers lithosd: MPS control daemon started with ${MPSUSERS_LITHOSD_MPS:--d}"
   printf '[daemon]\nsocket = "%s"\nmps = "auto"\nstate_dir = "%s"\n' "$U/sock" "$U/state" >"$U/lithosd.toml"
   cat scripts/daemon/tenants.toml >>"$U/lithosd.toml"
   "$U/lx/bin/lithos" daemon --config "$U/lithosd.toml" --device 0 >"$U/lithosd.log" 2>&1 & lp=$!
