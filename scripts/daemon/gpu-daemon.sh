@@ -434,8 +434,12 @@ print(f"uid {os.getuid()}: CUDA ready {t1 - t0:.1f} s after start, at {t1:.1f}; 
   cp "$LITHOS" "$U/lx/bin/" && cp build/release/lib/liblithos.so "$U/lx/lib/"
   chmod -R a+rwX "$U"; chmod 1777 "$U"  # lithosd refuses a socket folder anyone may write to without the sticky bit
   export CUDA_MPS_PIPE_DIRECTORY=$U/pipe CUDA_MPS_LOG_DIRECTORY=$U/log
-  nvidia-cuda-mps-control ${MPSUSERS_LITHOSD_MPS:--d} && sleep 1
-  echo "mpsusers lithosd: MPS control daemon started with ${MPSUSERS_LITHOSD_MPS:--d}"
+  # MPSUSERS_LITHOSD_MPS: the control daemon's flags (default -d), or
+  # "lithosd": none is started here, lithosd starts it (mps_multiuser).
+  if [[ ${MPSUSERS_LITHOSD_MPS:--d} != lithosd ]]; then
+    nvidia-cuda-mps-control ${MPSUSERS_LITHOSD_MPS:--d} && sleep 1
+  fi
+  echo "mpsusers lithosd: MPS control daemon started by ${MPSUSERS_LITHOSD_MPS:--d}"
   printf '[daemon]\nsocket = "%s"\nmps = "auto"\nstate_dir = "%s"\n' "$U/sock" "$U/state" >"$U/lithosd.toml"
   cat scripts/daemon/tenants.toml >>"$U/lithosd.toml"
   "$U/lx/bin/lithos" daemon --config "$U/lithosd.toml" --device 0 >"$U/lithosd.log" 2>&1 & lp=$!
@@ -454,7 +458,7 @@ print(f"uid {os.getuid()}: CUDA ready {t1 - t0:.1f} s after start, at {t1:.1f}; 
   "$LITHOS" status --socket "$U/sock" | grep -E "^client|^[0-9]|^warning" | sed "s/^/mpsusers lithosd: status: /"
   wait $r; wait $o
   tail -n 2 "$U/root.out" "$U/other.out" | sed "s/^/mpsusers lithosd: /"
-  grep -E "outside MPS|slot map" "$U/lithosd.log" | sed "s/^/mpsusers lithosd: log: /"
+  grep -E "outside MPS|slot map|MPS" "$U/lithosd.log" | sed "s/^/mpsusers lithosd: log: /"
   kill -TERM "$lp"; wait "$lp"
   echo quit | nvidia-cuda-mps-control; sleep 2
   cp "$U/lithosd.log" "$U/status.json" "$WORK/" 2>/dev/null

@@ -65,6 +65,7 @@ struct DaemonArgs {
   std::string share_unowned;      // "" = not given
   std::string hp_holds_unowned;   // "" = not given
   std::string stream_priorities;  // "" = not given
+  std::string mps_multiuser;      // "" = not given
   std::string state_dir;
   std::string trace;
   std::string device;  // N, N,M,... or all; "" = the configuration's
@@ -80,7 +81,11 @@ std::atomic<bool> g_stop{false};
 void on_signal(int) { g_stop.store(true); }
 
 // MPS as configured; returns whether this daemon started it (and must stop it).
-Result<bool> prepare_mps(daemon::MpsMode mode) {
+// `multiuser`: start it in multi-user mode (-M); where the control program
+// has no such mode, it is started without, and lithosd says so
+// (`*multiuser_on`: whether it runs in it).
+Result<bool> prepare_mps(daemon::MpsMode mode, bool multiuser, bool* multiuser_on) {
+  *multiuser_on = false;
   if (mode == daemon::MpsMode::kOff) return false;
   const std::string control = "nvidia-cuda-mps-control";
   std::string out;
@@ -93,7 +98,18 @@ Result<bool> prepare_mps(daemon::MpsMode mode) {
         std::string(answers ? "it exited with " + std::to_string(*answers) : answers.status().message()) +
         "); start one, or run with --mps start or --mps off");
   }
-  auto rc = bench::run_command({control, "-d"}, {}, "", 30.0, "/dev/null");
+  auto rc = bench::run_command(
+      multiuser ? std::vector<std::string>{control, "-d", "-M"} : std::vector<std::string>{control, "-d"}, {}, "", 30.0,
+      "/dev/null");
+  if (multiuser && (!rc || *rc != 0)) {
+    std::fprintf(stderr,
+                 "lithosd: MPS did not start in multi-user mode (-M: %s); starting it without: clients of a second "
+                 "user id wait until the first's are done\n",
+                 rc ? ("exit " + std::to_string(*rc)).c_str() : rc.status().message().c_str());
+    rc = bench::run_command({control, "-d"}, {}, "", 30.0, "/dev/null");
+  } else if (multiuser) {
+    *multiuser_on = true;
+  }
   if (!rc || *rc != 0) {
     if (mode == daemon::MpsMode::kAuto) {
       std::fprintf(stderr, "lithosd: cannot start MPS (%s); clients will share the GPU without it\n",
@@ -275,6 +291,7 @@ int run_daemon(const DaemonArgs& a) {
   if (!a.hp_holds_unowned.empty()) cfg.hp_holds_unowned = daemon::parse_switch(a.hp_holds_unowned).value_or(true);
   if (!a.runs_free.empty()) cfg.best_effort_runs_free = daemon::parse_switch(a.runs_free).value_or(true);
   if (!a.stream_priorities.empty()) cfg.stream_priorities = daemon::parse_switch(a.stream_priorities).value_or(false);
+  if (!a.mps_multiuser.empty()) cfg.mps_multiuser = daemon::parse_switch(a.mps_multiuser).value_or(true);
   if (!a.device.empty()) cfg.device = a.device;
   if (!a.state_dir.empty()) cfg.state_dir = a.state_dir;
   if (!a.trace.empty()) cfg.trace = a.trace;
@@ -350,7 +367,8 @@ int run_daemon(const DaemonArgs& a) {
     return 0;
   }
   // One MPS control daemon for the node, whichever GPUs are served.
-  auto mps = prepare_mps(cfg.mps);
+  bool mps_multiuser = false;
+  auto mps = prepare_mps(cfg.mps, cfg.mps_multiuser, &mps_multiuser);
   if (!mps) {
     std::fprintf(stderr, "lithos daemon: %s\n", mps.status().message().c_str());
     return kFailure;
@@ -376,7 +394,7 @@ int run_daemon(const DaemonArgs& a) {
     std::fprintf(stderr, "lithosd: serving %s%s%s (%d TPCs, %d GPCs) on %s, policy %s, %zu tenants%s\n",
                  opt.device.name.c_str(), opt.gpu_uuid.empty() ? "" : " ", opt.gpu_uuid.c_str(), opt.device.tpcs,
                  opt.device.topology.count(), opt.config.socket.c_str(), cfg.policy.c_str(), cfg.tenants.size(),
-                 *mps && i == 0 ? ", MPS started" : "");
+                 *mps && i == 0 ? (mps_multiuser ? ", MPS started (multi-user)" : ", MPS started") : "");
   }
   // One loop thread per GPU. A loop that fails stops them all (exit 1: a
   // supervisor restarts the whole daemon; clients reconnect).
@@ -730,6 +748,11 @@ CommandRunner add_daemon_command(CLI::App& app) {
                   "true: clients set the engine's hardware priority on their streams (high-priority tenants at "
                   "the greatest stream priority, best-effort atoms at the least); false (default): streams keep "
                   "the applications' own")
+      ->check(CLI::IsMember({"true", "false", "1", "0", "yes", "no", "on", "off"}));
+  sub->add_option("--mps-multiuser", args->mps_multiuser,
+                  "true (default): an MPS control daemon lithosd starts runs in multi-user mode (-M), so that "
+                  "clients of several user ids share its server at once; false: MPS serves one user id at a time "
+                  "(a second uid's job waits until the first's are done)")
       ->check(CLI::IsMember({"true", "false", "1", "0", "yes", "no", "on", "off"}));
   sub->add_option("--state-dir", args->state_dir,
                   "Where the daemon keeps its state: predictor.cache, what the latency predictor learnt, loaded at "

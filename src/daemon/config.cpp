@@ -297,7 +297,7 @@ struct Parser {
         check_keys(d, "[daemon]",
                    {"socket", "policy", "mps", "atom_us", "throttle_us", "throttle_unborrowed_us", "hp_poll_us",
                     "max_stolen_atoms", "pause_slowdown", "share_unowned", "hp_holds_unowned", "best_effort_runs_free",
-                    "stream_priorities", "device", "state_dir", "trace", "default_tenant"}));
+                    "stream_priorities", "mps_multiuser", "device", "state_dir", "trace", "default_tenant"}));
     auto socket = string(d, "socket");
     if (!socket) return socket.status();
     if (socket->has_value()) {
@@ -348,6 +348,10 @@ struct Parser {
     if (const toml::node* n = d.get("best_effort_runs_free")) {
       if (!n->is_boolean()) return error(*n, "'best_effort_runs_free' must be true or false");
       c.best_effort_runs_free = n->as_boolean()->get();
+    }
+    if (const toml::node* n = d.get("mps_multiuser")) {
+      if (!n->is_boolean()) return error(*n, "'mps_multiuser' must be true or false");
+      c.mps_multiuser = n->as_boolean()->get();
     }
     if (const toml::node* n = d.get("stream_priorities")) {
       if (!n->is_boolean()) return error(*n, "'stream_priorities' must be true or false");
@@ -688,6 +692,11 @@ Status apply_env(DaemonConfig& c, const std::function<const char*(const char*)>&
     if (!b) return Status::invalid_argument("LITHOSD_BEST_EFFORT_RUNS_FREE: " + quoted(*v) + " is not true or false");
     c.best_effort_runs_free = *b;
   }
+  if (auto v = get("LITHOSD_MPS_MULTIUSER")) {
+    auto b = parse_switch(*v);
+    if (!b) return Status::invalid_argument("LITHOSD_MPS_MULTIUSER: " + quoted(*v) + " is not true or false");
+    c.mps_multiuser = *b;
+  }
   if (auto v = get("LITHOSD_STREAM_PRIORITIES")) {
     auto b = parse_switch(*v);
     if (!b) return Status::invalid_argument("LITHOSD_STREAM_PRIORITIES: " + quoted(*v) + " is not true or false");
@@ -885,6 +894,7 @@ std::string config_json(const DaemonConfig& c) {
   j += std::string(",\"hp_holds_unowned\":") + (c.hp_holds_unowned ? "true" : "false");
   j += std::string(",\"best_effort_runs_free\":") + (c.best_effort_runs_free ? "true" : "false");
   j += std::string(",\"stream_priorities\":") + (c.stream_priorities ? "true" : "false");
+  j += std::string(",\"mps_multiuser\":") + (c.mps_multiuser ? "true" : "false");
   j += ",\"device\":" + json_string(c.device);
   j += ",\"state_dir\":" + json_string(c.state_dir);
   j += ",\"trace\":" + json_string(c.trace);

@@ -128,6 +128,11 @@ struct DaemonConfig {
   // applications' own priorities. Off by default: measured on the H100 it
   // made inference-stacking worse and hybrid-stacking no better.
   bool stream_priorities = false;
+  // When lithosd starts MPS itself: in multi-user mode (-M), so that clients
+  // of several user ids share its server at once. Without it MPS serves one
+  // uid at a time and a second uid's job waits until the first's are done
+  // (measured on the H100, docs/daemon.md "Failure handling").
+  bool mps_multiuser = true;
   // The CUDA devices served: "0", a list ("0,1") or "all"; with several,
   // one process runs an Engine, a socket and a state folder per GPU
   // (docs/daemon.md, "Nodes with several GPUs").

@@ -291,6 +291,8 @@ TEST(DaemonConfig, ParseErrorsNameFileAndLine) {
        "f.toml:2:", "'hp_holds_unowned' must be true or false"},
       {"stream_priorities not a boolean", "[daemon]\nstream_priorities = 1\n",
        "f.toml:2:", "'stream_priorities' must be true or false"},
+      {"mps_multiuser not a boolean", "[daemon]\nmps_multiuser = \"yes\"\n",
+       "f.toml:2:", "'mps_multiuser' must be true or false"},
       {"socket too long", "[daemon]\nsocket = \"/" + std::string(200, 's') + "\"\n", "f.toml:2:", "at most 107 bytes"},
       {"empty state_dir", "[daemon]\nstate_dir = \"\"\n", "f.toml:2:", "'state_dir' is empty"},
       {"default_tenant naming nothing", "[daemon]\ndefault_tenant = \"nobody\"\n[[tenant]]\nname = \"a\"\n",
@@ -398,6 +400,7 @@ share_unowned = false
 hp_holds_unowned = false
 best_effort_runs_free = false
 stream_priorities = true
+mps_multiuser = false
 state_dir = "/tmp/file-state"
 trace = "/tmp/file-trace.jsonl"
 device = "all"
@@ -421,6 +424,8 @@ device = "all"
   EXPECT_TRUE(default_config().best_effort_runs_free);
   EXPECT_TRUE(c->stream_priorities);
   EXPECT_FALSE(default_config().stream_priorities);
+  EXPECT_FALSE(c->mps_multiuser);
+  EXPECT_TRUE(default_config().mps_multiuser);
   std::map<std::string, std::string> env{
       {"LITHOSD_SOCKET", "/tmp/env.sock"},
       {"LITHOSD_POLICY", "static-partition"},
@@ -435,6 +440,7 @@ device = "all"
       {"LITHOSD_PAUSE_SLOWDOWN", "3"},
       {"LITHOSD_BEST_EFFORT_RUNS_FREE", "on"},
       {"LITHOSD_STREAM_PRIORITIES", "off"},
+      {"LITHOSD_MPS_MULTIUSER", "on"},
       {"LITHOSD_SHARE_UNOWNED", "yes"},
       {"LITHOSD_HP_HOLDS_UNOWNED", "true"},
   };
@@ -456,6 +462,7 @@ device = "all"
   EXPECT_TRUE(all.hp_holds_unowned);
   EXPECT_TRUE(all.best_effort_runs_free);
   EXPECT_FALSE(all.stream_priorities);
+  EXPECT_TRUE(all.mps_multiuser);
   EXPECT_EQ(all.state_dir, "/tmp/env-state");
   EXPECT_EQ(all.device, "0,2");
   EXPECT_EQ(all.trace, "/tmp/env.jsonl");
@@ -485,6 +492,7 @@ device = "all"
       {"LITHOSD_DEVICE", "1,1"},          {"LITHOSD_DEVICE", "-1"},
       {"LITHOSD_DEVICE", "every"},        {"LITHOSD_DEVICE", "0,"},
       {"LITHOSD_PAUSE_SLOWDOWN", "0.9"},  {"LITHOSD_PAUSE_SLOWDOWN", "lots"},
+      {"LITHOSD_MPS_MULTIUSER", "2"},
   };
   for (const auto& [name, value] : bad) {
     const std::string& v = value;

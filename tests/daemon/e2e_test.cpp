@@ -63,9 +63,14 @@ struct Proc {
     Proc p;
     p.out = out_path;
     std::vector<std::string> env;
+    auto added = [&](const std::string& kv) {  // env_add sets this name: its value wins
+      const std::string name = kv.substr(0, kv.find('=') + 1);
+      return std::any_of(env_add.begin(), env_add.end(), [&](const std::string& a) { return a.rfind(name, 0) == 0; });
+    };
     for (char** e = environ; *e != nullptr; ++e) {
       const std::string kv = *e;
       if (kv.rfind("LITHOS_", 0) == 0 || kv.rfind("LD_PRELOAD=", 0) == 0 || kv.rfind("FAKE_", 0) == 0) continue;
+      if (added(kv)) continue;
       env.push_back(kv);
     }
     env.insert(env.end(), env_add.begin(), env_add.end());
@@ -1054,6 +1059,56 @@ TEST_F(DaemonE2E, SigkillReclaimsWithinOneSecond) {
       1.0));
   EXPECT_LT(since(t0), 1.0);
   EXPECT_GE(status()["counters"]["reclaimed_atoms"], 1);
+}
+
+// lithosd that starts MPS starts it in multi-user mode (-M) by default, so
+// that clients of several user ids share its server (on the H100 a second
+// uid's job otherwise waited for the first's to finish); where the control
+// program has no such mode it starts MPS without and says so; with
+// --mps-multiuser false it asks for none. A stand-in nvidia-cuda-mps-control
+// on PATH records what it was asked.
+TEST_F(DaemonE2E, StartedMpsIsMultiUser) {
+  const fs::path bin = dir_ / "fake-mps-bin";
+  fs::create_directories(bin);
+  const fs::path calls = dir_ / "mps-calls.txt";
+  {
+    std::ofstream f(bin / "nvidia-cuda-mps-control");
+    f << "#!/bin/sh\n"
+         "# records its arguments and its commands; no control daemon ever answers\n"
+         "echo \"args: $*\" >> \"$FAKE_MPS_CALLS\"\n"
+         "case \" $* \" in *\" -M \"*) [ -n \"$FAKE_MPS_NO_MULTIUSER\" ] && exit 2;; esac\n"
+         "[ $# -gt 0 ] && exit 0\n"
+         "while read -r cmd; do [ -n \"$cmd\" ] && echo \"cmd: $cmd\" >> \"$FAKE_MPS_CALLS\"; done\n"
+         "exit 1\n";
+  }
+  fs::permissions(bin / "nvidia-cuda-mps-control", fs::perms::owner_all);
+  const std::string path = "PATH=" + bin.string() + ":" + (std::getenv("PATH") ? std::getenv("PATH") : "");
+  const std::string record = "FAKE_MPS_CALLS=" + calls.string();
+  struct Case {
+    std::vector<std::string> flags, env;
+    const char* args;
+    const char* said;
+  };
+  const Case cases[] = {
+      {{"--mps", "start"}, {}, "args: -d -M\n", "MPS started (multi-user)"},
+      {{"--mps", "start"}, {"FAKE_MPS_NO_MULTIUSER=1"}, "args: -d -M\nargs: -d\n", "did not start in multi-user mode"},
+      {{"--mps", "start", "--mps-multiuser", "false"}, {}, "args: -d\n", "MPS started"},
+  };
+  for (const Case& c : cases) {
+    fs::remove(calls);
+    daemon_env_ = {path, record};
+    daemon_env_.insert(daemon_env_.end(), c.env.begin(), c.env.end());
+    start_daemon(c.flags);
+    daemon_.signal(SIGTERM);
+    EXPECT_EQ(daemon_.wait(20), 0) << daemon_.err();
+    const std::string got = read_all(calls.string());
+    // The check for a running daemon, the start, then the quit at exit.
+    EXPECT_EQ(got.rfind("args: \ncmd: get_server_list\n", 0), 0U) << got;
+    EXPECT_NE(got.find(std::string("cmd: get_server_list\n") + c.args), std::string::npos) << got;
+    EXPECT_NE(got.find("cmd: quit"), std::string::npos) << got;
+    EXPECT_NE(daemon_.err().find(c.said), std::string::npos) << daemon_.err();
+  }
+  daemon_env_.clear();
 }
 
 // A tenant this uid may not claim: refused; the program runs pass-through.
