@@ -506,23 +506,26 @@ void Daemon::welcome(int sock, const ipc::Hello& hello_in, std::uint64_t now) {
   ++counters_.clients_accepted;
   const Client& added = *c;
   clients_.push_back(std::move(c));
-  if (added.mps >= 0) {
-    for (const std::string& line : mps_warnings()) {
-      if (line.rfind("client " + std::to_string(added.id) + " ", 0) == 0 || added.mps == 1) {
-        std::fprintf(stderr, "lithosd: %s\n", line.c_str());
-      }
+  // Said once per client outside MPS: when it comes beside MPS clients, or
+  // when the first MPS client comes beside it.
+  const bool first_inside =
+      added.mps == 1 && std::count_if(clients_.begin(), clients_.end(), [](const auto& x) { return x->mps == 1; }) == 1;
+  if (added.mps == 0 || first_inside) {
+    for (const std::string& line :
+         mps_warnings(added.mps == 0 ? std::optional<std::uint32_t>(added.id) : std::nullopt)) {
+      std::fprintf(stderr, "lithosd: %s\n", line.c_str());
     }
   }
 }
 
-std::vector<std::string> Daemon::mps_warnings() const {
+std::vector<std::string> Daemon::mps_warnings(std::optional<std::uint32_t> only) const {
   std::size_t inside = 0;
   for (const auto& c : clients_) inside += c->mps == 1 ? 1U : 0U;
   std::vector<std::string> out;
   if (inside == 0) return out;
   const sched::EngineState& st = engine_->state();
   for (const auto& c : clients_) {
-    if (c->mps != 0) continue;
+    if (c->mps != 0 || (only && c->id != *only)) continue;
     out.push_back("client " + std::to_string(c->id) + " (pid " + std::to_string(c->pid) + ", uid " +
                   std::to_string(c->uid) + ", " + c->program + ", tenant " + st.tenants[c->tenant].spec.name +
                   ") runs outside MPS beside " + std::to_string(inside) +

@@ -176,8 +176,9 @@ class Daemon {
   bool serve_pending(std::uint64_t now);
   void welcome(int sock, const ipc::Hello& hello, std::uint64_t now);
   // Clients outside MPS while others are MPS clients: they time-slice with
-  // them, and no TPC mask isolates them. One line each, empty when none.
-  std::vector<std::string> mps_warnings() const;
+  // them, and no TPC mask isolates them. One line each (client `only`'s
+  // alone, if given), empty when none.
+  std::vector<std::string> mps_warnings(std::optional<std::uint32_t> only = std::nullopt) const;
   bool drain_submits(Client& c, std::uint64_t now);
   Status handle_submit(Client& c, const ipc::SubmitMsg& m, std::uint64_t now);
   bool poll_completions(Client& c, std::uint64_t now);
