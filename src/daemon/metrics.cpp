@@ -166,6 +166,20 @@ Result<std::string> prometheus_text(std::string_view status_json) {
              pauses);
   }
 
+  {
+    // Registered processes by whether their contexts are MPS clients: a
+    // process outside MPS beside MPS clients time-slices with them.
+    double inside = 0, outside = 0;
+    for (const json& c : j.value("clients", json::array())) {
+      const json m = c.value("mps", json());
+      if (m.is_boolean()) (m.get<bool>() ? inside : outside) += 1;
+    }
+    w.family("lithos_clients", "gauge",
+             "Registered processes, by whether their CUDA contexts are MPS clients (mps=\"no\" beside mps=\"yes\": "
+             "they time-slice with them).",
+             {{"{mps=\"yes\"}", inside}, {"{mps=\"no\"}", outside}});
+  }
+
   const json k = j.value("counters", json::object());
   static const std::pair<const char*, const char*> counters[] = {
       {"clients_accepted", "Client registrations accepted."},

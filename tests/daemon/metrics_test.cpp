@@ -24,6 +24,7 @@ const char* kStatus = R"({
      "pending_launches": 7, "inflight_atoms": 5, "stolen_inflight": 4, "held": "", "allocation": "40-65",
      "runs_free": false}
   ],
+  "clients": [{"id": 1, "mps": true}, {"id": 2, "mps": true}, {"id": 3, "mps": false}, {"id": 4, "mps": null}],
   "counters": {"clients_accepted": 3, "grants": 1000, "completions": 990, "max_spin_gap_us": 250.0,
                "max_step_us": 12.0},
   "engine": {"launches": 800, "atoms": 1000, "stolen_atoms": 120},
@@ -115,6 +116,8 @@ TEST(Metrics, StatusBecomesPrometheusText) {
   EXPECT_EQ(s.at("lithos_tenant_pauses_total" + svc), 3);
   EXPECT_EQ(s.count("lithos_tenant_pausing_best_effort" + be), 0U) << "a tenant that pauses nothing: no sample";
   EXPECT_EQ(s.at("lithos_grants_total"), 1000);
+  EXPECT_EQ(s.at("lithos_clients{mps=\"yes\"}"), 2);
+  EXPECT_EQ(s.at("lithos_clients{mps=\"no\"}"), 1);  // the one that could not tell counts in neither
   EXPECT_EQ(s.at("lithos_clients_refused_total"), 0) << "absent counters read 0";
   EXPECT_DOUBLE_EQ(s.at("lithos_max_spin_gap_seconds"), 250e-6);
   EXPECT_EQ(s.at("lithos_engine_stolen_atoms_total"), 120);
