@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 
+#include "common/no_mps_dir.hpp"
 #include "common/status.hpp"
 #include "gpu/calibrate.hpp"
 #include "gpu/driver.hpp"
@@ -107,7 +108,7 @@ class OutsideMps {
   Status explain(const Status& s) const;
 
  private:
-  std::string dir_;
+  NoMpsDir dir_;
 };
 
 // Loads the cached map for the device or calibrates it, in a forked child
