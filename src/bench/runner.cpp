@@ -13,13 +13,11 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
-#include <optional>
 #include <thread>
 #include <vector>
 
 #include "bench/mps.hpp"
 #include "bench/process.hpp"
-#include "common/no_mps_dir.hpp"
 
 namespace lithos::bench {
 
@@ -269,16 +267,20 @@ class ModeRun {
       mps_ = std::move(*d);
     }
 
-    // A mode without MPS runs plain processes even where an MPS control
-    // daemon already runs: otherwise "alone" and time slicing would silently
-    // be MPS clients.
-    if (!mps_) no_mps_.emplace();
+    if (!mps_) {
+      // A mode without MPS runs plain processes even where an MPS control
+      // daemon already runs (CUDA_MPS_PIPE_DIRECTORY, or /tmp/nvidia-mps):
+      // an empty pipe folder of the run's own, where the driver finds none.
+      // Otherwise "alone" and time slicing would silently be MPS clients.
+      char tmpl[] = "/tmp/lithos-no-mps-XXXXXX";
+      if (::mkdtemp(tmpl) != nullptr) no_mps_dir_ = tmpl;
+    }
     for (Tenant& t : tenants_) {
       t.env = t.setup.env;
       if (mps_) {
         for (auto& kv : mps_->client_env()) t.env.push_back(kv);
-      } else if (!no_mps_->path().empty()) {
-        t.env.emplace_back("CUDA_MPS_PIPE_DIRECTORY", no_mps_->path());
+      } else if (!no_mps_dir_.empty()) {
+        t.env.emplace_back("CUDA_MPS_PIPE_DIRECTORY", no_mps_dir_);
       }
       t.env.emplace_back("PYTHONUNBUFFERED", "1");
       auto c = Child::spawn(t.argv, t.env, opt_.repo_root, t.log);
@@ -483,7 +485,10 @@ class ModeRun {
       }
       mps_.reset();
     }
-    no_mps_.reset();
+    if (!no_mps_dir_.empty()) {
+      ::rmdir(no_mps_dir_.c_str());
+      no_mps_dir_.clear();
+    }
   }
 
   json tenant_records() const {
@@ -543,8 +548,8 @@ class ModeRun {
   json record_;
   std::vector<Tenant> tenants_;
   std::unique_ptr<MpsDaemon> mps_;
-  std::optional<NoMpsDir> no_mps_;  // modes without MPS: the tenants' empty MPS pipe folder
-  std::unique_ptr<Child> daemon_;   // lithosd (mode "lithos")
+  std::string no_mps_dir_;         // modes without MPS: the tenants' empty MPS pipe folder
+  std::unique_ptr<Child> daemon_;  // lithosd (mode "lithos")
   std::string daemon_socket_;
   std::vector<Window> windows_;
   double start_ = 0.0;

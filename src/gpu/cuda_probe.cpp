@@ -1,6 +1,7 @@
 #include "gpu/cuda_probe.hpp"
 
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <charconv>
@@ -364,11 +365,15 @@ std::string calibrate_other_devices(const CalibrateRunOptions& options, int coun
 }  // namespace
 
 OutsideMps::OutsideMps() {
-  // Without the folder the driver finds what the environment names.
-  if (!dir_.path().empty()) ::setenv("CUDA_MPS_PIPE_DIRECTORY", dir_.path().c_str(), 1);
+  std::string tmpl = "/tmp/lithos-no-mps-XXXXXX";
+  if (::mkdtemp(tmpl.data()) == nullptr) return;  // the driver then finds what the environment names
+  dir_ = tmpl;
+  ::setenv("CUDA_MPS_PIPE_DIRECTORY", dir_.c_str(), 1);
 }
 
-OutsideMps::~OutsideMps() = default;
+OutsideMps::~OutsideMps() {
+  if (!dir_.empty()) ::rmdir(dir_.c_str());
+}
 
 Status OutsideMps::explain(const Status& s) const {
   const std::string& m = s.message();

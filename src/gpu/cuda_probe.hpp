@@ -8,7 +8,6 @@
 #include <memory>
 #include <string>
 
-#include "common/no_mps_dir.hpp"
 #include "common/status.hpp"
 #include "gpu/calibrate.hpp"
 #include "gpu/driver.hpp"
@@ -108,7 +107,7 @@ class OutsideMps {
   Status explain(const Status& s) const;
 
  private:
-  NoMpsDir dir_;
+  std::string dir_;
 };
 
 // Loads the cached map for the device or calibrates it, in a forked child
