@@ -67,6 +67,14 @@
 #            lithosd's clients: lithos status names the one outside MPS
 #   mpsquit  lithosd with mps = "auto" starts MPS, a client spawns its
 #            server, and no MPS process is left once lithosd has exited
+#   mpscost  what being an MPS client costs with nothing beside it, and
+#            where: scripts/daemon/mps_cost.cu (chains of empty, memory and
+#            arithmetic kernels, launched one by one and as one graph) and
+#            mps_cost.py (the bench's Llama decode graph, and eager: wall,
+#            GPU time, the kernels' own time and the gaps between them from
+#            the torch profiler), each as a plain process, as an MPS client,
+#            and as one with CUDA_DEVICE_MAX_CONNECTIONS set (MPSCOST_CONNS,
+#            default "1 32"); plain again last (drift)
 #   ahead    LITHOS_SUBMIT_AHEAD (docs/daemon.md, "Why best-effort training is
 #            slow"): solo-training with every launch granted, then
 #            hybrid-stacking, each with it off / on / off / on against one
@@ -485,6 +493,28 @@ if has mpsquit; then
   grep -iE "mps" "$Q/lithosd.log" | tail -n 5
   echo quit | timeout 20 nvidia-cuda-mps-control >/dev/null 2>&1
   unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+fi
+if has mpscost; then
+  stamp "mpscost"
+  C=$WORK/mpscost; rm -rf "$C"; mkdir -p "$C"
+  nvcc -O2 -arch=sm_90 -o "$C/mps_cost" scripts/daemon/mps_cost.cu || echo "mps_cost: build failed"
+  mpscost_run() {  # $1: label; the environment says the rest
+    [[ -x $C/mps_cost ]] && timeout -s KILL 120 "$C/mps_cost" 200 >"$C/$1.cu.txt" 2>&1
+    sed "s/^/mpscost $1: /" "$C/$1.cu.txt" 2>/dev/null | grep -E "# | 256 |kernel_gpu"
+    timeout -s KILL 240 python3 scripts/daemon/mps_cost.py --label "$1 graph" --json "$C/$1.graph.json" \
+      2>"$C/$1.graph.err" | sed "s/^/mpscost /"
+    timeout -s KILL 240 python3 scripts/daemon/mps_cost.py --label "$1 eager" --reps 100 \
+      --params '{"batch": 8, "ctx": 1024, "graph": false}' --json "$C/$1.eager.json" 2>"$C/$1.eager.err" | sed "s/^/mpscost /"
+  }
+  (unset CUDA_MPS_PIPE_DIRECTORY; mpscost_run plain)
+  export CUDA_MPS_PIPE_DIRECTORY=$C/pipe CUDA_MPS_LOG_DIRECTORY=$C/log
+  mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+  nvidia-cuda-mps-control -d && sleep 1
+  mpscost_run mps
+  for n in ${MPSCOST_CONNS-1 32}; do (export CUDA_DEVICE_MAX_CONNECTIONS=$n; mpscost_run "mps-conns$n"); done
+  echo quit | timeout 20 nvidia-cuda-mps-control >/dev/null 2>&1; sleep 2
+  unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+  mpscost_run plain2
 fi
 if has defer; then
   stamp "defer"

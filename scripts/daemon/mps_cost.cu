@@ -1,0 +1,177 @@
+// mps_cost: where an MPS client's time goes with nothing beside it. A
+// service that replays a CUDA graph of small kernels (inference-stacking's
+// Llama decode) runs 1.3x slower at P50 as an MPS client than as a plain
+// process (docs/results/2026-11-26-h100-daemon-5c1ed07-floors, section 1):
+// is that a cost per kernel (launch gaps), per replay, or in the kernels'
+// own time (memory, arithmetic)? Run it as a plain process and as an MPS
+// client, and compare line by line (scripts/daemon/gpu-daemon.sh, phase
+// mpscost).
+//
+//   mps_cost [REPS]   for each kernel kind (empty: 1 block that does
+//                     nothing; mem: a grid that streams 32 MiB through
+//                     every SM; alu: a grid of dependent FMAs over every
+//                     SM) and for chains of 1, 16 and 256 kernels: the
+//                     chain launched kernel by kernel on a stream, and the
+//                     chain captured as one CUDA graph and replayed; each
+//                     timed REPS times (default 200) from the first launch
+//                     to the stream's completion. Prints one line each:
+//                     kind way n p50_us p90_us per_kernel_us
+//                     and the GPU's time of one kernel of each kind alone
+//                     (events), so that the gaps between kernels can be
+//                     read off.
+//
+// Build: nvcc -O2 -arch=sm_90 -o mps_cost mps_cost.cu
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+namespace {
+
+__global__ void empty_kernel(int* sink) {
+  if (threadIdx.x == 1024) sink[0] = 1;  // never: the kernel does nothing
+}
+
+// Streams n floats from src to dst, every SM busy (a memory-bound kernel).
+__global__ void mem_kernel(const float4* src, float4* dst, size_t n) {
+  for (size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
+    dst[i] = src[i];
+}
+
+// Dependent FMAs on every SM (an arithmetic kernel).
+__global__ void alu_kernel(int iters, float* sink) {
+  float x = threadIdx.x;
+  for (int i = 0; i < iters; ++i) x = x * 0.999f + 1.0f;
+  if (x == 12345.0f) sink[0] = x;
+}
+
+#define CHECK(x)                                                                          \
+  do {                                                                                    \
+    cudaError_t e_ = (x);                                                                 \
+    if (e_ != cudaSuccess) {                                                              \
+      std::fprintf(stderr, "mps_cost: %s: %s (line %d)\n", #x, cudaGetErrorString(e_), __LINE__); \
+      std::exit(1);                                                                       \
+    }                                                                                     \
+  } while (0)
+
+struct Buffers {
+  float4* src = nullptr;
+  float4* dst = nullptr;
+  size_t n = 0;
+  int* isink = nullptr;
+  float* fsink = nullptr;
+};
+
+enum class Kind { kEmpty, kMem, kAlu };
+const char* name_of(Kind k) { return k == Kind::kEmpty ? "empty" : k == Kind::kMem ? "mem" : "alu"; }
+
+void launch(Kind k, const Buffers& b, int sms, cudaStream_t s) {
+  switch (k) {
+    case Kind::kEmpty:
+      empty_kernel<<<1, 32, 0, s>>>(b.isink);
+      break;
+    case Kind::kMem:
+      mem_kernel<<<sms * 4, 512, 0, s>>>(b.src, b.dst, b.n);
+      break;
+    case Kind::kAlu:
+      alu_kernel<<<sms * 4, 256, 0, s>>>(2000, b.fsink);
+      break;
+  }
+}
+
+double pct(std::vector<double> v, double q) {
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, static_cast<size_t>(q * (v.size() - 1) + 0.5))];
+}
+
+double now_us() {
+  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int reps = argc > 1 ? std::atoi(argv[1]) : 200;
+  if (reps < 1) {
+    std::fprintf(stderr, "usage: mps_cost [REPS]\n");
+    return 2;
+  }
+  int sms = 0;
+  CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  int mps = 0;
+  cudaDeviceGetAttribute(&mps, static_cast<cudaDeviceAttr>(133), 0);  // CU_DEVICE_ATTRIBUTE_MPS_ENABLED
+  const char* conns = std::getenv("CUDA_DEVICE_MAX_CONNECTIONS");
+  std::printf("# mps_cost: %d SMs, MPS client %s, CUDA_DEVICE_MAX_CONNECTIONS=%s, reps %d\n", sms, mps ? "yes" : "no",
+              conns ? conns : "(unset)", reps);
+  Buffers b;
+  b.n = (32u << 20) / sizeof(float4);
+  CHECK(cudaMalloc(&b.src, b.n * sizeof(float4)));
+  CHECK(cudaMalloc(&b.dst, b.n * sizeof(float4)));
+  CHECK(cudaMemset(b.src, 0, b.n * sizeof(float4)));
+  CHECK(cudaMalloc(&b.isink, 64));
+  CHECK(cudaMalloc(&b.fsink, 64));
+  cudaStream_t s;
+  CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  cudaEvent_t e0, e1;
+  CHECK(cudaEventCreate(&e0));
+  CHECK(cudaEventCreate(&e1));
+
+  for (Kind k : {Kind::kEmpty, Kind::kMem, Kind::kAlu}) {
+    // One kernel's GPU time, by events around it (after a warm-up).
+    std::vector<double> one;
+    for (int r = 0; r < 50 + reps; ++r) {
+      CHECK(cudaEventRecord(e0, s));
+      launch(k, b, sms, s);
+      CHECK(cudaEventRecord(e1, s));
+      CHECK(cudaEventSynchronize(e1));
+      float ms = 0;
+      CHECK(cudaEventElapsedTime(&ms, e0, e1));
+      if (r >= 50) one.push_back(ms * 1000.0);
+    }
+    std::printf("%s kernel_gpu 1 %.1f %.1f %.2f\n", name_of(k), pct(one, 0.5), pct(one, 0.9), pct(one, 0.5));
+    for (int n : {1, 16, 256}) {
+      // Kernel by kernel on the stream.
+      std::vector<double> t;
+      for (int r = 0; r < 10 + reps; ++r) {
+        const double a = now_us();
+        for (int i = 0; i < n; ++i) launch(k, b, sms, s);
+        CHECK(cudaStreamSynchronize(s));
+        if (r >= 10) t.push_back(now_us() - a);
+      }
+      std::printf("%s stream %d %.1f %.1f %.2f\n", name_of(k), n, pct(t, 0.5), pct(t, 0.9), pct(t, 0.5) / n);
+      // The same chain as one graph.
+      cudaGraph_t g;
+      cudaGraphExec_t x;
+      CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+      for (int i = 0; i < n; ++i) launch(k, b, sms, s);
+      CHECK(cudaStreamEndCapture(s, &g));
+      CHECK(cudaGraphInstantiate(&x, g, 0));
+      CHECK(cudaGraphUpload(x, s));
+      t.clear();
+      std::vector<double> gpu;
+      for (int r = 0; r < 10 + reps; ++r) {
+        const double a = now_us();
+        CHECK(cudaEventRecord(e0, s));
+        CHECK(cudaGraphLaunch(x, s));
+        CHECK(cudaEventRecord(e1, s));
+        CHECK(cudaStreamSynchronize(s));
+        if (r >= 10) {
+          t.push_back(now_us() - a);
+          float ms = 0;
+          CHECK(cudaEventElapsedTime(&ms, e0, e1));
+          gpu.push_back(ms * 1000.0);
+        }
+      }
+      std::printf("%s graph %d %.1f %.1f %.2f\n", name_of(k), n, pct(t, 0.5), pct(t, 0.9), pct(t, 0.5) / n);
+      std::printf("%s graph_gpu %d %.1f %.1f %.2f\n", name_of(k), n, pct(gpu, 0.5), pct(gpu, 0.9),
+                  pct(gpu, 0.5) / n);
+      CHECK(cudaGraphExecDestroy(x));
+      CHECK(cudaGraphDestroy(g));
+    }
+  }
+  return 0;
+}
