@@ -74,7 +74,8 @@
 #            GPU time, the kernels' own time and the gaps between them from
 #            the torch profiler), each as a plain process, as an MPS client,
 #            and as one with CUDA_DEVICE_MAX_CONNECTIONS set (MPSCOST_CONNS,
-#            default "1 32"); plain again last (drift)
+#            default "1 32"); plain again last (drift); MPSCOST_CU=0 skips
+#            the bare kernels
 #   ahead    LITHOS_SUBMIT_AHEAD (docs/daemon.md, "Why best-effort training is
 #            slow"): solo-training with every launch granted, then
 #            hybrid-stacking, each with it off / on / off / on against one
@@ -499,8 +500,8 @@ if has mpscost; then
   C=$WORK/mpscost; rm -rf "$C"; mkdir -p "$C"
   nvcc -O2 -arch=sm_90 -o "$C/mps_cost" scripts/daemon/mps_cost.cu || echo "mps_cost: build failed"
   mpscost_run() {  # $1: label; the environment says the rest
-    [[ -x $C/mps_cost ]] && timeout -s KILL 120 "$C/mps_cost" 200 >"$C/$1.cu.txt" 2>&1
-    sed "s/^/mpscost $1: /" "$C/$1.cu.txt" 2>/dev/null | grep -E "# | 256 |kernel_gpu"
+    [[ ${MPSCOST_CU:-1} == 1 && -x $C/mps_cost ]] && timeout -s KILL 120 "$C/mps_cost" 200 >"$C/$1.cu.txt" 2>&1
+    sed "s/^/mpscost $1: /" "$C/$1.cu.txt" 2>/dev/null | grep -E "# | 256 |kernel_gpu|chase"
     timeout -s KILL 240 python3 scripts/daemon/mps_cost.py --label "$1 graph" --json "$C/$1.graph.json" \
       2>"$C/$1.graph.err" | sed "s/^/mpscost /"
     timeout -s KILL 240 python3 scripts/daemon/mps_cost.py --label "$1 eager" --reps 100 \

@@ -7,8 +7,14 @@
 // client, and compare line by line (scripts/daemon/gpu-daemon.sh, phase
 // mpscost).
 //
-//   mps_cost [REPS]   for each kernel kind (empty: 1 block that does
-//                     nothing; mem: a grid that streams 32 MiB through
+//   mps_cost [REPS]   first one thread's memory latency through 1 GiB at
+//                     strides of 4 KiB to 64 MiB (line "chase latency_ns
+//                     STRIDE_KIB p50 p90 p50"); then for each kernel kind
+//                     (empty: 1 block that does nothing; small: 32 blocks
+//                     reading two 16 Ki-float buffers and writing a third,
+//                     as PyTorch's elementwise kernels at batch 8;
+//                     mixed: the same as eight functions in turn, each
+//                     reading what the one before wrote; mem: a grid that streams 32 MiB through
 //                     every SM; alu: a grid of dependent FMAs over every
 //                     SM) and for chains of 1, 16 and 256 kernels: the
 //                     chain launched kernel by kernel on a stream, and the
@@ -42,6 +48,34 @@ __global__ void mem_kernel(const float4* src, float4* dst, size_t n) {
     dst[i] = src[i];
 }
 
+// A small elementwise kernel, as PyTorch's at batch 8 x 2048: 16 Ki
+// floats, 32 blocks of 128 threads, three buffers (latency-bound: a few
+// dependent memory accesses per thread, no bandwidth to speak of).
+__global__ void small_kernel(const float* a, const float* b, float* c, int n) {
+  const int i = blockIdx.x * blockDim.x * 4 + threadIdx.x;
+  for (int k = 0; k < 4; ++k)
+    if (i + k * blockDim.x < n) c[i + k * blockDim.x] = a[i + k * blockDim.x] * 0.5f + b[i + k * blockDim.x];
+}
+
+// The same as eight different functions (code of its own each), launched
+// in turn by kind "mixed": a PyTorch graph alternates between dozens of
+// kernels, where "small" repeats one.
+template <int V>
+__global__ void small_variant(const float* a, const float* b, float* c, int n) {
+  const int i = blockIdx.x * blockDim.x * 4 + threadIdx.x;
+  for (int k = 0; k < 4; ++k)
+    if (i + k * blockDim.x < n) c[i + k * blockDim.x] = a[i + k * blockDim.x] * (0.5f + V) + b[i + k * blockDim.x];
+}
+
+// One thread chasing pointers through a buffer, `stride` bytes apart,
+// `hops` dependent loads: the memory latency seen at that stride (at 2 MiB
+// and more, every hop may miss the TLB).
+__global__ void chase_kernel(const unsigned long long* buf, int hops, unsigned long long* sink) {
+  unsigned long long p = 0;
+  for (int i = 0; i < hops; ++i) p = buf[p];
+  sink[0] = p;
+}
+
 // Dependent FMAs on every SM (an arithmetic kernel).
 __global__ void alu_kernel(int iters, float* sink) {
   float x = threadIdx.x;
@@ -64,15 +98,38 @@ struct Buffers {
   size_t n = 0;
   int* isink = nullptr;
   float* fsink = nullptr;
+  float *sa = nullptr, *sb = nullptr, *sc = nullptr;  // small_kernel's, 16 Ki floats each, far apart
 };
 
-enum class Kind { kEmpty, kMem, kAlu };
-const char* name_of(Kind k) { return k == Kind::kEmpty ? "empty" : k == Kind::kMem ? "mem" : "alu"; }
+enum class Kind { kEmpty, kSmall, kMixed, kMem, kAlu };
+const char* name_of(Kind k) {
+  return k == Kind::kEmpty   ? "empty"
+         : k == Kind::kSmall ? "small"
+         : k == Kind::kMixed ? "mixed"
+         : k == Kind::kMem   ? "mem"
+                             : "alu";
+}
 
 void launch(Kind k, const Buffers& b, int sms, cudaStream_t s) {
+  static unsigned turn = 0;
   switch (k) {
+    case Kind::kMixed:
+      switch (turn++ % 8) {
+        case 0: small_variant<0><<<32, 128, 0, s>>>(b.sa, b.sb, b.sc, 16384); break;
+        case 1: small_variant<1><<<32, 128, 0, s>>>(b.sb, b.sc, b.sa, 16384); break;
+        case 2: small_variant<2><<<32, 128, 0, s>>>(b.sc, b.sa, b.sb, 16384); break;
+        case 3: small_variant<3><<<32, 128, 0, s>>>(b.sa, b.sb, b.sc, 16384); break;
+        case 4: small_variant<4><<<32, 128, 0, s>>>(b.sb, b.sc, b.sa, 16384); break;
+        case 5: small_variant<5><<<32, 128, 0, s>>>(b.sc, b.sa, b.sb, 16384); break;
+        case 6: small_variant<6><<<32, 128, 0, s>>>(b.sa, b.sb, b.sc, 16384); break;
+        default: small_variant<7><<<32, 128, 0, s>>>(b.sb, b.sc, b.sa, 16384); break;
+      }
+      break;
     case Kind::kEmpty:
       empty_kernel<<<1, 32, 0, s>>>(b.isink);
+      break;
+    case Kind::kSmall:
+      small_kernel<<<32, 128, 0, s>>>(b.sa, b.sb, b.sc, 16384);
       break;
     case Kind::kMem:
       mem_kernel<<<sms * 4, 512, 0, s>>>(b.src, b.dst, b.n);
@@ -114,13 +171,56 @@ int main(int argc, char** argv) {
   CHECK(cudaMemset(b.src, 0, b.n * sizeof(float4)));
   CHECK(cudaMalloc(&b.isink, 64));
   CHECK(cudaMalloc(&b.fsink, 64));
+  // small_kernel's buffers 64 MiB apart (as PyTorch's activations and
+  // weights sit in separate segments).
+  float* small_pool = nullptr;
+  CHECK(cudaMalloc(&small_pool, 3 * (64u << 20)));
+  CHECK(cudaMemset(small_pool, 0, 3 * (64u << 20)));
+  b.sa = small_pool;
+  b.sb = small_pool + (64u << 20) / sizeof(float);
+  b.sc = small_pool + 2 * ((64u << 20) / sizeof(float));
   cudaStream_t s;
   CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   cudaEvent_t e0, e1;
   CHECK(cudaEventCreate(&e0));
   CHECK(cudaEventCreate(&e1));
 
-  for (Kind k : {Kind::kEmpty, Kind::kMem, Kind::kAlu}) {
+  // Memory latency: one thread's dependent loads through 1 GiB at strides
+  // of 4 KiB to 64 MiB (ns per load, the kernel's GPU time by events).
+  {
+    const size_t bytes = size_t(1) << 30;
+    unsigned long long* buf = nullptr;
+    unsigned long long* sink = nullptr;
+    CHECK(cudaMalloc(&buf, bytes));
+    CHECK(cudaMalloc(&sink, 64));
+    for (size_t stride : {size_t(4) << 10, size_t(64) << 10, size_t(2) << 20, size_t(64) << 20}) {
+      const size_t words = bytes / sizeof(unsigned long long), step = stride / sizeof(unsigned long long);
+      std::vector<unsigned long long> host(words / step);
+      // A ring through every stride-th word, in a scrambled order.
+      const size_t m = host.size();
+      std::vector<size_t> order(m);
+      for (size_t i = 0; i < m; ++i) order[i] = (i * 7919) % m;
+      std::vector<unsigned long long> next(words, 0);
+      for (size_t i = 0; i < m; ++i) next[order[i] * step] = order[(i + 1) % m] * step;
+      CHECK(cudaMemcpy(buf, next.data(), bytes, cudaMemcpyHostToDevice));
+      const int hops = 4096;
+      std::vector<double> ns;
+      for (int r = 0; r < 13; ++r) {
+        CHECK(cudaEventRecord(e0, s));
+        chase_kernel<<<1, 1, 0, s>>>(buf, hops, sink);
+        CHECK(cudaEventRecord(e1, s));
+        CHECK(cudaEventSynchronize(e1));
+        float ms = 0;
+        CHECK(cudaEventElapsedTime(&ms, e0, e1));
+        if (r >= 3) ns.push_back(ms * 1e6 / hops);
+      }
+      std::printf("chase latency_ns %zu %.1f %.1f %.1f\n", stride >> 10, pct(ns, 0.5), pct(ns, 0.9), pct(ns, 0.5));
+    }
+    CHECK(cudaFree(buf));
+    CHECK(cudaFree(sink));
+  }
+
+  for (Kind k : {Kind::kEmpty, Kind::kSmall, Kind::kMixed, Kind::kMem, Kind::kAlu}) {
     // One kernel's GPU time, by events around it (after a warm-up).
     std::vector<double> one;
     for (int r = 0; r < 50 + reps; ++r) {

@@ -47,7 +47,7 @@ def main():
     import torch
     import tenant
     import workloads
-    params = tenant.resolve_params(a.workload, "service", json.loads(a.params))
+    params = tenant.resolve_params(a.workload, "service", ("--params", json.loads(a.params)))
     runner = workloads.make_runner(a.workload, "service", params, 0)
     mps = None
     try:
@@ -86,6 +86,13 @@ def main():
     for c in cuts + [len(kernels)]:
         reqs.append(kernels[lo:c])
         lo = c
+    # Each kernel's own time per request, by name: which kernels an MPS
+    # client runs slower (or which it runs that a plain process does not).
+    by_name = {}
+    for ev in kernels:
+        by_name.setdefault(ev.name, []).append(ev.time_range.end - ev.time_range.start)
+    n_req = max(1, len(reqs))
+    names = sorted(by_name, key=lambda k: -sum(by_name[k]))
     per = []
     for r in reqs:
         if not r:
@@ -101,12 +108,17 @@ def main():
         "kernel_sum_us": statistics.median(p[1] for p in per) if per else None,
         "span_us": statistics.median(p[2] for p in per) if per else None,
     }
+    out["kernels"] = [{"name": k[:160], "per_request": len(by_name[k]) / n_req,
+                       "us_per_request": sum(by_name[k]) / n_req, "us_median": statistics.median(by_name[k])}
+                      for k in names[:25]]
     if per:
         out["gap_us_per_kernel"] = (out["span_us"] - out["kernel_sum_us"]) / max(1, out["kernels_per_request"] - 1)
     print(f"{a.label or 'mps_cost'}: MPS client {mps}: wall p50 {out['wall_ms_p50']:.3f} p90 {out['wall_ms_p90']:.3f} "
           f"p99 {out['wall_ms_p99']:.3f} ms; GPU p50 {out['gpu_ms_p50']:.3f} ms; "
           f"{out['kernels_per_request']} kernels, their sum {out['kernel_sum_us'] or 0:.0f} us, "
           f"span {out['span_us'] or 0:.0f} us, gap {out.get('gap_us_per_kernel', 0):.2f} us per kernel")
+    for k in out["kernels"][:8]:
+        print(f"  {k['us_per_request']:8.1f} us/request  {k['per_request']:5.1f}x  {k['name'][:90]}")
     if a.json:
         with open(a.json, "w") as f:
             json.dump(out, f, indent=1)
