@@ -898,7 +898,16 @@ CUresult dispatch_call(Fn fn, CUstream stream, A... a) {
       // high-priority one goes out at once and is accounted.
       std::optional<RunsFreeScope> free_scope;
       if (be_daemon()) {
-        if (sched::TpcSet free; DaemonClient::instance().runs_free(&free)) {
+        // A graph that will be launched whole for good (no replay plan) and
+        // whose descriptors are not built yet takes its set from the daemon
+        // even while the tenant runs free: built now on the whole GPU, it
+        // would keep every quota's TPCs for every later replay, beside a
+        // service too (the Engine grants such a first build only TPCs the
+        // tenant may keep).
+        const bool first_build_for_good = rt.backend() == Backend::kDescriptor &&
+                                          GraphReplay::instance().plan(exec) == nullptr &&
+                                          !rt.graph_pinned(exec).has_value();
+        if (sched::TpcSet free; !first_build_for_good && DaemonClient::instance().runs_free(&free)) {
           free_scope.emplace(free);
           GraphReplay::instance().count_whole();  // nothing to protect: the whole graph at once
         } else if (capturing(stream, info.ptsz)) {

@@ -152,8 +152,10 @@ Result<TenantId> Engine::add_tenant(const TenantSpec& spec) {
 
 void Engine::refresh_owners() {
   std::fill(state_.owner_.begin(), state_.owner_.end(), kNoTenant);
+  state_.owned_any_ = {};
   for (const TenantState& t : state_.tenants) {
     t.owned.for_each([&](int p) { state_.owner_[idx(p)] = t.id; });
+    state_.owned_any_ |= t.owned;
   }
 }
 

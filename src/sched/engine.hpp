@@ -177,6 +177,8 @@ struct EngineState {
 
   // Owner of a TPC (kNoTenant if no quota covers it).
   TenantId owner_of(int tpc) const { return owner_[static_cast<std::size_t>(tpc)]; }
+  // Every TPC some tenant's quota covers.
+  const TpcSet& owned_by_anyone() const { return owned_any_; }
   // Whether tenant `t` counts as active at `now`: work pending or in flight,
   // or drained less than idle_grace ago.
   bool active(TenantId t, Time now) const;
@@ -211,6 +213,7 @@ struct EngineState {
   std::uint64_t best_effort_dispatches = 0;  // best-effort atoms dispatched so far
 
   std::vector<TenantId> owner_;  // per TPC; maintained by Engine from TenantState::owned
+  TpcSet owned_any_;             // the union of every tenant's `owned`; maintained with owner_
 };
 
 class Engine {

@@ -1810,6 +1810,42 @@ TEST_F(DaemonE2E, UnbuiltBestEffortGraphsAreGrantedAWholeSet) {
   EXPECT_EQ(unpinned, 1);  // the first launch; the second is pinned to what the first was built with
 }
 
+// The same graph while no service has a stream open (the best-effort tenant
+// runs free) and while the service is connected but idle: its first launch
+// still waits for a grant, and the Engine builds it on the TPCs no quota
+// holds, not on the idle service's too, since the set lasts for every replay
+// (before: built on the whole GPU, so every later replay beside the service
+// waited for it to be idle and then held its quota).
+TEST_F(DaemonE2E, UnbuiltBestEffortGraphsAreBuiltOnTpcsTheyMayKeep) {
+  start_daemon({});
+  for (const bool svc_idle : {false, true}) {
+    SCOPED_TRACE(svc_idle ? "service connected, idle" : "no service: runs free");
+    std::optional<Proc> svc;
+    if (svc_idle) {
+      extra_env_ = {};
+      const json before = status()["counters"];
+      svc.emplace(client("svc", 1, 0, 4000));  // one launch, then asleep with its stream open
+      // Its launch reported and seen complete: idle from then on.
+      ASSERT_TRUE(wait_for([&](const json& st) {
+        return st["counters"]["running_launches"] > before["running_launches"] &&
+               st["counters"]["completions"] > before["completions"];
+      })) << svc->err();
+    }
+    extra_env_ = {"CLIENT_GRAPH=1", "FAKE_GRAPH_BUILD_AT_LAUNCH=1"};
+    Proc be = client("train", 2, 0, 0);
+    ASSERT_EQ(be.wait(), 0) << be.err();
+    const auto l = launches_of(be);
+    ASSERT_EQ(l.size(), 2U);
+    EXPECT_EQ(l[0]["tpcs"], "2,3");
+    EXPECT_EQ(l[1]["tpcs"], "2,3");
+    EXPECT_GE(stats_of(be)["daemon"]["grants"].get<int>(), 1) << "the first build took its set from the daemon";
+    if (svc) {
+      svc->signal(SIGKILL);
+      svc->wait();
+    }
+  }
+}
+
 // Best-effort launches into a stream being captured are recorded, not run:
 // they wait for no grant and write no completion marker (a marker would be
 // captured into the graph and replayed with it), with and without deferred

@@ -629,6 +629,51 @@ TEST(LithosRules, WholeDeviceLaunchesAreNotSizedByTheirGrid) {
   }
 }
 
+// A best-effort graph launched whole before its descriptors exist keeps the
+// set of this grant for every later replay: it is never granted a borrowed
+// TPC, which it would keep when the owner is back. With the service idle, it
+// gets the TPCs no quota holds, not the service's too (before: all 66, and
+// every later replay waited for the service to be idle and then held its
+// quota); a graph pinned already, or a plain launch, still borrows; where
+// quotas hold every TPC there is nothing to keep, and it borrows as before.
+TEST(LithosRules, AWholeGraphsLastingSetIsNeverBorrowed) {
+  for (const int quota : {40, 66}) {
+    auto e = make_engine("lithos");
+    const QueueId hp = *e->add_queue(*e->add_tenant(high("svc", quota)));
+    const QueueId be = *e->add_queue(*e->add_tenant(best_effort("be")));
+    (void)hp;
+    const TpcSet owned = e->state().tenants[0].owned;
+    ASSERT_EQ(owned.count(), quota);
+    std::vector<AtomDispatch> out;
+    Time now{ms(1)};
+    auto granted = [&](const LaunchDesc& d) {
+      EXPECT_TRUE(e->submit(be, d, now).is_ok());
+      out.clear();
+      e->dispatch(now, out);
+      EXPECT_EQ(out.size(), 1U);
+      if (out.empty()) return TpcSet{};
+      e->atom_finished(out[0].atom, now, now + us(100));
+      now = now + ms(1);
+      return out[0].tpcs;
+    };
+    LaunchDesc graph = kernel(7, 1);
+    graph.indivisible = true;
+    graph.whole_device = true;
+    graph.duration_hint = us(100);
+    if (quota == 40) {
+      EXPECT_EQ(granted(graph), TpcSet::range(0, 66) - owned) << "unbuilt: only what it may keep";
+    } else {
+      EXPECT_EQ(granted(graph), TpcSet::range(0, 66)) << "every TPC owned: borrowed, as before";
+    }
+    LaunchDesc built = graph;
+    built.pinned = TpcSet::range(0, 66);
+    EXPECT_EQ(granted(built), TpcSet::range(0, 66)) << "pinned already: the set it runs on";
+    LaunchDesc plain = kernel(8, 2000);
+    plain.duration_hint = us(100);
+    EXPECT_TRUE(granted(plain).contains(owned.take_lowest(1))) << "a plain launch still borrows";
+  }
+}
+
 // The daemon's two entry points beside submit: launches already on the GPU
 // (high priority never waits) and queues whose process died.
 TEST(Daemon, RunningLaunchesHoldTheirTpcsUntilTheyFinish) {

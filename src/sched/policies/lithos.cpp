@@ -207,6 +207,18 @@ Placement LithosPolicy::place(const EngineState& state, const QueueState& queue,
   int need = head.usable_tpcs(dev);
   if (traits().rightsize && head.atoms_dispatched == 0) need = std::min(need, head.need);
 
+  // A set that lasts: a best-effort CUDA graph launched whole keeps the set
+  // its launch descriptors are built with for every later replay, and they
+  // are built at this grant (LaunchDesc::whole_device, nothing pinned yet).
+  // Borrowed TPCs would stay in it after their owner is back: every later
+  // replay would then wait for that owner to be idle, and hold its quota
+  // for the whole replay once started (a service at 755x alone beside whole
+  // ResNet-50 batch replays). So it gets the TPCs it may keep, its own and
+  // those no quota holds, all of them, and borrows only where there are none.
+  const TpcSet keep = !t.is_high() && head.desc.whole_device && head.desc.pinned.empty()
+                          ? t.owned | (state.device_tpcs - state.owned_by_anyone())
+                          : TpcSet{};
+
   // Own TPCs first, all of them if the kernel can use them.
   TpcSet chosen = state.pick(t.owned, need, t.id);
   Time retry = kTimeNever;
@@ -218,7 +230,7 @@ Placement LithosPolicy::place(const EngineState& state, const QueueState& queue,
       if (state.owner_of(p) == kNoTenant) unowned.set(p);
     });
     chosen |= state.pick(unowned, need - chosen.count(), t.id);
-    if (chosen.count() < need && t.stolen_inflight < state.config.policy.max_stolen_atoms) {
+    if (chosen.count() < need && keep.empty() && t.stolen_inflight < state.config.policy.max_stolen_atoms) {
       stolen = state.pick(borrow - unowned, need - chosen.count(), t.id);
       chosen |= stolen;
     }
@@ -226,7 +238,10 @@ Placement LithosPolicy::place(const EngineState& state, const QueueState& queue,
   if (chosen.empty()) return Placement::wait(retry);
 
   Placement p;
-  p.tpcs = chosen;
+  // Once any of it is free, the lasting set whole: what another tenant's
+  // atom holds now is free again within an atom, and the graph runs there
+  // for every later replay anyway.
+  p.tpcs = keep.empty() ? chosen : keep;
   p.stolen = stolen;
   p.priority = t.is_high() && stolen.empty() ? HwPriority::kHigh : HwPriority::kLow;
   return p;
