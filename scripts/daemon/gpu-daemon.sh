@@ -104,7 +104,7 @@
 #            (trace.jsonl.gz)
 #   matrix   MATRIX_SCENARIOS each alone once, then MATRIX_ENTRIES
 #            (this|base[:NAME=VALUE,...]: this build or HPCOST_BASELINE's,
-#            with LITHOSD_NAME=VALUE) under mode lithos, interleaved
+#            with LITHOSD_NAME=VALUE; LITHOS_X=V as it is) under mode lithos, interleaved
 #            MATRIX_ROUNDS times (default 2)
 #   versus   VERSUS_SCENARIO (default hybrid-stacking) under mode lithos with
 #            this build and with HPCOST_BASELINE's (another build carried
@@ -682,7 +682,8 @@ if has matrix; then
   # MATRIX_SCENARIOS (names or .toml paths) each once alone, then
   # MATRIX_ENTRIES under mode lithos, interleaved MATRIX_ROUNDS times
   # (default 2). An entry is this|base[:NAME=VALUE,...]: this build or
-  # HPCOST_BASELINE's, each NAME=VALUE setting LITHOSD_NAME.
+  # HPCOST_BASELINE's, each NAME=VALUE setting LITHOSD_NAME (LITHOS_X=V, a
+  # client variable, is set as it is).
   for sc in ${MATRIX_SCENARIOS:-hybrid-stacking}; do
     tag=$(basename "$sc" .toml)
     stamp "matrix $tag"
@@ -697,7 +698,8 @@ if has matrix; then
         vars=(); IFS=, read -ra pairs <<<"$sets"
         for p in "${pairs[@]}"; do
           [[ -z $p ]] && continue
-          name=${p%%=*}; vars+=("LITHOSD_${name^^}=${p#*=}")
+          name=${p%%=*}
+          if [[ $name == LITHOS_* ]]; then vars+=("$p"); else vars+=("LITHOSD_${name^^}=${p#*=}"); fi
         done
         dir=$OUT/matrix-$tag-$r-$n
         mkdir -p "$dir/runs" && cp "$base"/runs/alone-*.json "$dir/runs/"
