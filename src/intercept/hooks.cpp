@@ -257,6 +257,10 @@ sched::TpcSet grant_set(const ipc::GrantMsg& g) {
   return (g.flags & ipc::kGrantWholeGpu) != 0 ? sched::TpcSet{} : sched::TpcSet::from_words(g.tpcs[0], g.tpcs[1]);
 }
 
+// Told apart from its graph's launches (LaunchIdentity::kernel) when a
+// best-effort graph's upload waits for the set its descriptors are built with.
+constexpr std::uint64_t kGraphUploadSalt = 0x75706c6f61640000ULL;  // "upload"
+
 // A best-effort launch that runs as one piece under lithosd: submitted, run
 // when granted on the granted set, followed by the grant's marker. Without
 // a grant (the daemon is gone) it runs on the fallback set.
@@ -892,22 +896,23 @@ CUresult dispatch_call(Fn fn, CUstream stream, A... a) {
     };
     LaunchInfo li;
     li.function = exec;
+    // A best-effort graph that will be launched whole for good (no replay
+    // plan) and whose descriptors are not built yet takes the set they are
+    // built with from the daemon, at its first launch or upload, even while
+    // the tenant runs free: built on the whole GPU, it would keep every
+    // quota's TPCs for every later replay, beside a service too (the Engine
+    // grants such a first build only TPCs the tenant may keep).
+    auto first_build_for_good = [&] {
+      return rt.backend() == Backend::kDescriptor && GraphReplay::instance().plan(exec) == nullptr &&
+             !rt.graph_pinned(exec).has_value();
+    };
     if constexpr (info.kind == HookKind::kGraphLaunch) {
       // lithosd: a best-effort graph waits for its grant (its descriptors'
       // mask is fixed when they are first built, docs/daemon.md); a
       // high-priority one goes out at once and is accounted.
       std::optional<RunsFreeScope> free_scope;
       if (be_daemon()) {
-        // A graph that will be launched whole for good (no replay plan) and
-        // whose descriptors are not built yet takes its set from the daemon
-        // even while the tenant runs free: built now on the whole GPU, it
-        // would keep every quota's TPCs for every later replay, beside a
-        // service too (the Engine grants such a first build only TPCs the
-        // tenant may keep).
-        const bool first_build_for_good = rt.backend() == Backend::kDescriptor &&
-                                          GraphReplay::instance().plan(exec) == nullptr &&
-                                          !rt.graph_pinned(exec).has_value();
-        if (sched::TpcSet free; !first_build_for_good && DaemonClient::instance().runs_free(&free)) {
+        if (sched::TpcSet free; !first_build_for_good() && DaemonClient::instance().runs_free(&free)) {
           free_scope.emplace(free);
           GraphReplay::instance().count_whole();  // nothing to protect: the whole graph at once
         } else if (capturing(stream, info.ptsz)) {
@@ -929,8 +934,18 @@ CUresult dispatch_call(Fn fn, CUstream stream, A... a) {
       const CUresult r = run();
       if (r == CUDA_SUCCESS) rt.after_launch(stream, info.ptsz, li, true);
       return r;
+    } else {
+      // An upload builds the descriptors as a first launch does (PyTorch
+      // uploads every graph it captures). It is submitted under an identity
+      // of its own, so that the predictor does not learn the graph's time
+      // from it.
+      if (be_daemon() && first_build_for_good() && !capturing(stream, info.ptsz)) {
+        LaunchIdentity id = Runtime::instance().identity(exec, false);
+        id.kernel ^= kGraphUploadSalt;
+        return granted_whole(li, stream, info.ptsz, id, true, run);
+      }
+      return run();
     }
-    return run();
   } else if constexpr (info.kind == HookKind::kGraphInstantiate) {
     CUgraphExec* out = std::get<0>(std::tie(a...));
     const FrameGuard guard;

@@ -22,7 +22,8 @@
 // a memset, an empty node and a child graph of one kernel), CLIENT_GRAPH=3
 // its graph 0x64000 (a memory allocation node); CLIENT_GRAPH_EDIT=1 changes
 // the exec after instantiating it (cuGraphExecMemsetNodeSetParams);
-// CLIENT_GRAPH_FLAGS=N instantiates with those flags. With
+// CLIENT_GRAPH_FLAGS=N instantiates with those flags; CLIENT_GRAPH_UPLOAD=1
+// uploads the exec (cuGraphUpload) before its first launch. With
 // CLIENT_GRAPH 2 or 3 it synchronises the stream at the end and prints, before the statistics,
 //   {"ops":"K16,M,K32,K8,G,..."}   the stream operations the fake GPU saw
 // (K<grid x>: cuLaunchKernelEx, M: memset, G: graph launch, W: event wait).
@@ -152,6 +153,11 @@ int main(int argc, char** argv) {
     if (instantiate(&exec, reinterpret_cast<CUgraph>(graph), flags != nullptr ? std::strtoull(flags, nullptr, 0) : 0) !=
         CUDA_SUCCESS)
       return fail("instantiate failed");
+    if (std::getenv("CLIENT_GRAPH_UPLOAD") != nullptr) {
+      using UploadFn = CUresult (*)(CUgraphExec, CUstream);
+      auto upload = reinterpret_cast<UploadFn>(::dlsym(drv, ptsz ? "cuGraphUpload_ptsz" : "cuGraphUpload"));
+      if (upload == nullptr || upload(exec, stream) != CUDA_SUCCESS) return fail("cuGraphUpload failed");
+    }
     if (std::getenv("CLIENT_GRAPH_EDIT") != nullptr) {
       using EditFn = CUresult (*)(CUgraphExec, CUgraphNode, const CUDA_MEMSET_NODE_PARAMS*, CUcontext);
       auto edit = reinterpret_cast<EditFn>(::dlsym(drv, "cuGraphExecMemsetNodeSetParams"));

@@ -1815,11 +1815,14 @@ TEST_F(DaemonE2E, UnbuiltBestEffortGraphsAreGrantedAWholeSet) {
 // still waits for a grant, and the Engine builds it on the TPCs no quota
 // holds, not on the idle service's too, since the set lasts for every replay
 // (before: built on the whole GPU, so every later replay beside the service
-// waited for it to be idle and then held its quota).
+// waited for it to be idle and then held its quota). The same when the
+// graph is uploaded before its first launch (as PyTorch does): the upload
+// builds the descriptors and takes the grant.
 TEST_F(DaemonE2E, UnbuiltBestEffortGraphsAreBuiltOnTpcsTheyMayKeep) {
   start_daemon({});
-  for (const bool svc_idle : {false, true}) {
-    SCOPED_TRACE(svc_idle ? "service connected, idle" : "no service: runs free");
+  for (const auto& [svc_idle, upload] : {std::pair{false, false}, std::pair{true, false}, std::pair{false, true}}) {
+    SCOPED_TRACE(std::string(svc_idle ? "service connected, idle" : "no service: runs free") +
+                 (upload ? ", uploaded first" : ""));
     std::optional<Proc> svc;
     if (svc_idle) {
       extra_env_ = {};
@@ -1832,6 +1835,7 @@ TEST_F(DaemonE2E, UnbuiltBestEffortGraphsAreBuiltOnTpcsTheyMayKeep) {
       })) << svc->err();
     }
     extra_env_ = {"CLIENT_GRAPH=1", "FAKE_GRAPH_BUILD_AT_LAUNCH=1"};
+    if (upload) extra_env_.emplace_back("CLIENT_GRAPH_UPLOAD=1");
     Proc be = client("train", 2, 0, 0);
     ASSERT_EQ(be.wait(), 0) << be.err();
     const auto l = launches_of(be);

@@ -212,6 +212,19 @@ CUresult graph_launch(CUgraphExec exec) {
   return result();
 }
 
+// An upload builds an exec's descriptors if they are not yet, as its first
+// launch does (FAKE_GRAPH_BUILD_AT_LAUNCH), and runs nothing.
+CUresult graph_upload(CUgraphExec exec) {
+  const std::lock_guard<std::mutex> lock(g_graph_mutex);
+  const auto it = g_execs.find(reinterpret_cast<std::uintptr_t>(exec));
+  if (it == g_execs.end()) return CUDA_ERROR_INVALID_HANDLE;
+  if (it->second.empty()) {
+    it->second.resize(384);
+    build_descriptor(it->second.data());
+  }
+  return result();
+}
+
 // Not exported: cuGetProcAddress hands it out for cuLaunchCooperativeKernel,
 // like a driver returning an internal entry point.
 CUresult internal_cooperative(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
@@ -412,6 +425,14 @@ FAKE_API CUresult cuGraphLaunch_ptsz(CUgraphExec e, CUstream s) {
   record("cuGraphLaunch_ptsz", e, s);
   return graph_launch(e);
 }
+FAKE_API CUresult cuGraphUpload(CUgraphExec e, CUstream s) {
+  record("cuGraphUpload", e, s);
+  return graph_upload(e);
+}
+FAKE_API CUresult cuGraphUpload_ptsz(CUgraphExec e, CUstream s) {
+  record("cuGraphUpload_ptsz", e, s);
+  return graph_upload(e);
+}
 FAKE_API CUresult cuGraphExecDestroy(CUgraphExec e) {
   record("cuGraphExecDestroy", e);
   const std::lock_guard<std::mutex> lock(g_graph_mutex);
@@ -548,6 +569,8 @@ FAKE_API void* fake_address_of(const char* name) {
       {"cuGraphInstantiateWithFlags", reinterpret_cast<void*>(&cuGraphInstantiateWithFlags)},
       {"cuGraphLaunch", reinterpret_cast<void*>(&cuGraphLaunch)},
       {"cuGraphLaunch_ptsz", reinterpret_cast<void*>(&cuGraphLaunch_ptsz)},
+      {"cuGraphUpload", reinterpret_cast<void*>(&cuGraphUpload)},
+      {"cuGraphUpload_ptsz", reinterpret_cast<void*>(&cuGraphUpload_ptsz)},
       {"cuGraphExecDestroy", reinterpret_cast<void*>(&cuGraphExecDestroy)},
       {"cuStreamDestroy", reinterpret_cast<void*>(&cuStreamDestroy_v2)},
       {"cuStreamDestroy_v2", reinterpret_cast<void*>(&cuStreamDestroy_v2)},
