@@ -86,6 +86,13 @@
 #            for bit; the last part trains under torch.compile's
 #            reduce-overhead mode, cudagraph trees), and the graph_replay
 #            statistics of each client
+#   graphsms on which SMs a best-effort graph launched whole runs
+#            (scripts/daemon/graph_sms.cu), built at its first launch or at
+#            an upload: plain, and as a trainer of lithosd running free
+#            (no service) with LITHOS_GRAPH_REPLAY=0 (it runs whole for
+#            good: built on the TPCs no quota holds) and =1 (replayable:
+#            whole at once while running free); and whether PyTorch's
+#            libtorch_cuda.so calls cudaGraphUpload
 #   zoo      shapes of real programs the bench tenants lack
 #            (scripts/daemon/zoo_check.py: DataLoader workers forked from a
 #            CUDA process, multiprocessing spawn, fork + normal exit, two
@@ -589,6 +596,25 @@ if has graphs; then
   head -c 200 "$WORK/graph-plain.json"; echo
 fi
 
+if has graphsms; then
+  stamp "graphsms"
+  nvcc -O2 -arch=sm_90 -o "$WORK/graph_sms" scripts/daemon/graph_sms.cu || echo "graph_sms: build failed"
+  tl=$(python3 -c 'import os, torch; print(os.path.join(os.path.dirname(torch.__file__), "lib", "libtorch_cuda.so"))')
+  echo "graphsms: $tl names cudaGraphUpload $(grep -a -o cudaGraphUpload "$tl" 2>/dev/null | wc -l) time(s)"
+  sms_of() {  # $1: label; reads graph_sms's line
+    python3 -c 'import json,sys; d=json.loads(sys.stdin.read() or "{}"); print(sys.argv[1] + ":", [r["count"] for r in d.get("replays", [])], "SMs of", d.get("sms"), "per replay")' "$1"
+  }
+  for m in launch upload; do timeout -s KILL 60 "$WORK/graph_sms" $m | sms_of "graphsms plain, $m"; done
+  start_daemon && {
+    for r in 0 1; do
+      for m in launch upload; do
+        LITHOS_GRAPH_REPLAY=$r timeout -s KILL 60 "$LITHOS" run --tenant train --daemon "$SOCK" -- "$WORK/graph_sms" $m \
+          2>"$WORK/graphsms-$r-$m.err" | sms_of "graphsms be running free, LITHOS_GRAPH_REPLAY=$r, $m"
+      done
+    done
+    stop_daemon graphsms
+  }
+fi
 if has detect; then
   # Once per hp_poll_us value in DETECT_POLLS (default: the configured one).
   for poll in ${DETECT_POLLS:-default}; do
