@@ -31,7 +31,6 @@ struct Driver {
   CUresult (*event_synchronize)(CUevent) = nullptr;
   CUresult (*event_elapsed)(float*, CUevent, CUevent) = nullptr;
   CUresult (*stream_is_capturing)(CUstream, CUstreamCaptureStatus*) = nullptr;
-  CUresult (*exchange_capture_mode)(CUstreamCaptureMode*) = nullptr;
   CUresult (*link_create)(unsigned, CUjit_option*, void**, CUlinkState*) = nullptr;
   CUresult (*link_add_data)(CUlinkState, CUjitInputType, void*, size_t, const char*, unsigned, CUjit_option*,
                             void**) = nullptr;
@@ -61,7 +60,6 @@ struct Driver {
       sym(x.event_elapsed, "cuEventElapsedTime_v2");
       if (x.event_elapsed == nullptr) sym(x.event_elapsed, "cuEventElapsedTime");
       sym(x.stream_is_capturing, "cuStreamIsCapturing");
-      sym(x.exchange_capture_mode, "cuThreadExchangeStreamCaptureMode");
       sym(x.link_create, "cuLinkCreate_v2");
       sym(x.link_add_data, "cuLinkAddData_v2");
       sym(x.link_complete, "cuLinkComplete");
@@ -130,26 +128,6 @@ CUstream event_stream(void* stream, bool ptsz) {
   if (stream == nullptr && ptsz) return CU_STREAM_PER_THREAD;
   return static_cast<CUstream>(stream);
 }
-
-// Makes this thread's stream-capture mode "relaxed" for the lifetime of the
-// object, so that lithos's own event queries never invalidate a capture
-// that another thread of the application runs in global mode.
-class RelaxedCaptureMode {
- public:
-  RelaxedCaptureMode() noexcept {
-    const Driver& d = Driver::get();
-    if (d.exchange_capture_mode != nullptr && d.exchange_capture_mode(&mode_) == CUDA_SUCCESS) set_ = true;
-  }
-  ~RelaxedCaptureMode() {
-    if (set_) Driver::get().exchange_capture_mode(&mode_);
-  }
-  RelaxedCaptureMode(const RelaxedCaptureMode&) = delete;
-  RelaxedCaptureMode& operator=(const RelaxedCaptureMode&) = delete;
-
- private:
-  CUstreamCaptureMode mode_ = CU_STREAM_CAPTURE_MODE_RELAXED;
-  bool set_ = false;
-};
 
 }  // namespace
 

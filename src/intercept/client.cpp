@@ -259,6 +259,10 @@ bool DaemonClient::connect_locked() noexcept {
   CUdeviceptr dev = 0;
   {
     InternalScope internal;
+    // Registering host memory is a call a stream capture forbids: a process
+    // whose first launch is made while capturing (a graph captured first)
+    // would see its capture invalidated, and lithos could not register.
+    const RelaxedCaptureMode relaxed;
     void* page = holder->channel.completion_page();
     if (d.host_register == nullptr || d.host_device_pointer == nullptr || d.write_value64 == nullptr ||
         d.host_register(page, sizeof(layout->completed), CU_MEMHOSTREGISTER_DEVICEMAP) != CUDA_SUCCESS ||

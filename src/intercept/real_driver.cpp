@@ -1,5 +1,7 @@
 #include "intercept/real_driver.hpp"
 
+#include "intercept/cuda_abi.hpp"  // cuda.h in ABI mode
+
 #include <dlfcn.h>
 #include <link.h>
 
@@ -117,6 +119,32 @@ bool RealDriver::driver_in_process() noexcept {
       },
       &found);
   return found != 0;
+}
+
+namespace {
+using ExchangeCaptureModeFn = CUresult (*)(CUstreamCaptureMode*);
+static_assert(sizeof(CUstreamCaptureMode) == sizeof(int));
+ExchangeCaptureModeFn exchange_capture_mode() noexcept {
+  static const auto fn =
+      reinterpret_cast<ExchangeCaptureModeFn>(RealDriver::instance().symbol("cuThreadExchangeStreamCaptureMode"));
+  return fn;
+}
+}  // namespace
+
+RelaxedCaptureMode::RelaxedCaptureMode() noexcept : mode_(CU_STREAM_CAPTURE_MODE_RELAXED) {
+  if (const auto fn = exchange_capture_mode(); fn != nullptr) {
+    auto m = static_cast<CUstreamCaptureMode>(mode_);
+    if (fn(&m) == CUDA_SUCCESS) {
+      mode_ = static_cast<int>(m);
+      set_ = true;
+    }
+  }
+}
+
+RelaxedCaptureMode::~RelaxedCaptureMode() {
+  if (!set_) return;
+  auto m = static_cast<CUstreamCaptureMode>(mode_);
+  exchange_capture_mode()(&m);
 }
 
 }  // namespace lithos::intercept

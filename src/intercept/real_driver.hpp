@@ -59,4 +59,21 @@ class RealDriver {
   std::array<std::atomic<void*>, kHookCount> real_{};
 };
 
+// Makes the calling thread's stream-capture mode "relaxed" while it lives
+// (cuThreadExchangeStreamCaptureMode), so that lithos's own potentially
+// unsafe driver calls (event queries, registering host memory) never
+// invalidate a capture the application runs: in this thread, or in global
+// mode in any thread. Restores the thread's mode when destroyed.
+class RelaxedCaptureMode {
+ public:
+  RelaxedCaptureMode() noexcept;
+  ~RelaxedCaptureMode();
+  RelaxedCaptureMode(const RelaxedCaptureMode&) = delete;
+  RelaxedCaptureMode& operator=(const RelaxedCaptureMode&) = delete;
+
+ private:
+  int mode_;  // CUstreamCaptureMode: relaxed, then the thread's own while it is lent
+  bool set_ = false;
+};
+
 }  // namespace lithos::intercept

@@ -520,8 +520,18 @@ FAKE_API CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int versio
 // FAKE_MARKERS_HANG=1 no write ever lands (a GPU that never reaches them).
 std::atomic<unsigned long> g_value_writes{0};
 FAKE_API unsigned long fake_value_writes() { return g_value_writes.load(); }
+// Registering host memory is a call a stream capture forbids: while one
+// runs, it fails and invalidates the capture (its end then fails), unless
+// the calling thread's capture mode is relaxed (as the driver does; the fake
+// does not tell global from thread-local captures).
+thread_local CUstreamCaptureMode t_capture_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
+std::atomic<bool> g_capture_invalidated{false};
 FAKE_API CUresult cuMemHostRegister_v2(void* p, size_t bytes, unsigned) {
   record("cuMemHostRegister_v2", p, bytes);
+  if (g_capturing.load() && t_capture_mode != CU_STREAM_CAPTURE_MODE_RELAXED) {
+    g_capture_invalidated.store(true);
+    return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  }
   return p != nullptr && bytes > 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 FAKE_API CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr* d, void* p, unsigned) {
@@ -681,6 +691,10 @@ FAKE_API CUresult cuStreamBeginCapture_v2(CUstream s, CUstreamCaptureMode mode) 
 FAKE_API CUresult cuStreamEndCapture(CUstream s, CUgraph* g) {
   record("cuStreamEndCapture", s, g);
   g_capturing.store(false);
+  if (g_capture_invalidated.exchange(false)) {
+    if (g != nullptr) *g = nullptr;
+    return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+  }
   if (g != nullptr) *g = reinterpret_cast<CUgraph>(0x6000);
   return CUDA_SUCCESS;
 }
@@ -690,9 +704,8 @@ FAKE_API CUresult cuStreamIsCapturing(CUstream, CUstreamCaptureStatus* status) {
   return CUDA_SUCCESS;
 }
 FAKE_API CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode* mode) {
-  static thread_local CUstreamCaptureMode t_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
   if (mode == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  std::swap(*mode, t_mode);
+  std::swap(*mode, t_capture_mode);
   return CUDA_SUCCESS;
 }
 
