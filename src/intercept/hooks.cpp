@@ -935,10 +935,10 @@ CUresult dispatch_call(Fn fn, CUstream stream, A... a) {
       if (r == CUDA_SUCCESS) rt.after_launch(stream, info.ptsz, li, true);
       return r;
     } else {
-      // An upload builds the descriptors as a first launch does (PyTorch
-      // uploads every graph it captures). It is submitted under an identity
-      // of its own, so that the predictor does not learn the graph's time
-      // from it.
+      // An upload builds the descriptors as a first launch does (programs
+      // that capture once upload to save the first replay's cost; PyTorch
+      // 2.11 does not). It is submitted under an identity of its own, so
+      // that the predictor does not learn the graph's time from it.
       if (be_daemon() && first_build_for_good() && !capturing(stream, info.ptsz)) {
         LaunchIdentity id = Runtime::instance().identity(exec, false);
         id.kernel ^= kGraphUploadSalt;
