@@ -913,6 +913,9 @@ CUresult dispatch_call(Fn fn, CUstream stream, A... a) {
       std::optional<RunsFreeScope> free_scope;
       if (be_daemon()) {
         if (sched::TpcSet free; !first_build_for_good() && DaemonClient::instance().runs_free(&free)) {
+          // Built already, it runs on the set it was built with whatever it
+          // is given: given that set, it is not taken for a stale launch.
+          if (const auto pinned = rt.graph_pinned(exec)) free = *pinned;
           free_scope.emplace(free);
           GraphReplay::instance().count_whole();  // nothing to protect: the whole graph at once
         } else if (capturing(stream, info.ptsz)) {
