@@ -1879,6 +1879,17 @@ TEST_F(DaemonE2E, BestEffortLaunchesUnderCaptureTakeNoGrant) {
     EXPECT_EQ(s["daemon"]["submits"], 0) << s.dump();
   }
   ASSERT_EQ(svc.wait(), 0) << svc.err();
+  // A high-priority process whose first launches are captured: it registers
+  // inside the capture too (relaxed), its capture ends, and no completion
+  // marker is captured into the graph.
+  extra_env_ = {"CLIENT_CAPTURE=1"};
+  Proc hp = client("svc", 5, 0, 0);
+  ASSERT_EQ(hp.wait(), 0) << hp.err();
+  int writes = -1;
+  for (const json& j : hp.lines())
+    if (j.contains("value_writes")) writes = j["value_writes"].get<int>();
+  EXPECT_EQ(writes, 0);
+  EXPECT_EQ(stats_of(hp)["daemon"]["state"], "connected") << stats_of(hp).dump();
 }
 
 // With share_unowned = false a high-priority tenant's launches made now go
