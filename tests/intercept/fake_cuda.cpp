@@ -199,7 +199,10 @@ CUresult instantiate(CUgraphExec* out) {
   return result();
 }
 
-CUresult graph_launch(CUgraphExec exec) {
+// A launch (`launch`: the descriptors are replayed) or an upload (builds
+// them and runs nothing) of an exec: either builds its descriptors if they
+// are not yet (FAKE_GRAPH_BUILD_AT_LAUNCH).
+CUresult graph_launch(CUgraphExec exec, bool launch = true) {
   const std::lock_guard<std::mutex> lock(g_graph_mutex);
   const auto it = g_execs.find(reinterpret_cast<std::uintptr_t>(exec));
   if (it == g_execs.end()) return CUDA_ERROR_INVALID_HANDLE;
@@ -207,20 +210,9 @@ CUresult graph_launch(CUgraphExec exec) {
     it->second.resize(384);
     build_descriptor(it->second.data());
   }
-  std::memcpy(t_last_qmd, it->second.data(), 384);
-  t_have_qmd = true;
-  return result();
-}
-
-// An upload builds an exec's descriptors if they are not yet, as its first
-// launch does (FAKE_GRAPH_BUILD_AT_LAUNCH), and runs nothing.
-CUresult graph_upload(CUgraphExec exec) {
-  const std::lock_guard<std::mutex> lock(g_graph_mutex);
-  const auto it = g_execs.find(reinterpret_cast<std::uintptr_t>(exec));
-  if (it == g_execs.end()) return CUDA_ERROR_INVALID_HANDLE;
-  if (it->second.empty()) {
-    it->second.resize(384);
-    build_descriptor(it->second.data());
+  if (launch) {
+    std::memcpy(t_last_qmd, it->second.data(), 384);
+    t_have_qmd = true;
   }
   return result();
 }
@@ -427,11 +419,11 @@ FAKE_API CUresult cuGraphLaunch_ptsz(CUgraphExec e, CUstream s) {
 }
 FAKE_API CUresult cuGraphUpload(CUgraphExec e, CUstream s) {
   record("cuGraphUpload", e, s);
-  return graph_upload(e);
+  return graph_launch(e, false);
 }
 FAKE_API CUresult cuGraphUpload_ptsz(CUgraphExec e, CUstream s) {
   record("cuGraphUpload_ptsz", e, s);
-  return graph_upload(e);
+  return graph_launch(e, false);
 }
 FAKE_API CUresult cuGraphExecDestroy(CUgraphExec e) {
   record("cuGraphExecDestroy", e);
