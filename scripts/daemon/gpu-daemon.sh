@@ -97,7 +97,8 @@
 #            (scripts/daemon/zoo_check.py: DataLoader workers forked from a
 #            CUDA process, multiprocessing spawn, fork + normal exit, two
 #            launching threads, exit with work in flight, FP8 GEMMs and
-#            flash attention, NCCL with one rank), each plain, as a
+#            flash attention, NCCL with one rank, a first kernel made inside
+#            a graph capture), each plain, as a
 #            best-effort tenant waiting for grants (atomized) and as a
 #            high-priority one: exit 0, output equal to plain, and no client
 #            left registered once they have all exited (ZOO_SHAPES chooses)
@@ -549,7 +550,7 @@ fi
 if has zoo; then
   stamp "zoo"
   LITHOSD_BEST_EFFORT_RUNS_FREE=false start_daemon && {
-    for shape in ${ZOO_SHAPES:-dataloader spawn fork-exit threads exit-busy hopper nccl}; do
+    for shape in ${ZOO_SHAPES:-dataloader spawn fork-exit threads exit-busy hopper nccl capture-first}; do
       for v in plain be hp; do
         label=zoo-$shape-$v
         run=(); [[ $v == be ]] && run=("$LITHOS" run --tenant train --daemon "$SOCK" --atomize --)

@@ -23,6 +23,9 @@ here sums in a fixed order).
               and flash attention (scaled_dot_product_attention, bf16)
   nccl        torch.distributed over NCCL with one rank: init, all_reduce,
               broadcast, all_gather, barrier, destroy
+  capture-first  the first kernel the process launches is made inside a CUDA
+              graph capture (torch.cuda.graph, global mode): its data came
+              by a copy, no kernel ran before; then the graph is replayed
 """
 import json
 import os
@@ -198,8 +201,24 @@ def nccl():
     return result
 
 
+def capture_first():
+    x = torch.empty(1 << 16, device=DEV)  # no kernel
+    x.copy_(torch.arange(1 << 16, dtype=torch.float32) / 7)  # a copy, no kernel
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):  # the process's first kernels, captured
+        y = torch.tanh(x * 2 + 1)
+        z = y.sum()
+    sums = []
+    for i in range(3):
+        x.copy_(torch.arange(1 << 16, dtype=torch.float32) / (7 + i))
+        g.replay()
+        sums.append(_checksum(y))
+    torch.cuda.synchronize()
+    return {"replays": sums, "z": float(z)}
+
+
 SHAPES = {"dataloader": dataloader, "spawn": spawn, "fork-exit": fork_exit, "threads": threads,
-          "exit-busy": exit_busy, "hopper": hopper, "nccl": nccl}
+          "exit-busy": exit_busy, "hopper": hopper, "nccl": nccl, "capture-first": capture_first}
 
 
 def main():
