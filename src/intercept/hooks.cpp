@@ -902,9 +902,9 @@ CUresult dispatch_call(Fn fn, CUstream stream, A... a) {
     // the tenant runs free: built on the whole GPU, it would keep every
     // quota's TPCs for every later replay, beside a service too (the Engine
     // grants such a first build only TPCs the tenant may keep).
-    auto first_build_for_good = [&] {
-      return rt.backend() == Backend::kDescriptor && GraphReplay::instance().plan(exec) == nullptr &&
-             !rt.graph_pinned(exec).has_value();
+    // `pinned`: rt.graph_pinned(exec), the set its descriptors were built with.
+    auto first_build_for_good = [&](const std::optional<sched::TpcSet>& pinned) {
+      return !pinned && rt.backend() == Backend::kDescriptor && GraphReplay::instance().plan(exec) == nullptr;
     };
     if constexpr (info.kind == HookKind::kGraphLaunch) {
       // lithosd: a best-effort graph waits for its grant (its descriptors'
@@ -912,10 +912,11 @@ CUresult dispatch_call(Fn fn, CUstream stream, A... a) {
       // high-priority one goes out at once and is accounted.
       std::optional<RunsFreeScope> free_scope;
       if (be_daemon()) {
-        if (sched::TpcSet free; !first_build_for_good() && DaemonClient::instance().runs_free(&free)) {
+        const std::optional<sched::TpcSet> pinned = rt.graph_pinned(exec);
+        if (sched::TpcSet free; !first_build_for_good(pinned) && DaemonClient::instance().runs_free(&free)) {
           // Built already, it runs on the set it was built with whatever it
           // is given: given that set, it is not taken for a stale launch.
-          if (const auto pinned = rt.graph_pinned(exec)) free = *pinned;
+          if (pinned) free = *pinned;
           free_scope.emplace(free);
           GraphReplay::instance().count_whole();  // nothing to protect: the whole graph at once
         } else if (capturing(stream, info.ptsz)) {
@@ -929,8 +930,7 @@ CUresult dispatch_call(Fn fn, CUstream stream, A... a) {
           gr.count_whole();
           // Descriptors built by an earlier launch keep their mask: the
           // daemon is told the set it runs on (docs/daemon.md, "CUDA graphs").
-          return granted_whole(li, stream, info.ptsz, Runtime::instance().identity(exec, false), true, run,
-                               rt.graph_pinned(exec));
+          return granted_whole(li, stream, info.ptsz, Runtime::instance().identity(exec, false), true, run, pinned);
         }
       }
       rt.before_immediate_launch(stream, info.ptsz);
@@ -942,7 +942,7 @@ CUresult dispatch_call(Fn fn, CUstream stream, A... a) {
       // that capture once upload to save the first replay's cost; PyTorch
       // 2.11 does not). It is submitted under an identity of its own, so
       // that the predictor does not learn the graph's time from it.
-      if (be_daemon() && first_build_for_good() && !capturing(stream, info.ptsz)) {
+      if (be_daemon() && first_build_for_good(rt.graph_pinned(exec)) && !capturing(stream, info.ptsz)) {
         LaunchIdentity id = Runtime::instance().identity(exec, false);
         id.kernel ^= kGraphUploadSalt;
         return granted_whole(li, stream, info.ptsz, id, true, run);
