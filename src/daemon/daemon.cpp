@@ -776,8 +776,7 @@ sched::TpcSet Daemon::fallback_of(sched::TenantId t) const {
   if (tc.fallback) return *tc.fallback & st.device_tpcs;
   const sched::TenantState& me = st.tenants[t];
   if (me.is_high() && !me.owned.empty()) return me.owned;
-  sched::TpcSet free = st.device_tpcs;
-  for (const sched::TenantState& o : st.tenants) free -= o.owned;
+  const sched::TpcSet free = st.device_tpcs - st.owned_by_anyone();
   return free.empty() ? st.device_tpcs : free;
 }
 
