@@ -459,10 +459,10 @@ bool DaemonClient::push(const ipc::SubmitMsg& m, std::atomic<std::uint64_t>* cou
   }
 }
 
-void DaemonClient::write_marker(CUstream_st* stream, bool ptsz, std::uint32_t slot, std::uint64_t value,
-                                std::uint64_t now) noexcept {
+bool DaemonClient::write_marker(CUstream_st* stream, bool ptsz, std::uint32_t slot, std::uint64_t value,
+                                std::uint64_t now, bool unless_captured) noexcept {
   const Drv& d = Drv::get();
-  if (d.write_value64 == nullptr || dev_base_ == 0) return;
+  if (d.write_value64 == nullptr || dev_base_ == 0) return true;
   InternalScope internal;
   const CUdeviceptr addr = dev_base_ + static_cast<CUdeviceptr>(slot) * sizeof(std::uint64_t);
   Slot& s = slots_[slot];
@@ -472,11 +472,33 @@ void DaemonClient::write_marker(CUstream_st* stream, bool ptsz, std::uint32_t sl
   // launches from the daemon until the next marker). A value at or below
   // one already enqueued is covered by it: nothing to write.
   const std::lock_guard lock(s.marking);
-  if (value <= s.last_marker.load(std::memory_order_relaxed)) return;
+  if (value <= s.last_marker.load(std::memory_order_relaxed)) return true;
+  if (CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
+      unless_captured && d.is_capturing != nullptr && d.is_capturing(handle_of(stream, ptsz), &cs) == CUDA_SUCCESS &&
+      cs != CU_STREAM_CAPTURE_STATUS_NONE) {
+    return false;
+  }
   if (d.write_value64(handle_of(stream, ptsz), addr, value, 0) == CUDA_SUCCESS) {
     s.last_marker.store(value, std::memory_order_release);
     s.last_marker_ns.store(now != 0 ? now : now_ns(), std::memory_order_relaxed);
     markers_.fetch_add(1, std::memory_order_relaxed);
+  }
+  return true;
+}
+
+std::unique_lock<std::mutex> DaemonClient::hold_markers(CUstream_st* stream, bool ptsz) noexcept {
+  if (state_.load(std::memory_order_acquire) == State::kIdle) return {};
+  try {
+    std::uint32_t slot = 0;
+    {
+      const std::lock_guard<std::mutex> lock(slots_mu_);
+      const auto it = slot_of_.find(key_of(stream, ptsz));
+      if (it == slot_of_.end()) return {};
+      slot = it->second;
+    }
+    return std::unique_lock<std::mutex>(slots_[slot].marking);
+  } catch (...) {
+    return {};
   }
 }
 
@@ -801,7 +823,6 @@ void DaemonClient::wake_tracker() noexcept {
 // notices a daemon that went away while nothing launched.
 void DaemonClient::tracker() noexcept {
   thread_frame().internal = true;
-  const Drv& d = Drv::get();
   bool busy = true;  // a stream dirty or launched on lately: look again soon
   while (tracker_running_.load(std::memory_order_acquire)) {
     if (busy) {
@@ -837,13 +858,13 @@ void DaemonClient::tracker() noexcept {
         continue;
       if (layout_->completed[i].load(std::memory_order_acquire) < s.last_marker.load(std::memory_order_acquire))
         continue;  // the last marker is still on its way
-      CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
-      if (d.is_capturing != nullptr && d.is_capturing(handle_of(s.stream, false), &cs) == CUDA_SUCCESS &&
-          cs != CU_STREAM_CAPTURE_STATUS_NONE) {
+      if (!s.dirty.exchange(false, std::memory_order_seq_cst)) continue;
+      // Not into a stream being captured (the marker would become a node of
+      // its graph): looked at under the lock a capture's beginning takes.
+      if (!write_marker(s.stream, s.ptsz, i, s.seq.load(std::memory_order_seq_cst), 0, /*unless_captured=*/true)) {
+        s.dirty.store(true, std::memory_order_seq_cst);  // marked once the capture has ended
         continue;
       }
-      if (!s.dirty.exchange(false, std::memory_order_seq_cst)) continue;
-      write_marker(s.stream, s.ptsz, i, s.seq.load(std::memory_order_seq_cst));
       tracker_markers_.fetch_add(1, std::memory_order_relaxed);
     }
   }

@@ -143,6 +143,12 @@ class DaemonClient {
   sched::TpcSet fallback() const noexcept;
 
   void forget_stream(CUstream_st* stream, bool ptsz) noexcept;
+  // Held around the application's cuStreamBeginCapture on `stream`: the
+  // tracker looks whether a stream is being captured and writes its marker
+  // under the same lock, so that a capture never begins between the two
+  // (the marker would be taken into the graph). Holds nothing when the
+  // stream has no slot.
+  std::unique_lock<std::mutex> hold_markers(CUstream_st* stream, bool ptsz) noexcept;
   // The host synchronises `stream` (`every`: all streams, cuCtxSynchronize).
   // Before the call: where each stream the daemon knows stands. After it
   // succeeded: synced() marks those launches done in the completion page
@@ -242,8 +248,11 @@ class DaemonClient {
   // already (kKeep: nothing). Called in the launching thread, before the launch.
   void apply_priority(std::uint32_t slot, ipc::StreamPriority p) noexcept;
   // `now`: the time it is (now_ns), 0 to take it.
-  void write_marker(CUstream_st* stream, bool ptsz, std::uint32_t slot, std::uint64_t value,
-                    std::uint64_t now = 0) noexcept;
+  // `unless_captured` (the tracker): writes nothing, and returns false, when
+  // the stream is being captured (looked at under the slot's marking lock,
+  // which hold_markers takes around a capture's beginning). True otherwise.
+  bool write_marker(CUstream_st* stream, bool ptsz, std::uint32_t slot, std::uint64_t value, std::uint64_t now = 0,
+                    bool unless_captured = false) noexcept;
   void tracker() noexcept;
   // After a launch made a stream dirty: wakes the tracker if it is in its
   // long nap (one futex call per burst of launches; a wake missed in a race

@@ -1073,10 +1073,15 @@ CUresult dispatch_call(Fn fn, CUstream stream, A... a) {
     // Ordered behind the deferred launches (dispatch drained the queue).
     // While a stream capture is in progress no launch is deferred.
     constexpr std::string_view name = info.name;
-    const CUresult r = fn(a...);
     if constexpr (name.starts_with("cuStreamBeginCapture")) {
+      // Not while the tracker writes this stream's marker (hold_markers).
+      const auto hold = DaemonClient::instance().hold_markers(stream, info.ptsz);
+      const CUresult r = fn(a...);
       if (r == CUDA_SUCCESS) stream_captures().fetch_add(1, std::memory_order_acq_rel);
-    } else if constexpr (name.starts_with("cuStreamEndCapture")) {
+      return r;
+    }
+    const CUresult r = fn(a...);
+    if constexpr (name.starts_with("cuStreamEndCapture")) {
       if (stream_captures().load(std::memory_order_acquire) > 0)
         stream_captures().fetch_sub(1, std::memory_order_acq_rel);
     }

@@ -41,8 +41,11 @@
 // cuGraphLaunch_ptsz on the per-thread default stream.
 // With CLIENT_CAPTURE=1 the launches are made inside one stream capture
 // (cuStreamBeginCapture_v2 before the first, cuStreamEndCapture after the
-// last), and it prints {"value_writes":N}, the stream memory writes the
-// fake driver saw (completion markers), before the statistics.
+// last; with CLIENT_CAPTURE_AFTER=N the capture begins after launch N - 1,
+// CLIENT_CAPTURE_GAP_US later), and it prints {"value_writes":N}, the
+// stream memory writes the fake driver saw (completion markers), and
+// {"captured_value_writes":N}, those made while the capture ran, before
+// the statistics.
 // With CLIENT_FORK_AT=N, after launch N it forks a child that exits
 // normally at once (exit handlers run, in a copy of the parent's lithos),
 // waits for it (exit 3 unless it exited 0), prints {"forked":N}, and goes on.
@@ -60,11 +63,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -211,11 +216,24 @@ int main(int argc, char** argv) {
   const long fork_at = std::getenv("CLIENT_FORK_AT") != nullptr ? std::atol(std::getenv("CLIENT_FORK_AT")) : -1;
   auto value_writes = reinterpret_cast<unsigned long (*)()>(::dlsym(drv, "fake_value_writes"));
   const unsigned long writes_before = value_writes != nullptr ? value_writes() : 0;
-  if (capture) {
+  // CLIENT_CAPTURE_AFTER=N (with CLIENT_CAPTURE): the capture begins after
+  // launch N - 1, CLIENT_CAPTURE_GAP_US later (default 1000), not before
+  // the first launch.
+  const long capture_after =
+      std::getenv("CLIENT_CAPTURE_AFTER") != nullptr ? std::atol(std::getenv("CLIENT_CAPTURE_AFTER")) : 0;
+  const long capture_gap_us =
+      std::getenv("CLIENT_CAPTURE_GAP_US") != nullptr ? std::atol(std::getenv("CLIENT_CAPTURE_GAP_US")) : 1000;
+  auto captured_writes = reinterpret_cast<unsigned long (*)()>(::dlsym(drv, "fake_captured_value_writes"));
+  auto begin_capture = [&] {
     auto begin = reinterpret_cast<CUresult (*)(CUstream, CUstreamCaptureMode)>(::dlsym(drv, "cuStreamBeginCapture_v2"));
-    if (begin == nullptr || begin(stream, CU_STREAM_CAPTURE_MODE_GLOBAL) != CUDA_SUCCESS) return fail("capture failed");
-  }
+    return begin != nullptr && begin(stream, CU_STREAM_CAPTURE_MODE_GLOBAL) == CUDA_SUCCESS;
+  };
+  if (capture && capture_after <= 0 && !begin_capture()) return fail("capture failed");
   for (int i = 0; i < launches; ++i) {
+    if (capture && capture_after > 0 && i == capture_after) {
+      std::this_thread::sleep_for(std::chrono::microseconds(capture_gap_us));
+      if (!begin_capture()) return fail("capture failed");
+    }
     if (i == hang_after) ::setenv("FAKE_MARKERS_HANG", "1", 1);
     const std::uint64_t t = now_ns();
     std::uint32_t value[2] = {static_cast<std::uint32_t>(i), static_cast<std::uint32_t>(i) + 1000};
@@ -265,6 +283,7 @@ int main(int argc, char** argv) {
     CUgraph g = nullptr;
     if (end == nullptr || end(stream, &g) != CUDA_SUCCESS) return fail("capture failed");
     std::printf("{\"value_writes\":%lu}\n", value_writes != nullptr ? value_writes() - writes_before : 0UL);
+    std::printf("{\"captured_value_writes\":%lu}\n", captured_writes != nullptr ? captured_writes() : 0UL);
   }
   if (hold_ms > 0) sleep_ms(hold_ms);
   if (with_params || cubin != nullptr) {

@@ -1892,6 +1892,31 @@ TEST_F(DaemonE2E, BestEffortLaunchesUnderCaptureTakeNoGrant) {
   EXPECT_EQ(stats_of(hp)["daemon"]["state"], "connected") << stats_of(hp).dump();
 }
 
+// The tracker's marker and a capture the application begins at that moment:
+// the tracker looks whether the stream is being captured, then writes, and a
+// capture begun in between would take the marker into its graph. Two quick
+// launches leave the stream dirty, the capture begins 1 ms later, and the
+// fake driver takes 2 ms to answer whether a stream is captured, so that
+// the capture begins while the tracker is between its look and its write:
+// the capture's beginning waits for the tracker (hold_markers), and no
+// marker is written while the capture runs.
+TEST_F(DaemonE2E, ACaptureNeverBeginsBetweenTheTrackersLookAndItsMarker) {
+  start_daemon({});
+  extra_env_ = {"CLIENT_CAPTURE=1", "CLIENT_CAPTURE_AFTER=2", "CLIENT_CAPTURE_GAP_US=1000",
+                "FAKE_ISCAPTURING_DELAY_US=2000"};
+  // Held 50 ms after the capture ends: the tracker marks the stream by then
+  // whatever the machine's load did to its timing.
+  Proc hp = client("svc", 4, 0, 50);
+  ASSERT_EQ(hp.wait(), 0) << hp.err();
+  int captured = -1;
+  for (const json& j : hp.lines())
+    if (j.contains("captured_value_writes")) captured = j["captured_value_writes"].get<int>();
+  EXPECT_EQ(captured, 0);
+  // On a loaded machine the second launch may come over 50 us after the
+  // first: it then writes its own marker, and the tracker has nothing to do.
+  if (stats_of(hp)["daemon"]["tracker_markers"] == 0) GTEST_SKIP() << "the tracker had no marker to write";
+}
+
 // With share_unowned = false a high-priority tenant's launches made now go
 // on its quota and on the unowned TPCs no other tenant's atom holds, but
 // its CUDA graphs keep the set they are built with for every replay, so

@@ -23,6 +23,7 @@
 #include "intercept/cuda_abi.hpp"  // first: every ABI variant declared
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -31,6 +32,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <thread>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -322,8 +324,12 @@ FAKE_API CUresult cuFuncGetParamInfo(CUfunction, size_t index, size_t* offset, s
 FAKE_API void fake_refuse_loads(int n) { g_refuse_loads.store(n); }
 
 // ---- the driver ---------------------------------------------------------------
+// The thread that first initialised the driver (the application's).
+std::atomic<bool> g_init_seen{false};
+std::thread::id g_init_thread;
 FAKE_API CUresult cuInit(unsigned int flags) {
   record("cuInit", flags);
+  if (!g_init_seen.exchange(true)) g_init_thread = std::this_thread::get_id();
   return env_on("FAKE_CUDA_NO_DEVICE") ? CUDA_ERROR_NO_DEVICE : CUDA_SUCCESS;
 }
 FAKE_API CUresult cuDriverGetVersion(int* v) {
@@ -531,9 +537,14 @@ FAKE_API CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr* d, void* p, unsigned
   *d = reinterpret_cast<CUdeviceptr>(p);
   return CUDA_SUCCESS;
 }
+// Writes made while a capture runs: on a GPU they would be taken into the
+// graph being captured (the fake's capture is of every stream).
+std::atomic<unsigned long> g_captured_writes{0};
+FAKE_API unsigned long fake_captured_value_writes() { return g_captured_writes.load(); }
 FAKE_API CUresult cuStreamWriteValue64_v2(CUstream, CUdeviceptr addr, cuuint64_t value, unsigned) {
   if (addr == 0) return CUDA_ERROR_INVALID_VALUE;
   g_value_writes.fetch_add(1);
+  if (g_capturing.load()) g_captured_writes.fetch_add(1);
   if (!env_on("FAKE_MARKERS_HANG"))
     reinterpret_cast<std::atomic<std::uint64_t>*>(addr)->store(value, std::memory_order_release);
   return CUDA_SUCCESS;
@@ -690,8 +701,18 @@ FAKE_API CUresult cuStreamEndCapture(CUstream s, CUgraph* g) {
   if (g != nullptr) *g = reinterpret_cast<CUgraph>(0x6000);
   return CUDA_SUCCESS;
 }
+// FAKE_ISCAPTURING_DELAY_US=N: each answer to a thread other than the one
+// that initialised the driver (lithos's own threads) takes N us: a caller
+// that looks, then acts, leaves that long for the application to begin a
+// capture in between.
 FAKE_API CUresult cuStreamIsCapturing(CUstream, CUstreamCaptureStatus* status) {
   if (status == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  static const long delay_us = [] {
+    const char* v = std::getenv("FAKE_ISCAPTURING_DELAY_US");
+    return v != nullptr ? std::atol(v) : 0L;
+  }();
+  if (delay_us > 0 && g_init_seen.load() && std::this_thread::get_id() != g_init_thread)
+    std::this_thread::sleep_for(std::chrono::microseconds(delay_us));
   *status = g_capturing.load() ? CU_STREAM_CAPTURE_STATUS_ACTIVE : CU_STREAM_CAPTURE_STATUS_NONE;
   return CUDA_SUCCESS;
 }
