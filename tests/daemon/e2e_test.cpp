@@ -269,6 +269,13 @@ class DaemonE2E : public ::testing::Test {
       if (j.contains("i")) v.push_back(j);
     return v;
   }
+  // The number a client printed as {"<key>":N} last; -1 when it printed none.
+  static int printed(const Proc& p, const char* key) {
+    int v = -1;
+    for (const json& j : p.lines())
+      if (j.contains(key)) v = j[key].get<int>();
+    return v;
+  }
 
   fs::path dir_;
   bool defer_ = false;                      // clients queue best-effort launches (LITHOS_DEFER_LAUNCHES)
@@ -1870,10 +1877,7 @@ TEST_F(DaemonE2E, BestEffortLaunchesUnderCaptureTakeNoGrant) {
     const auto l = launches_of(be);
     ASSERT_EQ(l.size(), 5U);
     for (const json& j : l) EXPECT_EQ(j["rc"], 0);
-    int writes = -1;
-    for (const json& j : be.lines())
-      if (j.contains("value_writes")) writes = j["value_writes"].get<int>();
-    EXPECT_EQ(writes, 0);
+    EXPECT_EQ(printed(be, "value_writes"), 0);
     const json s = stats_of(be);
     EXPECT_EQ(s["daemon"]["grants"], 0) << s.dump();
     EXPECT_EQ(s["daemon"]["submits"], 0) << s.dump();
@@ -1885,10 +1889,7 @@ TEST_F(DaemonE2E, BestEffortLaunchesUnderCaptureTakeNoGrant) {
   extra_env_ = {"CLIENT_CAPTURE=1"};
   Proc hp = client("svc", 5, 0, 0);
   ASSERT_EQ(hp.wait(), 0) << hp.err();
-  int writes = -1;
-  for (const json& j : hp.lines())
-    if (j.contains("value_writes")) writes = j["value_writes"].get<int>();
-  EXPECT_EQ(writes, 0);
+  EXPECT_EQ(printed(hp, "value_writes"), 0);
   EXPECT_EQ(stats_of(hp)["daemon"]["state"], "connected") << stats_of(hp).dump();
 }
 
@@ -1908,10 +1909,7 @@ TEST_F(DaemonE2E, ACaptureNeverBeginsBetweenTheTrackersLookAndItsMarker) {
   // whatever the machine's load did to its timing.
   Proc hp = client("svc", 4, 0, 50);
   ASSERT_EQ(hp.wait(), 0) << hp.err();
-  int captured = -1;
-  for (const json& j : hp.lines())
-    if (j.contains("captured_value_writes")) captured = j["captured_value_writes"].get<int>();
-  EXPECT_EQ(captured, 0);
+  EXPECT_EQ(printed(hp, "captured_value_writes"), 0);
   // On a loaded machine the second launch may come over 50 us after the
   // first: it then writes its own marker, and the tracker has nothing to do.
   if (stats_of(hp)["daemon"]["tracker_markers"] == 0) GTEST_SKIP() << "the tracker had no marker to write";
