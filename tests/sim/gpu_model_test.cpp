@@ -36,6 +36,23 @@ std::vector<HwCompletion> run_all(GpuModel& m) {
   return all;
 }
 
+// Two one-wave kernels of 100 us blocks, atom 0 on TPCs 0-32 and atom 1 on
+// 33-65, moving `share_a` and `share_b` of the device's bandwidth alone;
+// their completions.
+std::vector<HwCompletion> run_halves(double share_a, double share_b) {
+  GpuModel m(config(), 2);
+  HwAtom a = atom(0, 0, 33, 1, 100.0, sched::TpcSet::range(0, 33));
+  HwAtom b = atom(1, 1, 33, 1, 100.0, sched::TpcSet::range(33, 66));
+  a.mem_share = share_a;
+  b.mem_share = share_b;
+  m.submit(a, Time{});
+  m.submit(b, Time{});
+  auto done = run_all(m);
+  EXPECT_EQ(m.conservation_violations(), 0U);
+  EXPECT_EQ(m.time_violations(), 0U);
+  return done;
+}
+
 TEST(GpuModel, OneKernelTakesWavesTimesBlockTimePlusSerial) {
   GpuModel m(config(), 1);
   // 264 blocks at 2 per TPC on 66 TPCs: 2 waves of 10 us, then 2 us serial.
@@ -165,22 +182,13 @@ TEST(GpuModel, RandomWorkloadConservesWorkAndTime) { run_random_workload(3, fals
 // its 100 us wave), B to 1 / (0.4 + 0.6 x 1.4) (124 us); once B is done, A
 // runs the rest of its wave at full speed.
 TEST(GpuModel, MemoryBoundKernelsOnDisjointTpcsSlowEachOther) {
-  GpuModel m(config(), 2);
-  HwAtom a = atom(0, 0, 33, 1, 100.0, sched::TpcSet::range(0, 33));
-  HwAtom b = atom(1, 1, 33, 1, 100.0, sched::TpcSet::range(33, 66));
-  a.mem_share = 0.8;
-  b.mem_share = 0.6;
-  m.submit(a, Time{});
-  m.submit(b, Time{});
-  auto done = run_all(m);
+  const auto done = run_halves(0.8, 0.6);
   ASSERT_EQ(done.size(), 2U);
   const auto& da = done[0].atom == 0 ? done[0] : done[1];
   const auto& db = done[0].atom == 0 ? done[1] : done[0];
   EXPECT_EQ(db.end, time_at(us(4 + 124 + 2)));
   // A: 124 us at 1/1.32 is 93.94 us of its wave; 6.061 us left at full speed.
   EXPECT_EQ(da.end, time_at(us(4 + 124 + 2)) + Duration(6061));
-  EXPECT_EQ(m.conservation_violations(), 0U);
-  EXPECT_EQ(m.time_violations(), 0U);
 }
 
 // Below the device's bandwidth nothing slows: a memory-bound kernel alone,
@@ -197,13 +205,9 @@ TEST(GpuModel, MemoryDemandBelowTheDeviceChangesNothing) {
     EXPECT_EQ(done[0].end, time_at(us(4 + 100 + 2)));
   }
   {
-    GpuModel m(config(), 2);
-    HwAtom a = atom(0, 0, 33, 1, 100.0, sched::TpcSet::range(0, 33));
-    HwAtom b = atom(1, 1, 33, 1, 100.0, sched::TpcSet::range(33, 66));
-    a.mem_share = 1.0;
-    m.submit(a, Time{});
-    m.submit(b, Time{});
-    for (const auto& d : run_all(m)) EXPECT_EQ(d.end, time_at(us(4 + 100 + 2))) << d.atom;
+    const auto done = run_halves(1.0, 0.0);
+    ASSERT_EQ(done.size(), 2U);
+    for (const auto& d : done) EXPECT_EQ(d.end, time_at(us(4 + 100 + 2))) << d.atom;
   }
   {
     GpuModel m(config(), 2);
