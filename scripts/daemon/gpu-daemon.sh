@@ -74,8 +74,11 @@
 #            GPU time, the kernels' own time and the gaps between them from
 #            the torch profiler), each as a plain process, as an MPS client,
 #            and as one with CUDA_DEVICE_MAX_CONNECTIONS set (MPSCOST_CONNS,
-#            default "1 32"); plain again last (drift); MPSCOST_CU=0 skips
-#            the bare kernels
+#            e.g. "1 32"; none by default); mps_kernels.py (small graphs of
+#            PyTorch ops at decode sizes) in each run; the decode graph and
+#            mps_kernels.py with CUDA_MODULE_LOADING set (MPSCOST_LOADING,
+#            default EAGER) as an MPS client and plain; plain again last
+#            (drift); MPSCOST_CU=0 skips the bare kernels
 #   ahead    LITHOS_SUBMIT_AHEAD (docs/daemon.md, "Why best-effort training is
 #            slow"): solo-training with every launch granted, then
 #            hybrid-stacking, each with it off / on / off / on against one
@@ -512,17 +515,21 @@ if has mpscost; then
     sed "s/^/mpscost $1: /" "$C/$1.cu.txt" 2>/dev/null | grep -E "# | 256 |kernel_gpu|chase"
     timeout -s KILL 240 python3 scripts/daemon/mps_cost.py --label "$1 graph" --json "$C/$1.graph.json" \
       2>"$C/$1.graph.err" | sed "s/^/mpscost /"
-    timeout -s KILL 240 python3 scripts/daemon/mps_cost.py --label "$1 eager" --reps 100 \
+    [[ ${MPSCOST_EAGER:-1} == 1 ]] && timeout -s KILL 240 python3 scripts/daemon/mps_cost.py --label "$1 eager" --reps 100 \
       --params '{"batch": 8, "ctx": 1024, "graph": false}' --json "$C/$1.eager.json" 2>"$C/$1.eager.err" | sed "s/^/mpscost /"
+    timeout -s KILL 240 python3 scripts/daemon/mps_kernels.py --label "$1" --json "$C/$1.kernels.json" \
+      2>"$C/$1.kernels.err" | sed "s/^/mpscost /"
   }
   (unset CUDA_MPS_PIPE_DIRECTORY; mpscost_run plain)
   export CUDA_MPS_PIPE_DIRECTORY=$C/pipe CUDA_MPS_LOG_DIRECTORY=$C/log
   mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
   nvidia-cuda-mps-control -d && sleep 1
   mpscost_run mps
-  for n in ${MPSCOST_CONNS-1 32}; do (export CUDA_DEVICE_MAX_CONNECTIONS=$n; mpscost_run "mps-conns$n"); done
+  for n in ${MPSCOST_CONNS-}; do (export CUDA_DEVICE_MAX_CONNECTIONS=$n; mpscost_run "mps-conns$n"); done
+  for l in ${MPSCOST_LOADING-EAGER}; do (export CUDA_MODULE_LOADING=$l MPSCOST_CU=0 MPSCOST_EAGER=0; mpscost_run "mps-loading$l"); done
   echo quit | timeout 20 nvidia-cuda-mps-control >/dev/null 2>&1; sleep 2
   unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+  for l in ${MPSCOST_LOADING-EAGER}; do (export CUDA_MODULE_LOADING=$l MPSCOST_CU=0 MPSCOST_EAGER=0; mpscost_run "plain-loading$l"); done
   mpscost_run plain2
 fi
 if has defer; then

@@ -16,7 +16,15 @@
 //                     mixed: the same as eight functions in turn, each
 //                     reading what the one before wrote; mem: a grid that streams 32 MiB through
 //                     every SM; alu: a grid of dependent FMAs over every
-//                     SM) and for chains of 1, 16 and 256 kernels: the
+//                     SM; tiny: one block over 8 floats, each kernel
+//                     reading the one before's output; param256, bigparam,
+//                     param4k: small's work with a 256 B, 2 KiB, 4 KiB
+//                     argument;
+//                     local: small's work through a local-memory array;
+//                     smemmix: small in turn with a kernel that takes
+//                     160 KiB of shared memory on every SM; smemmix_pinned:
+//                     the same with both preferring the most shared memory
+//                     (carveout 100)) and for chains of 1, 16 and 256 kernels: the
 //                     chain launched kernel by kernel on a stream, and the
 //                     chain captured as one CUDA graph and replayed; each
 //                     timed REPS times (default 200) from the first launch
@@ -76,6 +84,67 @@ __global__ void chase_kernel(const unsigned long long* buf, int hops, unsigned l
   sink[0] = p;
 }
 
+// A kernel that takes a 2 KiB argument and reads a word of it chosen at
+// run time (PyTorch's TensorIterator kernels take offset calculators of
+// hundreds of bytes to kilobytes; "small" takes 28 bytes).
+template <int W>
+struct BigArgs {
+  int words[W];
+};
+template <int W>
+__global__ void bigparam_kernel(const float* a, const float* b, float* c, int n, BigArgs<W> args) {
+  const int i = blockIdx.x * blockDim.x * 4 + threadIdx.x;
+  const float w = static_cast<float>(args.words[(threadIdx.x * 37) & (W - 1)]);
+  for (int k = 0; k < 4; ++k)
+    if (i + k * blockDim.x < n) c[i + k * blockDim.x] = a[i + k * blockDim.x] * w + b[i + k * blockDim.x];
+}
+template <int W>
+void launch_bigparam(const float* a, const float* b, float* c, cudaStream_t s) {
+  static const BigArgs<W> args = [] {
+    BigArgs<W> x{};
+    for (int i = 0; i < W; ++i) x.words[i] = i & 3;
+    return x;
+  }();
+  bigparam_kernel<W><<<32, 128, 0, s>>>(a, b, c, 16384, args);
+}
+
+// One block of 128 threads over 8 floats, reading what the kernel before
+// wrote (as RMSNorm's rsqrt and + eps at batch 8).
+__global__ void tiny_kernel(const float* a, float* c) {
+  if (threadIdx.x < 8) c[threadIdx.x] = a[threadIdx.x] * 0.5f + 1.0f;
+}
+
+// The same work through a thread-local array indexed at run time (local
+// memory: the compiler cannot keep it in registers), as kernels that index
+// an argument array by a runtime dimension do.
+__global__ void local_kernel(const float* a, const float* b, float* c, int n, int pick) {
+  volatile float scratch[16];  // volatile: kept in local memory
+  const int i = blockIdx.x * blockDim.x * 4 + threadIdx.x;
+  for (int k = 0; k < 16; ++k) scratch[k] = (i + k * blockDim.x < n) ? a[(i + k * blockDim.x) % n] : 0.0f;
+  for (int k = 0; k < 4; ++k)
+    if (i + k * blockDim.x < n) c[i + k * blockDim.x] = scratch[(pick + k * 5 + threadIdx.x) & 15] + b[i + k * blockDim.x];
+}
+
+// A kernel that wants most of an SM's shared memory (as the GEMMs and
+// attention between a PyTorch graph's small kernels do): kind "smemmix"
+// alternates it with "small", so every SM's L1/shared split changes
+// between consecutive kernels.
+__global__ void smem_kernel(float* c, int n) {
+  extern __shared__ float tile[];
+  tile[threadIdx.x] = static_cast<float>(threadIdx.x);
+  __syncthreads();
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) c[i] = tile[(threadIdx.x + 1) % blockDim.x];
+}
+__global__ void smem_kernel_pinned(float* c, int n) {  // the same, shared-memory carveout pinned
+  extern __shared__ float tile[];
+  tile[threadIdx.x] = static_cast<float>(threadIdx.x);
+  __syncthreads();
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) c[i] = tile[(threadIdx.x + 1) % blockDim.x];
+}
+constexpr int kSmemBytes = 160 << 10;
+
 // Dependent FMAs on every SM (an arithmetic kernel).
 __global__ void alu_kernel(int iters, float* sink) {
   float x = threadIdx.x;
@@ -101,13 +170,35 @@ struct Buffers {
   float *sa = nullptr, *sb = nullptr, *sc = nullptr;  // small_kernel's, 16 Ki floats each, far apart
 };
 
-enum class Kind { kEmpty, kSmall, kMixed, kMem, kAlu };
+enum class Kind {
+  kEmpty,
+  kSmall,
+  kMixed,
+  kMem,
+  kAlu,
+  kTiny,
+  kParam256,
+  kBigParam,
+  kParam4k,
+  kLocal,
+  kSmemMix,
+  kSmemMixPinned
+};
 const char* name_of(Kind k) {
-  return k == Kind::kEmpty   ? "empty"
-         : k == Kind::kSmall ? "small"
-         : k == Kind::kMixed ? "mixed"
-         : k == Kind::kMem   ? "mem"
-                             : "alu";
+  switch (k) {
+    case Kind::kEmpty: return "empty";
+    case Kind::kSmall: return "small";
+    case Kind::kMixed: return "mixed";
+    case Kind::kMem: return "mem";
+    case Kind::kAlu: return "alu";
+    case Kind::kTiny: return "tiny";
+    case Kind::kParam256: return "param256";
+    case Kind::kBigParam: return "bigparam";
+    case Kind::kParam4k: return "param4k";
+    case Kind::kSmemMixPinned: return "smemmix_pinned";
+    case Kind::kLocal: return "local";
+    default: return "smemmix";
+  }
 }
 
 void launch(Kind k, const Buffers& b, int sms, cudaStream_t s) {
@@ -136,6 +227,30 @@ void launch(Kind k, const Buffers& b, int sms, cudaStream_t s) {
       break;
     case Kind::kAlu:
       alu_kernel<<<sms * 4, 256, 0, s>>>(2000, b.fsink);
+      break;
+    case Kind::kTiny:
+      if (turn++ % 2 == 0)
+        tiny_kernel<<<1, 128, 0, s>>>(b.sa, b.sb);
+      else
+        tiny_kernel<<<1, 128, 0, s>>>(b.sb, b.sa);
+      break;
+    case Kind::kParam256: launch_bigparam<64>(b.sa, b.sb, b.sc, s); break;
+    case Kind::kBigParam: launch_bigparam<512>(b.sa, b.sb, b.sc, s); break;
+    case Kind::kParam4k: launch_bigparam<1024>(b.sa, b.sb, b.sc, s); break;
+    case Kind::kLocal:
+      local_kernel<<<32, 128, 0, s>>>(b.sa, b.sb, b.sc, 16384, static_cast<int>(turn++ & 7));
+      break;
+    case Kind::kSmemMix:
+      if (turn++ % 2 == 0)
+        smem_kernel<<<sms, 256, kSmemBytes, s>>>(b.sc, 16384);
+      else
+        small_kernel<<<32, 128, 0, s>>>(b.sa, b.sb, b.sc, 16384);
+      break;
+    case Kind::kSmemMixPinned:
+      if (turn++ % 2 == 0)
+        smem_kernel_pinned<<<sms, 256, kSmemBytes, s>>>(b.sc, 16384);
+      else
+        small_variant<100><<<32, 128, 0, s>>>(b.sa, b.sb, b.sc, 16384);
       break;
   }
 }
@@ -220,7 +335,16 @@ int main(int argc, char** argv) {
     CHECK(cudaFree(sink));
   }
 
-  for (Kind k : {Kind::kEmpty, Kind::kSmall, Kind::kMixed, Kind::kMem, Kind::kAlu}) {
+  CHECK(cudaFuncSetAttribute(smem_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
+  CHECK(cudaFuncSetAttribute(smem_kernel_pinned, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
+  // smemmix_pinned: both kernels prefer the most shared memory, so no SM
+  // changes its L1/shared split between them.
+  CHECK(cudaFuncSetAttribute(smem_kernel_pinned, cudaFuncAttributePreferredSharedMemoryCarveout, 100));
+  CHECK(cudaFuncSetAttribute(small_variant<100>, cudaFuncAttributePreferredSharedMemoryCarveout, 100));
+  const char* only = std::getenv("MPS_COST_KINDS");  // e.g. "tiny,smemmix": these kinds only
+  for (Kind k : {Kind::kEmpty, Kind::kSmall, Kind::kMixed, Kind::kMem, Kind::kAlu, Kind::kTiny, Kind::kParam256,
+                 Kind::kBigParam, Kind::kParam4k, Kind::kLocal, Kind::kSmemMix, Kind::kSmemMixPinned}) {
+    if (only != nullptr && std::strstr(only, name_of(k)) == nullptr) continue;
     // One kernel's GPU time, by events around it (after a warm-up).
     std::vector<double> one;
     for (int r = 0; r < 50 + reps; ++r) {
