@@ -9,7 +9,9 @@
 # decode service beside ResNet-50 training; and both compiled in mode
 # reduce-overhead (torch's own CUDA graphs, cudagraph trees: the trainer
 # replays a forward and a backward graph every step), a BERT-base service
-# beside GPT training. Runs on the GPU machine with the release build
+# beside GPT training; a Llama-1B decode service (graph) beside GPT
+# training; a ResNet-50 service (graph) beside best-effort BERT-large batch
+# inference run eagerly in a closed loop. Runs on the GPU machine with the release build
 # carried over; results under $OUT/<pair>/ (report.md, results.json).
 # PAIRS="pair-resnet-gpt" runs only the pairings named; PAIR_MODES="alone,lithos"
 # only those modes; PAIR_TRACE=1 has lithosd write its trace and prints
@@ -19,8 +21,9 @@ set -uo pipefail
 L=$PWD/build/release/bin/lithos
 OUT=${OUT:-/tmp/lithos-pairs}
 W=$OUT/work; mkdir -p "$W"
-# pair NAME DESCRIPTION SVC_WORKLOAD SVC_PARAMS TRAIN_WORKLOAD TRAIN_PARAMS:
-# a service at 50% load with a 60% partition beside a trainer.
+# pair NAME DESCRIPTION SVC_WORKLOAD SVC_PARAMS TRAIN_WORKLOAD TRAIN_PARAMS [BE_KIND]:
+# a service at 50% load with a 60% partition beside a trainer (or, with
+# BE_KIND closed, best-effort inference in a closed loop).
 pair() {
   cat >"$W/$1.toml" <<T
 name = "$1"
@@ -43,7 +46,7 @@ params = $4
 [[tenant]]
 name = "train"
 role = "be"
-kind = "training"
+kind = "${7:-training}"
 workload = "$5"
 thread_pct = 25
 partition = 0.4
@@ -60,9 +63,13 @@ pair pair-compiled-eager "Llama-1B decode service (torch.compile, eager, 50% loa
   llama1b-decode "{ batch = 8, ctx = 1024, graph = false, compile = true }" resnet50 "{ batch = 128, compile = true }"
 pair pair-cudagraphs "BERT-base service (torch.compile reduce-overhead: cudagraph trees, 50% load) + GPT-125M training (reduce-overhead)" \
   bert-base "{ batch = 16, seq = 128, graph = false, compile = \"reduce-overhead\" }" gpt "{ batch = 8, seq = 1024, compile = \"reduce-overhead\" }"
+pair pair-decode-gpt "Llama-1B decode service (graph, batch 8, ctx 1024, 50% load) + GPT-125M training" \
+  llama1b-decode "{ batch = 8, ctx = 1024, graph = true }" gpt "{ batch = 8, seq = 1024 }"
+pair pair-resnet-bertbatch "ResNet-50 service (graph, batch 32, 50% load) + BERT-large batch inference (eager, batch 64, closed loop)" \
+  resnet50 "{ batch = 32, graph = true }" bert-large "{ batch = 64, seq = 128, graph = false }" closed
 # PAIRS_WRITE_ONLY=1: only write the scenario files (for gpu-daemon.sh's matrix phase).
 [[ -n ${PAIRS_WRITE_ONLY:-} ]] && { ls "$W"/*.toml; exit 0; }
-for sc in ${PAIRS:-pair-llama-bert pair-resnet-gpt pair-compiled pair-compiled-eager pair-cudagraphs}; do
+for sc in ${PAIRS:-pair-llama-bert pair-resnet-gpt pair-compiled pair-compiled-eager pair-cudagraphs pair-decode-gpt pair-resnet-bertbatch}; do
   echo "[$(date +%T)] $sc"
   # (the compiled pair's first run compiles: allow it more time)
   trace=(); [[ -n ${PAIR_TRACE:-} ]] && { rm -f "$W/$sc.trace.jsonl"; trace=(LITHOSD_TRACE="$W/$sc.trace.jsonl"); }
