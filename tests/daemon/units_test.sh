@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# The shipped systemd units (packaging/*.service), checked without systemd
+# running: each unit, with its ExecStart pointing at this build's lithos,
+# must pass `systemd-analyze verify` without a word (it exits 0 on unknown
+# keys and bad values, so any output fails), and the command line each one
+# starts must be one lithos accepts (the daemon's with --print-config, over
+# a configuration of its own; lithos-metrics's for 3 s, writing its file
+# into a folder of its own). Skipped (77) where
+# systemd-analyze is not installed.
+#   units_test.sh LITHOS PACKAGING_DIR
+set -u
+LITHOS=$1
+PKG=$2
+command -v systemd-analyze >/dev/null 2>&1 || { echo "systemd-analyze is not installed: skipped"; exit 77; }
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+cat >"$T/lithosd.toml" <<TOML
+[daemon]
+socket = "$T/lithosd.sock"
+TOML
+fail=0
+for unit in "$PKG"/*.service; do
+  name=$(basename "$unit")
+  sed "s#/usr/local/bin/lithos#$LITHOS#g; s#/etc/lithos/lithosd.toml#$T/lithosd.toml#g;
+       s#/var/lib/prometheus/node-exporter/lithos.prom#$T/lithos.prom#g" "$unit" >"$T/$name"
+  target=$T/$name
+  if [[ $name == *@.service ]]; then  # a template: verify its instance 0
+    target=$T/${name/@/@0}
+    cp "$T/$name" "$target"
+  fi
+  out=$(systemd-analyze verify "$target" 2>&1)
+  if [[ $? != 0 || -n $out ]]; then
+    echo "FAIL $name: systemd-analyze verify says:"; echo "$out"; fail=1
+  else
+    echo "ok   $name: systemd-analyze verify"
+  fi
+  # The command it starts (%i: instance 0).
+  cmd=$(sed -n 's/^ExecStart=//p' "$target" | sed 's/%i/0/g')
+  [[ -n $cmd ]] || { echo "FAIL $name: no ExecStart"; fail=1; continue; }
+  read -r -a argv <<<"$cmd"
+  if [[ ${argv[1]} == daemon ]]; then
+    out=$("${argv[@]}" --print-config 2>&1)
+    rc=$?
+  else
+    # lithos-metrics: it runs until stopped, writing its file at once (no
+    # daemon answers here: lithos_up 0). Stopped by SIGTERM after 3 s, as
+    # systemd stops it; an option lithos does not know ends it at once.
+    rm -f "$T/lithos.prom"
+    out=$(timeout -s TERM 3 "${argv[@]}" 2>&1)
+    rc=$?
+    if [[ $rc == 124 ]] && grep -q '^lithos_up 0' "$T/lithos.prom" 2>/dev/null; then
+      rc=0
+    elif [[ $rc == 124 ]]; then
+      rc=1; out="it ran, but wrote no lithos_up line to its --out file"
+    fi
+  fi
+  if [[ $rc != 0 ]]; then
+    echo "FAIL $name: '$cmd' is not a command lithos accepts (exit $rc):"; echo "$out" | head -n 5; fail=1
+  else
+    echo "ok   $name: its command line parses"
+  fi
+done
+exit $fail
