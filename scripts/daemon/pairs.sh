@@ -9,8 +9,8 @@
 # decode service beside ResNet-50 training; and both compiled in mode
 # reduce-overhead (torch's own CUDA graphs, cudagraph trees: the trainer
 # replays a forward and a backward graph every step), a BERT-base service
-# beside GPT training; a Llama-1B decode service (graph) beside GPT
-# training; a ResNet-50 service (graph) beside best-effort BERT-large batch
+# beside GPT training; a Llama-1B decode service (graph; and compiled,
+# whose fused kernels pay MPS little) beside GPT training; a ResNet-50 service (graph) beside best-effort BERT-large batch
 # inference run eagerly in a closed loop. Runs on the GPU machine with the release build
 # carried over; results under $OUT/<pair>/ (report.md, results.json).
 # PAIRS="pair-resnet-gpt" runs only the pairings named; PAIR_MODES="alone,lithos"
@@ -65,15 +65,17 @@ pair pair-cudagraphs "BERT-base service (torch.compile reduce-overhead: cudagrap
   bert-base "{ batch = 16, seq = 128, graph = false, compile = \"reduce-overhead\" }" gpt "{ batch = 8, seq = 1024, compile = \"reduce-overhead\" }"
 pair pair-decode-gpt "Llama-1B decode service (graph, batch 8, ctx 1024, 50% load) + GPT-125M training" \
   llama1b-decode "{ batch = 8, ctx = 1024, graph = true }" gpt "{ batch = 8, seq = 1024 }"
+pair pair-decode-compiled-gpt "Llama-1B decode service (torch.compile + graph, batch 8, ctx 1024, 50% load) + GPT-125M training" \
+  llama1b-decode "{ batch = 8, ctx = 1024, graph = true, compile = true }" gpt "{ batch = 8, seq = 1024 }"
 pair pair-resnet-bertbatch "ResNet-50 service (graph, batch 32, 50% load) + BERT-large batch inference (eager, batch 64, closed loop)" \
   resnet50 "{ batch = 32, graph = true }" bert-large "{ batch = 64, seq = 128, graph = false }" closed
 # PAIRS_WRITE_ONLY=1: only write the scenario files (for gpu-daemon.sh's matrix phase).
 [[ -n ${PAIRS_WRITE_ONLY:-} ]] && { ls "$W"/*.toml; exit 0; }
-for sc in ${PAIRS:-pair-llama-bert pair-resnet-gpt pair-compiled pair-compiled-eager pair-cudagraphs pair-decode-gpt pair-resnet-bertbatch}; do
+for sc in ${PAIRS:-pair-llama-bert pair-resnet-gpt pair-compiled pair-compiled-eager pair-cudagraphs pair-decode-gpt pair-decode-compiled-gpt pair-resnet-bertbatch}; do
   echo "[$(date +%T)] $sc"
   # (the compiled pair's first run compiles: allow it more time)
   trace=(); [[ -n ${PAIR_TRACE:-} ]] && { rm -f "$W/$sc.trace.jsonl"; trace=(LITHOSD_TRACE="$W/$sc.trace.jsonl"); }
-  env "${trace[@]}" timeout -s KILL "$([[ $sc == pair-compiled* || $sc == pair-cudagraphs ]] && echo 400 || echo 280)" $L bench $W/$sc.toml \
+  env "${trace[@]}" timeout -s KILL "$([[ $sc == *compiled* || $sc == pair-cudagraphs ]] && echo 400 || echo 280)" $L bench $W/$sc.toml \
     --modes "${PAIR_MODES:-alone,mps-alone,mps,static-partition,lithos}" --out $OUT/$sc --no-plots -q 2>&1 | grep -vE "^(report:|$)"
   if [[ -s $W/$sc.trace.jsonl ]]; then
     python3 scripts/daemon/pipeline_gaps.py "$W/$sc.trace.jsonl" --tenant train
