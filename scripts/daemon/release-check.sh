@@ -29,3 +29,4 @@ has hol && run hol head-of-line-steal alone,lithos 150
 has infer && run infer inference-stacking alone,lithos 250 --reps 2
 has decode-compiled && run decode-compiled $W/p/work/pair-decode-compiled-gpt.toml alone,mps-alone,lithos,static-partition 300 --reps 2 --window 4 --warmup 2
 has infer-compiled && run infer-compiled $W/inference-stacking-compiled.toml alone,mps-alone,lithos 330 --reps 2
+exit 0
