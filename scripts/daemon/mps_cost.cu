@@ -84,8 +84,8 @@ __global__ void chase_kernel(const unsigned long long* buf, int hops, unsigned l
   sink[0] = p;
 }
 
-// A kernel that takes a 2 KiB argument and reads a word of it chosen at
-// run time (PyTorch's TensorIterator kernels take offset calculators of
+// A kernel that takes a W-word argument (kinds param256, bigparam, param4k:
+// 256 B, 2 KiB, 4 KiB) and reads a word of it chosen at run time (PyTorch's TensorIterator kernels take offset calculators of
 // hundreds of bytes to kilobytes; "small" takes 28 bytes).
 template <int W>
 struct BigArgs {
@@ -127,16 +127,11 @@ __global__ void local_kernel(const float* a, const float* b, float* c, int n, in
 
 // A kernel that wants most of an SM's shared memory (as the GEMMs and
 // attention between a PyTorch graph's small kernels do): kind "smemmix"
-// alternates it with "small", so every SM's L1/shared split changes
-// between consecutive kernels.
+// alternates smem_kernel<0> with "small", so every SM's L1/shared split
+// changes between consecutive kernels; "smemmix_pinned" runs
+// smem_kernel<1>, a function of its own whose carveout main() pins.
+template <int Pinned>
 __global__ void smem_kernel(float* c, int n) {
-  extern __shared__ float tile[];
-  tile[threadIdx.x] = static_cast<float>(threadIdx.x);
-  __syncthreads();
-  const int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n) c[i] = tile[(threadIdx.x + 1) % blockDim.x];
-}
-__global__ void smem_kernel_pinned(float* c, int n) {  // the same, shared-memory carveout pinned
   extern __shared__ float tile[];
   tile[threadIdx.x] = static_cast<float>(threadIdx.x);
   __syncthreads();
@@ -242,13 +237,13 @@ void launch(Kind k, const Buffers& b, int sms, cudaStream_t s) {
       break;
     case Kind::kSmemMix:
       if (turn++ % 2 == 0)
-        smem_kernel<<<sms, 256, kSmemBytes, s>>>(b.sc, 16384);
+        smem_kernel<0><<<sms, 256, kSmemBytes, s>>>(b.sc, 16384);
       else
         small_kernel<<<32, 128, 0, s>>>(b.sa, b.sb, b.sc, 16384);
       break;
     case Kind::kSmemMixPinned:
       if (turn++ % 2 == 0)
-        smem_kernel_pinned<<<sms, 256, kSmemBytes, s>>>(b.sc, 16384);
+        smem_kernel<1><<<sms, 256, kSmemBytes, s>>>(b.sc, 16384);
       else
         small_variant<100><<<32, 128, 0, s>>>(b.sa, b.sb, b.sc, 16384);
       break;
@@ -335,11 +330,11 @@ int main(int argc, char** argv) {
     CHECK(cudaFree(sink));
   }
 
-  CHECK(cudaFuncSetAttribute(smem_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
-  CHECK(cudaFuncSetAttribute(smem_kernel_pinned, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
+  CHECK(cudaFuncSetAttribute(smem_kernel<0>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
+  CHECK(cudaFuncSetAttribute(smem_kernel<1>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
   // smemmix_pinned: both kernels prefer the most shared memory, so no SM
   // changes its L1/shared split between them.
-  CHECK(cudaFuncSetAttribute(smem_kernel_pinned, cudaFuncAttributePreferredSharedMemoryCarveout, 100));
+  CHECK(cudaFuncSetAttribute(smem_kernel<1>, cudaFuncAttributePreferredSharedMemoryCarveout, 100));
   CHECK(cudaFuncSetAttribute(small_variant<100>, cudaFuncAttributePreferredSharedMemoryCarveout, 100));
   const char* only = std::getenv("MPS_COST_KINDS");  // e.g. "tiny,smemmix": these kinds only
   for (Kind k : {Kind::kEmpty, Kind::kSmall, Kind::kMixed, Kind::kMem, Kind::kAlu, Kind::kTiny, Kind::kParam256,
