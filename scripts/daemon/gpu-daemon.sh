@@ -78,7 +78,10 @@
 #            PyTorch ops at decode sizes) in each run; the decode graph and
 #            mps_kernels.py with CUDA_MODULE_LOADING set (MPSCOST_LOADING,
 #            default EAGER) as an MPS client and plain; plain again last
-#            (drift); MPSCOST_CU=0 skips the bare kernels
+#            (drift); MPSCOST_CU=0 skips the bare kernels, MPSCOST_EAGER=0
+#            the eager decode, MPSCOST_KERNELS=0 mps_kernels.py;
+#            MPSCOST_GRAPH_PARAMS sets the decode graph's params (JSON, e.g.
+#            with "compile": true)
 #   ahead    LITHOS_SUBMIT_AHEAD (docs/daemon.md, "Why best-effort training is
 #            slow"): solo-training with every launch granted, then
 #            hybrid-stacking, each with it off / on / off / on against one
@@ -514,11 +517,11 @@ if has mpscost; then
     [[ ${MPSCOST_CU:-1} == 1 && -x $C/mps_cost ]] && timeout -s KILL 120 "$C/mps_cost" 200 >"$C/$1.cu.txt" 2>&1
     sed "s/^/mpscost $1: /" "$C/$1.cu.txt" 2>/dev/null | grep -E "# | 256 |kernel_gpu|chase"
     timeout -s KILL 240 python3 scripts/daemon/mps_cost.py --label "$1 graph" --json "$C/$1.graph.json" \
-      2>"$C/$1.graph.err" | sed "s/^/mpscost /"
+      ${MPSCOST_GRAPH_PARAMS:+--params "$MPSCOST_GRAPH_PARAMS"} 2>"$C/$1.graph.err" | sed "s/^/mpscost /"
     [[ ${MPSCOST_EAGER:-1} == 1 ]] && timeout -s KILL 240 python3 scripts/daemon/mps_cost.py --label "$1 eager" --reps 100 \
       --params '{"batch": 8, "ctx": 1024, "graph": false}' --json "$C/$1.eager.json" 2>"$C/$1.eager.err" | sed "s/^/mpscost /"
-    timeout -s KILL 240 python3 scripts/daemon/mps_kernels.py --label "$1" --json "$C/$1.kernels.json" \
-      2>"$C/$1.kernels.err" | sed "s/^/mpscost /"
+    [[ ${MPSCOST_KERNELS:-1} == 1 ]] && timeout -s KILL 240 python3 scripts/daemon/mps_kernels.py --label "$1" \
+      --json "$C/$1.kernels.json" 2>"$C/$1.kernels.err" | sed "s/^/mpscost /"
   }
   (unset CUDA_MPS_PIPE_DIRECTORY; mpscost_run plain)
   export CUDA_MPS_PIPE_DIRECTORY=$C/pipe CUDA_MPS_LOG_DIRECTORY=$C/log
