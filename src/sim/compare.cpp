@@ -104,6 +104,7 @@ Result<Comparison> compare_policies(const Scenario& scenario, const std::vector<
     if (progress) progress("capacity of " + t.name);
     RunOptions o = base;
     o.policy = "mps";
+    o.mps_clients = false;  // a plain process, as the bench calibrates its loads
     o.only = {i};
     o.force_closed[i] = true;
     auto r = run_simulation(scenario, o);
@@ -122,6 +123,7 @@ Result<Comparison> compare_policies(const Scenario& scenario, const std::vector<
     if (progress) progress("alone: " + scenario.tenants[i].name);
     RunOptions o = base;
     o.policy = "mps";
+    o.mps_clients = false;  // alone is a plain process, as the bench's
     o.only = {i};
     auto r = run_simulation(scenario, o);
     if (!r) return r.status().with_context("running tenant '" + scenario.tenants[i].name + "' alone");

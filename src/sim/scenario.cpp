@@ -154,6 +154,7 @@ constexpr NumRange non_negative(double hi) { return {0.0, false, hi, false, "a n
 constexpr NumRange kFraction{0.0, true, 1.0, true, "a number in (0, 1)", true};
 constexpr NumRange kPauseSlowdown{1.0, false, 100.0, false, "a number in [1, 100]", true};
 constexpr NumRange kShare{0.0, false, 1.0, false, "a number in [0, 1]", true};
+constexpr NumRange kMpsSlowdown{1.0, false, 10.0, false, "a number in [1, 10]", true};
 
 struct Dim3Limits {
   std::uint32_t x, y, z;
@@ -958,7 +959,7 @@ Status parse_tenant_tables(const Doc& doc, const toml::table& root, Scenario& sc
     Fields f(doc, t, element_where(t, "tenant", i));
     LITHOS_RETURN_IF_ERROR(
         f.check_keys({"name", "class", "quota", "static_tpcs", "slo_ms", "pauses_best_effort", "arrival", "rate_rps",
-                      "load", "think_us", "request", "trace", "trace_cv", "unit"}));
+                      "load", "think_us", "request", "trace", "trace_cv", "unit", "mps_slowdown"}));
     TenantConfig tc;
     LITHOS_RETURN_IF_ERROR(f.require("name"));
     LITHOS_RETURN_IF_ERROR(f.string("name", tc.name));
@@ -1045,6 +1046,7 @@ Status parse_tenant_tables(const Doc& doc, const toml::table& root, Scenario& sc
       LITHOS_RETURN_IF_ERROR(f.number("trace_cv", tc.trace_cv, non_negative(kMaxFactor)));
     }
     LITHOS_RETURN_IF_ERROR(f.string("unit", tc.unit));
+    LITHOS_RETURN_IF_ERROR(f.number("mps_slowdown", tc.mps_slowdown, kMpsSlowdown));
     sc.tenants.push_back(std::move(tc));
     sources.push_back(std::move(src));
   }

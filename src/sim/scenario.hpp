@@ -81,6 +81,14 @@ struct TenantConfig {
   std::vector<std::vector<TraceKernel>> trace_requests;
   double trace_cv = 0.0;     // jitter applied to recorded durations
   std::string unit = "req";  // what one request is called in reports ("req", "it")
+  // How many times as long the tenant's kernels run as an MPS client as in
+  // a plain process, with nothing beside it (measured on the GPU with
+  // `lithos bench --modes mps-alone`: a decode graph of short PyTorch
+  // kernels pays 1.14x, long kernels ~1.0x). Applied in runs whose tenants
+  // share the GPU through MPS (RunOptions::mps_clients: every policy but
+  // time slicing), never in the alone and capacity runs, which model a
+  // plain process.
+  double mps_slowdown = 1.0;
 };
 
 // Settings of the modelled GPU (see gpu_model.hpp for their meaning).

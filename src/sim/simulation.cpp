@@ -58,6 +58,7 @@ struct TenantRun {
   std::uint64_t requests_started = 0;
   std::uint64_t finished_in_window = 0;
   std::vector<double> place_scale;  // per place in `request`: fixed size factor (spread)
+  double slowdown = 1.0;            // on every kernel's duration: TenantConfig::mps_slowdown, or 1
   TenantResult result;
 };
 
@@ -103,6 +104,7 @@ class Simulation {
       for (std::uint32_t cls : tc.request) {
         t.place_scale.push_back(places.lognormal_mean_cv(1.0, sc_.kernels[cls].spread));
       }
+      if (opt_.mps_clients && engine_.policy().name() != "time-slicing") t.slowdown = tc.mps_slowdown;
       const bool forced_closed = i < opt_.force_closed.size() && opt_.force_closed[i];
       t.open_loop = tc.arrival == Arrival::kPoisson && !forced_closed;
       if (t.open_loop) {
@@ -207,7 +209,7 @@ class Simulation {
     // stream: identical under every policy.
     auto add = [&](std::uint32_t cls, double mean_us, double cv) {
       const KernelClass& k = sc_.kernels[cls];
-      const double dur_us = t.durations.lognormal_mean_cv(mean_us, cv);
+      const double dur_us = t.durations.lognormal_mean_cv(mean_us, cv) * t.slowdown;
       const double serial_us = std::min(k.serial_us, dur_us * 0.5);
       sched::LaunchDesc l;
       l.kernel = ids_[cls];

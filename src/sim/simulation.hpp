@@ -27,6 +27,11 @@ struct RunOptions {
   // the alone runs: a Poisson tenant's resolved rate, or a closed loop.
   std::vector<std::optional<double>> rate_rps;  // resolved Poisson rates (required for `load` tenants)
   std::vector<bool> force_closed;               // run this tenant closed-loop with no think time
+  // Whether the tenants run as MPS clients, so that their
+  // TenantConfig::mps_slowdown applies (not under time slicing, which runs
+  // them as plain processes). false: plain processes (the alone and
+  // capacity runs of a comparison).
+  bool mps_clients = true;
   // When set: every call the run made into its Engine, with the decisions
   // (sched::EngineLog), for replaying through another Engine.
   std::vector<sched::EngineEvent>* record = nullptr;

@@ -724,6 +724,21 @@ trace_cv = 0.1
 )toml",
      "t.toml:12:1: tenant 't': field 'trace_cv' is only for tenants with a 'trace'"},
 
+    {"mps_slowdown under 1", R"toml([scenario]
+name = "x"
+[[kernel]]
+name = "k"
+duration_us = 10
+blocks = 1
+[[tenant]]
+name = "t"
+class = "high"
+arrival = "closed"
+request = "k"
+mps_slowdown = 0.9
+)toml",
+     "t.toml:12:1: tenant 't': field 'mps_slowdown' must be a number in [1, 10]"},
+
     {"unnamed tenant", R"toml([scenario]
 name = "x"
 [[kernel]]

@@ -57,6 +57,36 @@ TEST(Simulation, ClosedLoopThroughputMatchesHandComputation) {
   EXPECT_EQ(r->conservation_violations, 0U);
 }
 
+// mps_slowdown: the tenant's kernels run that many times as long as MPS
+// clients, so a closed loop's throughput under an MPS policy falls by about
+// that factor against alone (a plain process), and not at all under time
+// slicing (plain processes). The 104 us request of kOneKernel: 4 us launch
+// latency + 100 us kernel; with 1.25x the kernel takes 125 us: 129 us.
+TEST(Simulation, MpsSlowdownAppliesToMpsClientsOnly) {
+  std::string text = kOneKernel;
+  text += "mps_slowdown = 1.25\n";
+  const Scenario sc = parse(text);
+  ASSERT_EQ(sc.tenants.size(), 1U);
+  EXPECT_DOUBLE_EQ(sc.tenants.front().mps_slowdown, 1.25);
+  auto c = compare_policies(sc, {"mps", "time-slicing"}, 1);
+  ASSERT_TRUE(c.is_ok()) << c.status().to_string();
+  EXPECT_NEAR(c->alone.front().throughput, 1e6 / 104.0, 1e6 / 104.0 * 0.002);
+  ASSERT_EQ(c->policies.size(), 2U);
+  const TenantSummary& mps = c->policies[0].tenants.front();
+  const TenantSummary& sliced = c->policies[1].tenants.front();
+  EXPECT_NEAR(mps.throughput, 1e6 / 129.0, 1e6 / 129.0 * 0.002);
+  ASSERT_TRUE(mps.p99_norm.has_value());
+  EXPECT_NEAR(*mps.p99_norm, 129.0 / 104.0, 0.002);
+  EXPECT_NEAR(sliced.throughput, 1e6 / 104.0, 1e6 / 104.0 * 0.002);
+  // A run's own options decide: plain processes under the same policy.
+  RunOptions o;
+  o.policy = "mps";
+  o.mps_clients = false;
+  auto plain = run_simulation(sc, o);
+  ASSERT_TRUE(plain.is_ok()) << plain.status().to_string();
+  EXPECT_NEAR(plain->tenants.front().latencies_ms.back(), 0.104, 1e-6);
+}
+
 Scenario small_hybrid() {
   auto sc = load_scenario("hybrid-stacking");
   EXPECT_TRUE(sc.is_ok()) << sc.status().to_string();
