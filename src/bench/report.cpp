@@ -737,8 +737,18 @@ std::string markdown_report(const json& results) {
     const json& s = results["simulator"];
     md << "## The simulator's prediction\n\n`lithos sim` of the model `" << s.value("scenario", "?") << "` (seed "
        << s.value("seed", 0) << "; " << s.value("note", "") << "), each mode under its policy, "
-       << "beside the measurement (phase 1, medians); sim/hw is the model's error as a ratio.\n\n"
-       << simulator_table(results).markdown() << "\n";
+       << "beside the measurement (phase 1, medians); sim/hw is the model's error as a ratio.\n\n";
+    if (s.contains("mps_slowdown") && s["mps_slowdown"].is_object() && !s["mps_slowdown"].empty()) {
+      md << "Each tenant's cost of being an MPS client, from its mps-alone run, as the model's `mps_slowdown`:";
+      const char* sep = " ";
+      for (const auto& [name, v] : s["mps_slowdown"].items()) {
+        if (!v.is_number()) continue;
+        md << sep << name << " " << fixed(3, v.get<double>()) << "x";
+        sep = ", ";
+      }
+      md << ".\n\n";
+    }
+    md << simulator_table(results).markdown() << "\n";
   }
   md << "Definitions: docs/bench-protocol.md (section 2.2). SLO = k x the tenant's alone P99; attainment counts "
         "unfinished requests as misses; 'vs alone' = the repetition's value over the alone median.\n";

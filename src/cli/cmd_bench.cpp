@@ -18,6 +18,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -185,6 +186,60 @@ std::string policy_of_mode(const std::string& mode) {
   return "";
 }
 
+// What being an MPS client costs each bench tenant, from its mps-alone run
+// against its alone run (phase 1, medians), as the simulator's
+// TenantConfig::mps_slowdown: for a service, its GPU busy share at the same
+// offered rate over the one alone (how much longer each request keeps the
+// GPU, free of the queueing a latency ratio adds); for a closed loop, the
+// inverse of its throughput ratio. In [1, 10]; a tenant without those
+// numbers (no mps-alone run, no NVML) is left out.
+std::map<std::string, double> mps_slowdowns(const json& results) {
+  const auto phase_tenants = [&](const char* mode) -> const json* {
+    if (!results.contains("modes") || !results["modes"].is_array()) return nullptr;
+    for (const json& m : results["modes"]) {  // (not value(): a copy, gone before the pointer is used)
+      if (m.value("mode", "") == mode && m.value("status", "") == "ok" && m.contains("phases") &&
+          m["phases"].is_array() && !m["phases"].empty() && m["phases"][0].contains("tenants"))
+        return &m["phases"][0]["tenants"];
+    }
+    return nullptr;
+  };
+  const auto median = [](const json& t, std::initializer_list<const char*> path) -> std::optional<double> {
+    const json* v = &t;
+    for (const char* k : path) {
+      if (!v->is_object() || !v->contains(k)) return std::nullopt;
+      v = &(*v)[k];
+    }
+    if (!v->is_object() || !v->contains("median") || !(*v)["median"].is_number()) return std::nullopt;
+    return (*v)["median"].get<double>();
+  };
+  std::map<std::string, double> out;
+  const json* alone = phase_tenants("alone");
+  const json* mps = phase_tenants("mps-alone");
+  if (alone == nullptr || mps == nullptr) return out;
+  if (!results.contains("scenario") || !results["scenario"].contains("tenants")) return out;
+  for (const json& t : results["scenario"]["tenants"]) {
+    const std::string name = t.value("name", "");
+    const auto find = [&](const json& ts) -> const json* {
+      for (const json& x : ts)
+        if (x.is_object() && x.value("name", "") == name) return &x;
+      return nullptr;
+    };
+    const json* a = find(*alone);
+    const json* m = find(*mps);
+    if (a == nullptr || m == nullptr) continue;
+    std::optional<double> f;
+    if (t.value("kind", "") == "service") {
+      const auto busy_a = median(*a, {"gpu", "busy"});
+      const auto busy_m = median(*m, {"gpu", "busy"});
+      if (busy_a && busy_m && *busy_a > 0.0) f = *busy_m / *busy_a;
+    } else if (const auto thr = median(*m, {"norm", "throughput"}); thr && *thr > 0.0) {
+      f = 1.0 / *thr;
+    }
+    if (f) out[name] = std::clamp(*f, 1.0, 10.0);
+  }
+  return out;
+}
+
 // results["simulator"]: the simulator's ratios to alone for every measured
 // mode that has a policy, beside the measured ones (phase 1, medians).
 // Tenants are paired by class, in order: the k-th hp tenant of the bench
@@ -193,6 +248,8 @@ std::string policy_of_mode(const std::string& mode) {
 // does (the model's immediate_launches), with each high-priority tenant's
 // quota that of its bench twin (its partition share), as lithosd's is, on a
 // GPU that honours no stream priorities (lithosd's default sets none).
+// Where the bench ran mps-alone, each model tenant pays its bench twin's
+// measured cost of being an MPS client (mps_slowdowns).
 Status add_sim_prediction(json& results, const std::string& model, std::uint64_t seed) {
   auto sc = sim::load_scenario(model);
   if (!sc) return sc.status();
@@ -225,6 +282,15 @@ Status add_sim_prediction(json& results, const std::string& model, std::uint64_t
       }
       pairs.emplace_back(t.value("name", ""), model_idx[k++]);
     }
+  }
+  const std::map<std::string, double> slowdowns = mps_slowdowns(results);
+  json slowdown_json = json::object();
+  for (const auto& [name, idx] : pairs) {
+    const auto it = slowdowns.find(name);
+    if (it == slowdowns.end()) continue;
+    sc->tenants[idx].mps_slowdown = it->second;
+    lithosd.tenants[idx].mps_slowdown = it->second;
+    slowdown_json[name] = it->second;
   }
   std::vector<std::string> queued = policies;
   std::erase(queued, "lithos");
@@ -269,12 +335,17 @@ Status add_sim_prediction(json& results, const std::string& model, std::uint64_t
       rows.push_back(r);
     }
   }
-  results["simulator"] = {{"scenario", model},
-                          {"seed", seed},
-                          {"note",
-                           "a model of this scenario's workloads, not the same programs; lithos as lithosd "
-                           "drives it (immediate high-priority launches, quotas from the partitions)"},
-                          {"rows", rows}};
+  results["simulator"] = {
+      {"scenario", model},
+      {"seed", seed},
+      {"note",
+       "a model of this scenario's workloads, not the same programs; lithos as lithosd "
+       "drives it (immediate high-priority launches, quotas from the partitions)" +
+           std::string(slowdown_json.empty() ? ""
+                                             : "; each tenant's cost of being an MPS client from its "
+                                               "mps-alone run (mps_slowdown)")},
+      {"rows", rows}};
+  if (!slowdown_json.empty()) results["simulator"]["mps_slowdown"] = slowdown_json;
   return Status::ok();
 }
 

@@ -177,10 +177,26 @@ TEST(BenchCli, RunsModesWithItsOwnMpsDaemonAndMergesLaterRuns) {
     run["run"] = "lithos";
     std::ofstream(out + "/runs/lithos.json") << run.dump();
   }
+  // The service's cost of being an MPS client, as the GPU's busy share at
+  // the same offered rate (the fake machine has no NVML: 0.5 alone and 0.6
+  // under MPS alone are written into its runs), goes into the model as its
+  // mps_slowdown: 1.2.
+  for (const auto& [file, busy] : {std::pair{"alone-svc", 0.5}, std::pair{"mps-alone-svc", 0.6}}) {
+    json run = read_json(out + "/runs/" + file + ".json");
+    for (json& rep : run["gpu"]["phases"][0]["reps"]) rep["busy"] = busy;
+    std::ofstream(out + "/runs/" + file + ".json") << run.dump();
+  }
   r = bench("--report-only --sim hybrid-stacking-heavy --out " + out);
   ASSERT_EQ(r.status, 0) << r.out;
   const json with_lithos = read_json(out + "/results.json")["simulator"];
   EXPECT_TRUE(has(with_lithos["note"].get<std::string>(), "lithosd")) << with_lithos.dump();
+  ASSERT_TRUE(with_lithos.contains("mps_slowdown")) << with_lithos.dump();
+  const json& slow = with_lithos["mps_slowdown"];
+  ASSERT_TRUE(slow.contains("svc")) << slow.dump();
+  EXPECT_NEAR(slow["svc"].get<double>(), 1.2, 1e-9);
+  ASSERT_TRUE(slow.contains("train")) << slow.dump();  // a closed loop: 1 / its throughput ratio, at least 1
+  EXPECT_GE(slow["train"].get<double>(), 1.0);
+  EXPECT_TRUE(has(read_text(out + "/report.md"), "mps_slowdown")) << "the report says where the model's cost came from";
   std::optional<double> lithos_train;
   for (const json& row : with_lithos["rows"]) {
     if (row["mode"] == "lithos" && row["tenant"] == "train") lithos_train = row["throughput_norm"]["sim"].get<double>();
@@ -206,6 +222,14 @@ TEST(BenchCli, RunsModesWithItsOwnMpsDaemonAndMergesLaterRuns) {
   const std::string gpu = "[gpu]\n";  // lithosd sets no stream priority: a GPU that honours none
   ASSERT_NE(model.find(gpu), std::string::npos);
   model.replace(model.find(gpu), gpu.size(), gpu + "priorities = false\n");
+  // Each model tenant with its bench twin's measured mps_slowdown.
+  for (const auto& [bench_name, model_name] : {std::pair{"svc", "service"}, std::pair{"train", "training"}}) {
+    const std::string line = std::string("name = \"") + model_name + "\"\n";
+    ASSERT_NE(model.find(line), std::string::npos) << model_name;
+    char value[64];
+    std::snprintf(value, sizeof value, "mps_slowdown = %.17g\n", slow[bench_name].get<double>());
+    model.insert(model.find(line) + line.size(), value);
+  }
   std::ofstream(lithosd_model) << model << "\n[scheduler]\nimmediate_launches = true\n";
   EXPECT_DOUBLE_EQ(*lithos_train, sim_train(lithosd_model));
   EXPECT_NE(*lithos_train, sim_train("hybrid-stacking-heavy")) << "the queued whole-GPU model";
