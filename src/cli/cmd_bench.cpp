@@ -18,7 +18,6 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <initializer_list>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -34,6 +33,7 @@
 #include "bench/report.hpp"
 #include "bench/runner.hpp"
 #include "bench/scenario.hpp"
+#include "bench/stats.hpp"
 #include "build_commit.hpp"
 #include "cli/commands.hpp"
 #include "sim/compare.hpp"
@@ -203,14 +203,10 @@ std::map<std::string, double> mps_slowdowns(const json& results) {
     }
     return nullptr;
   };
-  const auto median = [](const json& t, std::initializer_list<const char*> path) -> std::optional<double> {
-    const json* v = &t;
-    for (const char* k : path) {
-      if (!v->is_object() || !v->contains(k)) return std::nullopt;
-      v = &(*v)[k];
-    }
-    if (!v->is_object() || !v->contains("median") || !(*v)["median"].is_number()) return std::nullopt;
-    return (*v)["median"].get<double>();
+  // The median of t[a][b] (bench::spread_median), nullopt where absent.
+  const auto median = [](const json& t, const char* a, const char* b) -> std::optional<double> {
+    if (!t.contains(a) || !t[a].is_object() || !t[a].contains(b)) return std::nullopt;
+    return bench::spread_median(t[a][b]);
   };
   std::map<std::string, double> out;
   const json* alone = phase_tenants("alone");
@@ -229,10 +225,10 @@ std::map<std::string, double> mps_slowdowns(const json& results) {
     if (a == nullptr || m == nullptr) continue;
     std::optional<double> f;
     if (t.value("kind", "") == "service") {
-      const auto busy_a = median(*a, {"gpu", "busy"});
-      const auto busy_m = median(*m, {"gpu", "busy"});
+      const auto busy_a = median(*a, "gpu", "busy");
+      const auto busy_m = median(*m, "gpu", "busy");
       if (busy_a && busy_m && *busy_a > 0.0) f = *busy_m / *busy_a;
-    } else if (const auto thr = median(*m, {"norm", "throughput"}); thr && *thr > 0.0) {
+    } else if (const auto thr = median(*m, "norm", "throughput"); thr && *thr > 0.0) {
       f = 1.0 / *thr;
     }
     if (f) out[name] = std::clamp(*f, 1.0, 10.0);
