@@ -104,7 +104,9 @@ class Simulation {
       for (std::uint32_t cls : tc.request) {
         t.place_scale.push_back(places.lognormal_mean_cv(1.0, sc_.kernels[cls].spread));
       }
-      if (opt_.mps_clients && engine_.policy().name() != "time-slicing") t.slowdown = tc.mps_slowdown;
+      // Time slicing (the policy whose contexts the GPU preempts) runs plain
+      // processes, not MPS clients.
+      if (opt_.mps_clients && !engine_.policy().traits().preempts_at_timeslice) t.slowdown = tc.mps_slowdown;
       const bool forced_closed = i < opt_.force_closed.size() && opt_.force_closed[i];
       t.open_loop = tc.arrival == Arrival::kPoisson && !forced_closed;
       if (t.open_loop) {
