@@ -47,6 +47,8 @@ struct Drv {
   CUresult (*device_uuid)(CUuuid*, CUdevice) = nullptr;
   CUresult (*ctx_get_device)(CUdevice*) = nullptr;
   CUresult (*device_attribute)(int*, CUdevice_attribute, CUdevice) = nullptr;
+  CUresult (*ctx_get_current)(CUcontext*) = nullptr;
+  CUresult (*ctx_set_current)(CUcontext) = nullptr;
   static const Drv& get() {
     static const Drv d = [] {
       Drv x;
@@ -69,6 +71,8 @@ struct Drv {
         x.device_uuid = reinterpret_cast<decltype(x.device_uuid)>(r.symbol("cuDeviceGetUuid"));
       x.ctx_get_device = reinterpret_cast<decltype(x.ctx_get_device)>(r.symbol("cuCtxGetDevice"));
       x.device_attribute = reinterpret_cast<decltype(x.device_attribute)>(r.symbol("cuDeviceGetAttribute"));
+      x.ctx_get_current = reinterpret_cast<decltype(x.ctx_get_current)>(r.symbol("cuCtxGetCurrent"));
+      x.ctx_set_current = reinterpret_cast<decltype(x.ctx_set_current)>(r.symbol("cuCtxSetCurrent"));
       return x;
     }();
     return d;
@@ -88,7 +92,9 @@ std::uintptr_t key_of(CUstream_st* stream, bool ptsz) {
   return ptsz ? reinterpret_cast<std::uintptr_t>(&t_thread_tag) | 1U : 0;
 }
 
-// The last stream this thread looked up, for launches in a row on one stream.
+// The last stream this thread looked up, for launches in a row on one stream
+// (and its client: default streams have one key on every GPU).
+thread_local const void* t_client = nullptr;
 thread_local std::uintptr_t t_key = ~std::uintptr_t{0};
 thread_local std::uint32_t t_slot = 0;
 thread_local std::uint32_t t_generation = ~0U;
@@ -127,44 +133,126 @@ struct DaemonClient::ChannelHolder {
   ipc::Channel channel;
 };
 
-DaemonClient& DaemonClient::instance() noexcept {
-  alignas(DaemonClient) static unsigned char storage[sizeof(DaemonClient)];
-  static DaemonClient* const self = new (storage) DaemonClient();  // never destroyed: hooks run at exit
-  return *self;
+namespace {
+// The settings every GPU's client takes (DaemonClient::configure).
+struct Settings {
+  bool wanted = false;
+  std::string socket, tenant;
+  bool fallback_set = false;
+  double grant_timeout_ms = 500;
+  bool hw_priority = true;
+  bool submit_ahead = false;
+};
+Settings& settings() {
+  static Settings* const s = new Settings();  // never destroyed: hooks run at exit
+  return *s;
+}
+// One client per CUdevice, made on first use (never destroyed).
+std::atomic<DaemonClient*> g_clients[DaemonClient::kMaxDevices] = {};
+std::mutex g_clients_mu;
+std::atomic<int> g_first_device{-1};  // the device of the client made first
+std::atomic<int> g_devices{0};        // GPUs this process sees (0: not known yet)
+}  // namespace
+
+template <class F>
+void DaemonClient::each(F&& f) {
+  for (auto& slot : g_clients)
+    if (DaemonClient* c = slot.load(std::memory_order_acquire)) f(*c);
+}
+
+DaemonClient::DaemonClient(int device) noexcept : device_(device) {}
+
+void DaemonClient::configure(const Config& c) noexcept {
+  try {
+    Settings& s = settings();
+    s.wanted = !c.daemon_socket.empty();
+    s.socket = c.daemon_socket;
+    s.tenant = c.tenant;
+    s.fallback_set = c.request != MaskRequest::kNone;
+    s.grant_timeout_ms = c.grant_timeout_ms;
+    s.hw_priority = c.hw_priority;
+    s.submit_ahead = c.submit_ahead;
+    if (s.wanted) {
+      // A forked child shares the parent's channel mappings but must never
+      // use them (one producer per ring): it runs as if no daemon were configured.
+      static std::once_flag once;
+      std::call_once(once, [] {
+        pthread_atfork(nullptr, nullptr, [] {
+          each([](DaemonClient& me) {
+            me.state_.store(State::kForked, std::memory_order_release);
+            me.tracker_running_.store(false, std::memory_order_release);
+            if (me.sock_ >= 0) ::close(me.sock_);
+            me.sock_ = -1;
+          });
+        });
+      });
+    }
+  } catch (...) {
+    settings().wanted = false;
+  }
+}
+
+bool DaemonClient::wanted_any() noexcept { return settings().wanted; }
+
+DaemonClient& DaemonClient::of_device(int dev) noexcept {
+  alignas(DaemonClient) static unsigned char inert_storage[sizeof(DaemonClient)];
+  static DaemonClient* const inert = new (inert_storage) DaemonClient(-1);  // wants no daemon
+  if (dev < 0 || dev >= kMaxDevices) return *inert;
+  if (DaemonClient* c = g_clients[dev].load(std::memory_order_acquire)) return *c;
+  try {
+    const std::lock_guard<std::mutex> lock(g_clients_mu);
+    if (DaemonClient* c = g_clients[dev].load(std::memory_order_acquire)) return *c;
+    auto* c = new (std::nothrow) DaemonClient(dev);
+    if (c == nullptr) return *inert;
+    const Settings& s = settings();
+    c->wanted_ = s.wanted;
+    c->socket_ = s.socket;
+    c->tenant_ = s.tenant;
+    c->fallback_set_ = s.fallback_set;
+    c->grant_timeout_ms_ = s.grant_timeout_ms;
+    c->hw_priority_ = s.hw_priority;
+    c->submit_ahead_ = s.submit_ahead;
+    int none = -1;
+    g_first_device.compare_exchange_strong(none, dev);
+    g_clients[dev].store(c, std::memory_order_release);
+    return *c;
+  } catch (...) {
+    return *inert;
+  }
+}
+
+DaemonClient& DaemonClient::current() noexcept {
+  int n = g_devices.load(std::memory_order_relaxed);
+  if (n == 1) return of_device(0);
+  const Drv& d = Drv::get();
+  if (n == 0) {
+    if (d.device_count == nullptr || d.device_count(&n) != CUDA_SUCCESS || n <= 0) return of_device(0);
+    g_devices.store(n, std::memory_order_relaxed);
+    if (n == 1) return of_device(0);
+  }
+  CUdevice dev = 0;
+  if (d.ctx_get_device == nullptr || d.ctx_get_device(&dev) != CUDA_SUCCESS) dev = 0;  // no context: its launch fails
+  return of_device(dev);
+}
+
+DaemonClient& DaemonClient::of_stream(CUstream_st* stream, bool ptsz) noexcept {
+  if (stream == nullptr || g_devices.load(std::memory_order_relaxed) <= 1) return current();
+  DaemonClient* found = nullptr;
+  each([&](DaemonClient& c) {
+    if (found != nullptr || c.state_.load(std::memory_order_acquire) == State::kIdle) return;
+    try {
+      const std::lock_guard<std::mutex> lock(c.slots_mu_);
+      if (c.slot_of_.count(key_of(stream, ptsz)) != 0) found = &c;
+    } catch (...) {
+    }
+  });
+  return found != nullptr ? *found : current();
 }
 
 std::uint64_t DaemonClient::now_ns() noexcept {
   timespec t{};
   clock_gettime(CLOCK_MONOTONIC, &t);
   return static_cast<std::uint64_t>(t.tv_sec) * 1'000'000'000ULL + static_cast<std::uint64_t>(t.tv_nsec);
-}
-
-void DaemonClient::configure(const Config& c) noexcept {
-  try {
-    wanted_ = !c.daemon_socket.empty();
-    socket_ = c.daemon_socket;
-    tenant_ = c.tenant;
-    fallback_set_ = c.request != MaskRequest::kNone;
-    grant_timeout_ms_ = c.grant_timeout_ms;
-    hw_priority_ = c.hw_priority;
-    submit_ahead_ = c.submit_ahead;
-    if (wanted_) {
-      // A forked child shares the parent's channel mapping but must never use
-      // it (one producer per ring): it runs as if no daemon were configured.
-      static std::once_flag once;
-      std::call_once(once, [] {
-        pthread_atfork(nullptr, nullptr, [] {
-          DaemonClient& me = DaemonClient::instance();
-          me.state_.store(State::kForked, std::memory_order_release);
-          me.tracker_running_.store(false, std::memory_order_release);
-          if (me.sock_ >= 0) ::close(me.sock_);
-          me.sock_ = -1;
-        });
-      });
-    }
-  } catch (...) {
-    wanted_ = false;
-  }
 }
 
 bool DaemonClient::ready() noexcept {
@@ -196,11 +284,11 @@ bool DaemonClient::ready() noexcept {
 bool DaemonClient::connect_locked() noexcept {
   const bool first = attempts_++ == 0;
   const bool was = registered_once_.load();
-  // The daemon of this thread's GPU where the socket names it (%g).
+  // The daemon of this client's GPU where the socket names it (%g).
   std::string path = socket_;
   std::string gpu_of_thread;
   const bool by_gpu = ipc::names_gpu(socket_);
-  if (by_gpu && current_gpu(&gpu_of_thread)) path = ipc::with_gpu(socket_, gpu_of_thread);
+  if (by_gpu && my_gpu(&gpu_of_thread)) path = ipc::with_gpu(socket_, gpu_of_thread);
   auto fail = [&](const std::string& why) {
     if (sock_ >= 0) ::close(sock_);
     sock_ = -1;
@@ -211,7 +299,7 @@ bool DaemonClient::connect_locked() noexcept {
     }
     return false;
   };
-  if (by_gpu && gpu_of_thread.empty()) return fail("the socket names the GPU (%g), and this thread's GPU is not known");
+  if (by_gpu && gpu_of_thread.empty()) return fail("the socket names the GPU (%g), and this client's GPU is not known");
   auto fd = ipc::connect_socket(path, 200);
   if (!fd) return fail(fd.status().message());
   sock_ = fd.value();
@@ -239,14 +327,14 @@ bool DaemonClient::connect_locked() noexcept {
     return fail(std::string("refused: ") + w.message);
   }
   w.gpu[sizeof w.gpu - 1] = '\0';
-  if (std::string seen; !find_served_device(w.gpu, &seen)) {
-    // Not this process's GPU: nothing of it is the daemon's to schedule.
+  if (std::string mine; !serves_my_gpu(w.gpu, &mine)) {
+    // Another GPU's daemon: nothing this client launches is its to schedule.
     ::close(chfd);
     ::close(sock_);
     sock_ = -1;
     state_.store(State::kOtherGpu, std::memory_order_release);
-    LITHOS_LOG(LogLevel::kWarn, "lithosd at %s schedules %s, which this process does not see (%s); running %s",
-               path.c_str(), w.gpu, seen.c_str(), fallback_set_ ? "on the configured TPC set" : "pass-through");
+    LITHOS_LOG(LogLevel::kWarn, "lithosd at %s schedules %s, not CUDA device %d (%s); launches there run %s",
+               path.c_str(), w.gpu, device_, mine.c_str(), fallback_set_ ? "on the configured TPC set" : "unscheduled");
     return false;
   }
   auto ch = ipc::Channel::attach(chfd);
@@ -288,6 +376,7 @@ bool DaemonClient::connect_locked() noexcept {
   }
   layout_ = layout;
   dev_base_ = dev;
+  if (CUcontext ctx = nullptr; d.ctx_get_current != nullptr && d.ctx_get_current(&ctx) == CUDA_SUCCESS) ctx_ = ctx;
   fallback_[0] = layout->header.fallback[0].load();
   fallback_[1] = layout->header.fallback[1].load();
   high_.store(w.tenant_class == ipc::TenantClass::kHigh, std::memory_order_release);
@@ -341,7 +430,7 @@ bool DaemonClient::alive() noexcept {
 int DaemonClient::slot_of(CUstream_st* stream, bool ptsz) noexcept {
   const std::uintptr_t key = key_of(stream, ptsz);
   const std::uint32_t gen = generation_.load(std::memory_order_acquire);
-  if (key == t_key && gen == t_generation) return static_cast<int>(t_slot);
+  if (key == t_key && gen == t_generation && t_client == this) return static_cast<int>(t_slot);
   try {
     const std::lock_guard<std::mutex> lock(slots_mu_);
     auto it = slot_of_.find(key);
@@ -372,6 +461,7 @@ int DaemonClient::slot_of(CUstream_st* stream, bool ptsz) noexcept {
       s.open.store(true);
       it = slot_of_.emplace(key, free).first;
     }
+    t_client = this;
     t_key = key;
     t_slot = it->second;
     t_generation = gen;
@@ -658,7 +748,7 @@ std::optional<DaemonClient::Ticket> DaemonClient::submit(CUstream_st* stream, bo
     // Submitted when it was queued: the same launch takes that ticket.
     const Ahead a = *t_ahead;
     t_ahead.reset();
-    if (a.ticket.slot == static_cast<std::uint32_t>(slot) && a.kernel == kernel && !graph &&
+    if (a.client == this && a.ticket.slot == static_cast<std::uint32_t>(slot) && a.kernel == kernel && !graph &&
         a.ticket.generation == generation_.load(std::memory_order_acquire)) {
       ahead_taken_.fetch_add(1, std::memory_order_relaxed);
       return a.ticket;
@@ -823,6 +913,9 @@ void DaemonClient::wake_tracker() noexcept {
 // notices a daemon that went away while nothing launched.
 void DaemonClient::tracker() noexcept {
   thread_frame().internal = true;
+  // Markers on a legacy default stream go to the current context's: this
+  // client's GPU (streams of their own name their context).
+  if (const Drv& d = Drv::get(); ctx_ != nullptr && d.ctx_set_current != nullptr) (void)d.ctx_set_current(ctx_);
   bool busy = true;  // a stream dirty or launched on lately: look again soon
   while (tracker_running_.load(std::memory_order_acquire)) {
     if (busy) {
@@ -901,62 +994,28 @@ std::uint32_t DaemonClient::mps_flags() noexcept {
   }
 }
 
-bool DaemonClient::current_gpu(std::string* uuid) noexcept {
+bool DaemonClient::my_gpu(std::string* uuid) const noexcept {
   try {
-    const Drv& d = Drv::get();
-    CUdevice dev = -1;
-    return d.ctx_get_device != nullptr && d.ctx_get_device(&dev) == CUDA_SUCCESS && uuid_of(d, dev, uuid);
+    return device_ >= 0 && uuid_of(Drv::get(), device_, uuid);
   } catch (...) {
     return false;
   }
 }
 
-bool DaemonClient::find_served_device(const std::string& uuid, std::string* why) noexcept {
+bool DaemonClient::serves_my_gpu(const std::string& uuid, std::string* why) noexcept {
   try {
     {
       const std::lock_guard<std::mutex> lock(gpu_mu_);
       gpu_ = uuid;
     }
-    served_device_.store(-1, std::memory_order_relaxed);
-    const Drv& d = Drv::get();
-    int n = 0;
-    if (uuid.empty() || d.device_count == nullptr || d.device_get == nullptr || d.device_uuid == nullptr ||
-        d.device_count(&n) != CUDA_SUCCESS || n <= 0) {
-      scope_.store(Scope::kAll, std::memory_order_relaxed);  // cannot tell: every launch, as before
-      return true;
-    }
-    std::string seen;
-    for (int i = 0; i < n && i < 1024; ++i) {
-      CUdevice dev = 0;
-      std::string text;
-      if (d.device_get(&dev, i) != CUDA_SUCCESS || !uuid_of(d, dev, &text)) continue;
-      if (text == uuid) {
-        served_device_.store(dev, std::memory_order_relaxed);
-        scope_.store(n == 1 ? Scope::kAll : Scope::kPerLaunch, std::memory_order_relaxed);
-        return true;
-      }
-      seen += (seen.empty() ? "" : ", ") + text;
-    }
-    scope_.store(Scope::kNone, std::memory_order_relaxed);
-    *why = "it sees " + (seen.empty() ? std::string("no GPU it can name") : seen);
+    std::string mine;
+    if (uuid.empty() || !my_gpu(&mine)) return true;  // cannot tell: as before, its launches go to the daemon
+    if (mine == uuid) return true;
+    *why = mine;
     return false;
   } catch (...) {
-    scope_.store(Scope::kAll, std::memory_order_relaxed);
     return true;
   }
-}
-
-bool DaemonClient::on_served_device() noexcept {
-  if (scope_.load(std::memory_order_relaxed) != Scope::kPerLaunch) return false;
-  const Drv& d = Drv::get();
-  CUdevice dev = -1;
-  const int served = served_device_.load(std::memory_order_relaxed);
-  if (d.ctx_get_device != nullptr && d.ctx_get_device(&dev) == CUDA_SUCCESS && dev == served) return true;
-  if (!said_other_gpu_.exchange(true, std::memory_order_relaxed)) {
-    LITHOS_LOG(LogLevel::kInfo, "launches on CUDA device %d are not scheduled by lithosd (it schedules device %d)",
-               static_cast<int>(dev), served);
-  }
-  return false;
 }
 
 DaemonClient::Stats DaemonClient::stats() const noexcept {
@@ -1017,12 +1076,9 @@ std::string DaemonClient::stats_json() const {
     const std::lock_guard<std::mutex> lock(gpu_mu_);
     out += ",\"gpu\":" + (gpu_.empty() ? std::string("null") : "\"" + gpu_ + "\"");
   }
-  const Scope sc = scope_.load(std::memory_order_relaxed);
-  out += ",\"launches_scheduled\":\"" +
-         std::string(sc == Scope::kAll    ? "all"
-                     : sc == Scope::kNone ? "none"
-                                          : "on the daemon's GPU only") +
-         "\"";
+  // Of this client's GPU: all, or none where the daemon at its socket schedules another.
+  out += ",\"device\":" + std::to_string(device_) + ",\"launches_scheduled\":\"" +
+         (state_.load(std::memory_order_acquire) == State::kOtherGpu ? "none" : "all") + "\"";
   out += ",\"class\":\"" + std::string(!registered_once() ? "" : high() ? "high" : "best-effort") + "\"";
   out +=
       ",\"reported\":" + num(s.reported) + ",\"markers\":" + num(s.markers) +
@@ -1039,6 +1095,17 @@ std::string DaemonClient::stats_json() const {
       ",\"set\":" + num(s.priorities_set) + ",\"failed\":" + num(s.priority_failures) + "}" +
       ",\"deferred\":" + DeferredLaunches::instance().stats_json() +
       ",\"graph_replay\":" + GraphReplay::instance().stats_json() + "}";
+  return out;
+}
+
+std::string DaemonClient::stats_json_all() {
+  if (!settings().wanted) return {};
+  const int first = g_first_device.load(std::memory_order_acquire);
+  std::string all;
+  int n = 0;
+  each([&](DaemonClient& c) { all += (n++ == 0 ? "" : ",") + c.stats_json(); });
+  std::string out = of_device(first >= 0 ? first : 0).stats_json();
+  if (n > 1 && !out.empty()) out.insert(out.size() - 1, ",\"gpus\":[" + all + "]");
   return out;
 }
 

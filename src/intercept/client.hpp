@@ -47,37 +47,50 @@
 #include "sched/tpc_set.hpp"
 
 struct CUstream_st;
+struct CUctx_st;
 
 namespace lithos::intercept {
 
 class DaemonClient {
  public:
-  static DaemonClient& instance() noexcept;
+  // One client per GPU (CUdevice) the process launches on, each registered
+  // with the lithosd of its GPU (the socket's %g names it), made on first
+  // use and never destroyed (hooks run at exit).
+  static constexpr int kMaxDevices = 64;
+  // The client of the GPU of the calling thread's current context: every
+  // launch hook, which runs in the launch's context (the deferred-launch
+  // worker makes each launch in the context it was queued from). One
+  // relaxed load while the process sees one GPU; otherwise one
+  // cuCtxGetDevice. A device past kMaxDevices gets a client that wants no
+  // daemon (its launches run as if none were configured).
+  static DaemonClient& current() noexcept;
+  // The client that opened a slot for `stream`: a synchronisation, a
+  // capture or a destruction may name a stream of another GPU than the
+  // current context's. current() for a default stream or one no client knows.
+  static DaemonClient& of_stream(CUstream_st* stream, bool ptsz) noexcept;
+  // Once, from the Runtime's constructor, before any client is made: the
+  // settings every GPU's client takes. Connects nothing.
+  static void configure(const Config& c) noexcept;
+  static bool wanted_any() noexcept;
+  // The "daemon" member of lithos_stats_json: the state and counters of the
+  // client made first (the GPU of the process's first launch), and when
+  // the process launched on several GPUs, every client's in "gpus" (each
+  // with its "device"); "" when no daemon is configured.
+  static std::string stats_json_all();
 
-  // Once, from the Runtime's constructor. Connects nothing yet.
-  void configure(const Config& c) noexcept;
   bool wanted() const noexcept { return wanted_; }
   // Connects and registers on first use, reconnects (at most once a second)
   // after the daemon went away. True when the channel is usable now.
-  // Needs an initialised driver (called from launch hooks).
+  // Needs an initialised driver (called from launch hooks, in a thread
+  // whose current context is on this client's GPU).
   bool ready() noexcept;
   bool connected() const noexcept { return state_.load(std::memory_order_acquire) == State::kConnected; }
   bool high() const noexcept { return high_.load(std::memory_order_acquire); }
   // Whether this process registered and was told its class (even if the
   // daemon is gone now): decides the fallback behaviour.
   bool registered_once() const noexcept { return registered_once_.load(std::memory_order_acquire); }
-  // Whether a launch made now (the calling thread's current context) goes to
-  // the GPU lithosd serves (ipc::Welcome::gpu), so that the daemon decides
-  // it. Launches on any other GPU are none of its business: they run as if
-  // no daemon were configured (the process mask or stream masks, if any,
-  // else unmasked) and are not reported. True while that GPU is not known
-  // (not registered yet; a daemon started without a GPU names none); one
-  // relaxed load unless the process sees several GPUs, then one
-  // cuCtxGetDevice per call.
-  bool here() noexcept {
-    if (scope_.load(std::memory_order_relaxed) == Scope::kAll) return true;
-    return on_served_device();
-  }
+  // The CUdevice this client serves (-1: the inert client).
+  int device() const noexcept { return device_; }
 
   // High priority: the tenant's allocation now (false: none published);
   // `lasting`: the one for a launch whose set lasts, a CUDA graph's
@@ -127,6 +140,7 @@ class DaemonClient {
   struct Ahead {
     Ticket ticket;
     std::uint64_t kernel = 0;
+    const DaemonClient* client = nullptr;  // the GPU's client it was submitted to
   };
   class AheadScope {
    public:
@@ -173,25 +187,26 @@ class DaemonClient {
     std::uint64_t ahead = 0, ahead_taken = 0;                 // submitted ahead; taken by their launch
   };
   Stats stats() const noexcept;
-  // State and counters as one JSON object, "" when no daemon is configured
-  // (the "daemon" member of lithos_stats_json).
-  std::string stats_json() const;
 
  private:
-  // kOtherGpu: the daemon serves a GPU this process does not see (another
-  // CUDA_VISIBLE_DEVICES, another node's GPU): never registered, never tried again.
+  // kOtherGpu: the daemon at this GPU's socket serves another GPU (a socket
+  // without %g whose daemon schedules a GPU other than this client's, or
+  // one this process does not see): never registered, never tried again;
+  // launches on this GPU run as if no daemon were configured.
   enum class State : std::uint8_t { kIdle, kConnected, kGone, kFailed, kForked, kOtherGpu };
-  // Which launches go to the daemon's GPU (here()): every one (one GPU
-  // visible, or the daemon's GPU not known), those whose context's device
-  // is served_device_, or none (State::kOtherGpu).
-  enum class Scope : std::uint8_t { kAll, kPerLaunch, kNone };
-  bool on_served_device() noexcept;
-  // At registration: where the daemon's GPU (`uuid`) is among this process's
-  // devices. False when it is not one of them (`why` says what was seen).
-  bool find_served_device(const std::string& uuid, std::string* why) noexcept;
-  // The UUID of the calling thread's current context's GPU; false when no
-  // context is current (or the driver cannot say).
-  static bool current_gpu(std::string* uuid) noexcept;
+  // Whether the daemon's GPU (`uuid`, from its welcome) is this client's
+  // (true when the daemon names none, or the driver cannot tell); `why`
+  // says what this client's GPU is otherwise.
+  bool serves_my_gpu(const std::string& uuid, std::string* why) noexcept;
+  // The UUID of this client's GPU; false when the driver cannot say.
+  bool my_gpu(std::string* uuid) const noexcept;
+  // The client of CUdevice `dev`, made on first use.
+  static DaemonClient& of_device(int dev) noexcept;
+  // Calls f(client) for every client made so far, in device order.
+  template <class F>
+  static void each(F&& f);
+  // This client's state and counters as one JSON object (stats_json_all).
+  std::string stats_json() const;
   struct Slot {
     std::atomic<bool> open{false};
     CUstream_st* stream = nullptr;
@@ -217,7 +232,7 @@ class DaemonClient {
   static constexpr long kTrackerNapNs = 100'000;
   static constexpr std::uint64_t kTrackerBusyNs = 1'000'000;
   static constexpr long kTrackerIdleNapNs = 1'000'000;
-  DaemonClient() = default;
+  explicit DaemonClient(int device) noexcept;
   bool connect_locked() noexcept;
   void disconnect(State why) noexcept;
   bool alive() noexcept;
@@ -260,14 +275,15 @@ class DaemonClient {
   void wake_tracker() noexcept;
   static std::uint64_t now_ns() noexcept;
 
+  const int device_;
   bool wanted_ = false;
   std::string socket_, tenant_;
   bool fallback_set_ = false;  // a TPC set was configured (config().request): said when the daemon is not there
-  std::atomic<Scope> scope_{Scope::kAll};
-  std::atomic<int> served_device_{-1};  // Scope::kPerLaunch: the CUdevice lithosd serves
   mutable std::mutex gpu_mu_;
-  std::string gpu_;                          // its UUID, from the welcome ("" : not named); guarded by gpu_mu_
-  std::atomic<bool> said_other_gpu_{false};  // a launch on another GPU was logged
+  std::string gpu_;  // the daemon's GPU UUID, from the welcome ("" : not named); guarded by gpu_mu_
+  // The context current when it registered: the tracker writes its
+  // markers in it (a legacy default stream names no context of its own).
+  CUctx_st* ctx_ = nullptr;
   double grant_timeout_ms_ = 500;
   bool hw_priority_ = true;
   bool submit_ahead_ = false;

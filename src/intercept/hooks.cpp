@@ -267,7 +267,7 @@ constexpr std::uint64_t kGraphUploadSalt = 0x75706c6f61640000ULL;  // "upload"
 template <class Launch>
 CUresult granted_whole(const LaunchInfo& li, CUstream stream, bool ptsz, const LaunchIdentity& id, bool graph,
                        Launch&& launch, const std::optional<sched::TpcSet>& pinned = std::nullopt) {
-  DaemonClient& dc = DaemonClient::instance();
+  DaemonClient& dc = DaemonClient::current();
   const auto ticket = dc.submit(stream, ptsz, li, id, 1, true, graph, pinned ? &*pinned : nullptr);
   ipc::GrantMsg g;
   if (!ticket || !dc.next_grant(*ticket, &g)) {
@@ -317,7 +317,7 @@ CUresult run_atoms(const FunctionEntry& e, const Atomizer::Launch& l, BoundsPara
 template <class Launch>
 CUresult run_granted(const FunctionEntry& e, const LaunchInfo& li, CUstream stream, bool ptsz, std::uint64_t unit,
                      BoundsParams& bp, Launch&& launch) {
-  DaemonClient& dc = DaemonClient::instance();
+  DaemonClient& dc = DaemonClient::current();
   const std::uint64_t total = li.grid.count();
   const auto ticket = dc.submit(stream, ptsz, li, Runtime::instance().identity(li.function, true),
                                 static_cast<std::uint32_t>(std::min<std::uint64_t>(unit, UINT32_MAX)), false, false);
@@ -363,15 +363,16 @@ void launch_attributes(const CUlaunchConfig* cfg, std::uint32_t cluster[3], bool
   }
 }
 
-// Whether this launch of the process goes through lithosd as best effort
-// (not on a GPU the daemon does not serve: DaemonClient::here). Registers on
-// first use (high-priority processes too: they learn their class here,
-// before their first launch is made).
+// Whether this launch of the process goes through lithosd as best effort,
+// through the client of the launch's GPU (DaemonClient::current; not where
+// the daemon at that GPU's socket serves another). Registers on first use
+// (high-priority processes too: they learn their class here, before their
+// first launch is made).
 bool be_daemon() noexcept {
-  DaemonClient& dc = DaemonClient::instance();
+  DaemonClient& dc = DaemonClient::current();
   if (!dc.wanted() || thread_frame().runs_free) return false;
   const bool up = dc.ready();
-  return !dc.high() && (up || dc.registered_once()) && dc.here();
+  return !dc.high() && (up || dc.registered_once());
 }
 
 // Atom boundaries of a granted launch: whole clusters (sched::atom_unit; 0
@@ -578,7 +579,7 @@ CUresult be_launch(Fn fn, CUstream stream, A... a) {
     // in its node: a replay cuts it into atoms (graph_replay.hpp).
     return atomizing ? launch_maybe_atomized<Id, true>(fn, stream, a...) : launch_one<Id, true>(fn, stream, a...);
   }
-  if (sched::TpcSet free; DaemonClient::instance().runs_free(&free)) {
+  if (sched::TpcSet free; DaemonClient::current().runs_free(&free)) {
     // Nothing to protect: at once, on the allocation, reported after.
     const RunsFreeScope scope(free);
     return atomizing ? launch_maybe_atomized<Id, false>(fn, stream, a...) : launch_one<Id>(fn, stream, a...);
@@ -601,7 +602,7 @@ CUresult be_launch(Fn fn, CUstream stream, A... a) {
 template <HookId Id, class... A>
 std::optional<DaemonClient::Ahead> submit_ahead(CUstream stream, const A&... a) noexcept {
   constexpr HookInfo info = hook_info(Id);
-  DaemonClient& dc = DaemonClient::instance();
+  DaemonClient& dc = DaemonClient::current();
   if (!dc.submit_ahead() || !dc.connected()) return std::nullopt;
   if (sched::TpcSet free; dc.runs_free(&free)) return std::nullopt;
   Atomizer& az = Atomizer::instance();
@@ -617,7 +618,7 @@ std::optional<DaemonClient::Ahead> submit_ahead(CUstream stream, const A&... a) 
                      : dc.submit(stream, info.ptsz, li, id, 1, true, false);
   if (!t) return std::nullopt;
   dc.count_ahead();
-  return DaemonClient::Ahead{*t, id.kernel};
+  return DaemonClient::Ahead{*t, id.kernel, &dc};
 }
 
 // Queues a best-effort launch for the worker with its arguments copied.
@@ -652,7 +653,7 @@ bool defer_launch(Fn fn, CUstream stream, A... a) {
         std::get<2>(args) = copy->params();
         std::get<3>(args) = copy->extra();
       }
-      if (!DaemonClient::instance().submit_ahead()) {
+      if (!DaemonClient::current().submit_ahead()) {
         return DeferredLaunches::instance().push(
             [fn, stream, args, copy]() -> int {
               return std::apply([&](auto... x) { return static_cast<int>(be_launch<Id>(fn, stream, x...)); }, args);
@@ -698,7 +699,7 @@ int replay_step(const ReplayStep& step, CUstream stream) noexcept {
         return be_launch<HookId::cuLaunchKernelEx>(ex, stream, &cfg, k->function, k->params, k->extra);
       // An atom cut at capture: its node's parameters (bounds included) as they are, one grant.
       const LaunchInfo li = launch_info<HookId::cuLaunchKernelEx>(&cfg, k->function, k->params, k->extra);
-      if (sched::TpcSet free; DaemonClient::instance().runs_free(&free)) {
+      if (sched::TpcSet free; DaemonClient::current().runs_free(&free)) {
         const RunsFreeScope scope(free);
         return launch_one<HookId::cuLaunchKernelEx>(ex, stream, &cfg, k->function, k->params, k->extra);
       }
@@ -913,7 +914,7 @@ CUresult dispatch_call(Fn fn, CUstream stream, A... a) {
       std::optional<RunsFreeScope> free_scope;
       if (be_daemon()) {
         const std::optional<sched::TpcSet> pinned = rt.graph_pinned(exec);
-        if (sched::TpcSet free; !first_build_for_good(pinned) && DaemonClient::instance().runs_free(&free)) {
+        if (sched::TpcSet free; !first_build_for_good(pinned) && DaemonClient::current().runs_free(&free)) {
           // Built already, it runs on the set it was built with whatever it
           // is given: given that set, it is not taken for a stale launch.
           if (pinned) free = *pinned;
@@ -984,11 +985,11 @@ CUresult dispatch_call(Fn fn, CUstream stream, A... a) {
     return r;
   } else if constexpr (info.kind == HookKind::kSync) {
     constexpr bool every_stream = Id == HookId::cuCtxSynchronize || Id == HookId::cuCtxSynchronize_v2;
-    DaemonClient& dc = DaemonClient::instance();
-    // A context's synchronisation covers the daemon's streams only if it is
-    // a context of the daemon's GPU (a stream's names its own stream).
-    const auto points = dc.wanted() && (!every_stream || dc.here()) ? dc.sync_points(stream, info.ptsz, every_stream)
-                                                                    : std::vector<DaemonClient::SyncPoint>{};
+    // A context's synchronisation covers the streams of its GPU's client; a
+    // stream's, those of the client that knows the stream.
+    DaemonClient& dc = every_stream ? DaemonClient::current() : DaemonClient::of_stream(stream, info.ptsz);
+    const auto points =
+        dc.wanted() ? dc.sync_points(stream, info.ptsz, every_stream) : std::vector<DaemonClient::SyncPoint>{};
     const CUresult r = fn(a...);
     if (r == CUDA_SUCCESS) dc.synced(points);
     return r;
@@ -1075,7 +1076,7 @@ CUresult dispatch_call(Fn fn, CUstream stream, A... a) {
     constexpr std::string_view name = info.name;
     if constexpr (name.starts_with("cuStreamBeginCapture")) {
       // Not while the tracker writes this stream's marker (hold_markers).
-      const auto hold = DaemonClient::instance().hold_markers(stream, info.ptsz);
+      const auto hold = DaemonClient::of_stream(stream, info.ptsz).hold_markers(stream, info.ptsz);
       const CUresult r = fn(a...);
       if (r == CUDA_SUCCESS) stream_captures().fetch_add(1, std::memory_order_acq_rel);
       return r;

@@ -75,7 +75,7 @@ Runtime::Runtime() {
   }
   log_set_level(config_.log_level);
   Atomizer::instance().configure(config_);
-  DaemonClient::instance().configure(config_);
+  DaemonClient::configure(config_);
   DeferredLaunches::instance().configure(config_.defer_launches && !config_.daemon_socket.empty(), config_.defer_depth);
   GraphReplay::instance().configure(config_.graph_replay && !config_.daemon_socket.empty());
   pthread_atfork(nullptr, nullptr, [] {
@@ -216,6 +216,11 @@ void Runtime::attach_slow() noexcept {
     cu_device_get_uuid_ = driver.symbol("cuDeviceGetUuid_v2");
     if (cu_device_get_uuid_ == nullptr) cu_device_get_uuid_ = driver.symbol("cuDeviceGetUuid");
     follow_first_gpu_locked();
+    if (map_) {
+      auto view = std::make_unique<GpuView>(GpuView{*map_, topology_, live_});
+      primary_view_.store(view.get(), std::memory_order_release);
+      view_store_.push_back(std::move(view));
+    }
 
     Backend b = backend_.load(std::memory_order_acquire);
     if (config_.backend == BackendChoice::kOff) {
@@ -235,7 +240,7 @@ void Runtime::attach_slow() noexcept {
       const MaskEntry* process = process_mask_.load(std::memory_order_acquire);
       // Under lithosd every launch may get a set: the callback is needed.
       const bool wanted = (process != nullptr && !process->whole) ||
-                          stream_mask_count_.load(std::memory_order_acquire) > 0 || DaemonClient::instance().wanted();
+                          stream_mask_count_.load(std::memory_order_acquire) > 0 || DaemonClient::wanted_any();
       if (wanted) {
         b = install_callback_locked();
       } else {
@@ -332,24 +337,95 @@ void Runtime::follow_first_gpu_locked() {
                static_cast<int>(dev), uuid.c_str(), map_->gpu_uuid.c_str(), map_->gpu_uuid.c_str());
     return;
   }
-  std::vector<std::string> dirs;
-  if (const auto slash = config_.slot_map_path.rfind('/'); slash != std::string::npos)
-    dirs.push_back(config_.slot_map_path.substr(0, slash == 0 ? 1 : slash));
-  dirs.push_back(gpu::default_cache_dir());
-  for (const std::string& dir : dirs) {
-    const std::string path = gpu::slot_map_cache_path(dir, uuid, map_->driver_version);
-    auto loaded = gpu::slot_map_load(path);
-    if (!loaded || loaded.value().gpu_uuid != uuid) continue;
+  std::string looked;
+  if (auto cached = cached_map_locked(uuid, &looked)) {
     LITHOS_LOG(LogLevel::kInfo, "the first launch is on device %d (%s): its slot map replaces %s's",
                static_cast<int>(dev), uuid.c_str(), map_->gpu_uuid.c_str());
-    use_map_locked(std::move(loaded).value(), path);
+    use_map_locked(std::move(cached->first), cached->second);
     apply_request_locked();
     return;
   }
   LITHOS_LOG(LogLevel::kWarn,
              "the first launch is on device %d (%s), which has no calibrated slot map (looked in %s): masks apply "
              "on %s only; run `lithos calibrate --device %d`",
-             static_cast<int>(dev), uuid.c_str(), dirs.back().c_str(), map_->gpu_uuid.c_str(), static_cast<int>(dev));
+             static_cast<int>(dev), uuid.c_str(), looked.c_str(), map_->gpu_uuid.c_str(), static_cast<int>(dev));
+}
+
+std::optional<std::pair<gpu::SlotMap, std::string>> Runtime::cached_map_locked(const std::string& uuid,
+                                                                               std::string* looked) {
+  std::vector<std::string> dirs;
+  if (const auto slash = config_.slot_map_path.rfind('/'); slash != std::string::npos)
+    dirs.push_back(config_.slot_map_path.substr(0, slash == 0 ? 1 : slash));
+  dirs.push_back(gpu::default_cache_dir());
+  for (const std::string& dir : dirs) {
+    std::string path = gpu::slot_map_cache_path(dir, uuid, map_->driver_version);
+    auto loaded = gpu::slot_map_load(path);
+    if (loaded && loaded.value().gpu_uuid == uuid) return std::make_pair(std::move(loaded).value(), std::move(path));
+  }
+  *looked = dirs.back();
+  return std::nullopt;
+}
+
+// The daemon's sets are a GPU's own TPC numbers: a launch on a GPU other
+// than the configured map's is masked with that GPU's map, loaded once.
+const GpuView* Runtime::view_here() noexcept {
+  switch (device_check_.load(std::memory_order_acquire)) {
+    case DeviceCheck::kAll: return primary_view_.load(std::memory_order_acquire);
+    case DeviceCheck::kNone: return nullptr;  // one GPU, not the map's
+    case DeviceCheck::kPerLaunch: break;
+  }
+  CUdevice dev = 0;
+  if (cu_ctx_get_device_ == nullptr || reinterpret_cast<CtxGetDeviceFn>(cu_ctx_get_device_)(&dev) != CUDA_SUCCESS ||
+      dev < 0 || dev >= static_cast<int>(views_.size())) {
+    return nullptr;
+  }
+  const auto d = static_cast<std::size_t>(dev);
+  if (const GpuView* v = views_[d].load(std::memory_order_acquire)) return v;
+  if (no_view_[d].load(std::memory_order_acquire)) return nullptr;
+  return load_view(dev);
+}
+
+const GpuView* Runtime::load_view(int dev) noexcept {
+  InternalScope internal;
+  const auto d = static_cast<std::size_t>(dev);
+  try {
+    const std::lock_guard<std::mutex> lock(mu_);
+    if (const GpuView* v = views_[d].load(std::memory_order_acquire)) return v;
+    if (no_view_[d].load(std::memory_order_acquire)) return nullptr;
+    CUuuid u{};
+    const GpuView* v = nullptr;
+    if (map_ && cu_device_get_uuid_ != nullptr &&
+        reinterpret_cast<DeviceGetUuidFn>(cu_device_get_uuid_)(&u, dev) == CUDA_SUCCESS) {
+      const std::string uuid = gpu::uuid_text(u.bytes);
+      std::string looked;
+      if (uuid == map_->gpu_uuid) {
+        v = primary_view_.load(std::memory_order_acquire);
+      } else if (auto cached = cached_map_locked(uuid, &looked)) {
+        auto view = std::make_unique<GpuView>();
+        view->topology = cached->first.topology;
+        view->live = cached->first.live_set();
+        view->map = std::move(cached->first);
+        v = view.get();
+        view_store_.push_back(std::move(view));
+        LITHOS_LOG(LogLevel::kInfo, "device %d (%s): slot map %s for the sets lithosd decides there", dev, uuid.c_str(),
+                   cached->second.c_str());
+      } else if (DaemonClient::wanted_any()) {
+        LITHOS_LOG(LogLevel::kWarn,
+                   "device %d (%s) has no calibrated slot map (looked in %s): lithosd's sets cannot be applied "
+                   "there, its launches run on the whole GPU; run `lithos calibrate --device %d`",
+                   dev, uuid.c_str(), looked.c_str(), dev);
+      }
+    }
+    if (v != nullptr) {
+      views_[d].store(v, std::memory_order_release);
+    } else {
+      no_view_[d].store(true, std::memory_order_release);
+    }
+    return v;
+  } catch (...) {
+    counters_.bump(counters_.internal_errors);
+    return nullptr;
+  }
 }
 
 bool Runtime::device_ok() noexcept {
@@ -409,26 +485,30 @@ std::optional<Runtime::Choice> Runtime::choose(CUstream_st* stream, bool ptsz, S
     }
     return std::nullopt;
   }
-  // A granted launch (daemon client): exactly the granted set.
+  // A granted launch (daemon client): exactly the granted set, on the slot
+  // map of the launch's GPU (the grant came from that GPU's daemon).
   ThreadFrame& f = t_frame;
-  if (f.granted && map_) {
-    if (f.grant.empty() || f.grant == live_) {
-      *why = SkipReason::kWholeLiveSet;
-      return std::nullopt;
-    }
-    return Choice{slots_for(f.grant & live_), f.grant & live_};
-  }
-  // A high-priority tenant of lithosd: its current allocation (the last one
-  // published if the daemon went away), the lasting one for a graph.
-  if (DaemonClient& dc = DaemonClient::instance(); dc.registered_once() && dc.high() && map_ && dc.here()) {
-    sched::TpcSet a;
-    if (dc.allocation(&a, lasting)) {
-      a &= live_;
-      if (a.empty() || a == live_) {
+  if (f.granted) {
+    if (const GpuView* v = view_here()) {
+      if (f.grant.empty() || f.grant == v->live) {
         *why = SkipReason::kWholeLiveSet;
         return std::nullopt;
       }
-      return Choice{slots_for(a), a};
+      return Choice{slots_for(*v, f.grant & v->live), f.grant & v->live, v};
+    }
+  }
+  // A high-priority tenant of lithosd: its current allocation on the
+  // launch's GPU (the last one published if the daemon went away), the
+  // lasting one for a graph.
+  if (DaemonClient& dc = DaemonClient::current(); dc.registered_once() && dc.high()) {
+    sched::TpcSet a;
+    if (const GpuView* v = view_here(); v != nullptr && dc.allocation(&a, lasting)) {
+      a &= v->live;
+      if (a.empty() || a == v->live) {
+        *why = SkipReason::kWholeLiveSet;
+        return std::nullopt;
+      }
+      return Choice{slots_for(*v, a), a, v};
     }
   }
   MaskEntry entry;
@@ -462,7 +542,7 @@ std::optional<Runtime::Choice> Runtime::choose(CUstream_st* stream, bool ptsz, S
     *why = SkipReason::kOtherDevice;
     return std::nullopt;
   }
-  return Choice{entry.slots, entry.tpcs};
+  return Choice{entry.slots, entry.tpcs, primary_view_.load(std::memory_order_acquire)};
 }
 
 void Runtime::begin_launch(HookId id, CUstream_st* stream, bool ptsz, const LaunchInfo& launch) {
@@ -473,13 +553,15 @@ void Runtime::begin_launch(HookId id, CUstream_st* stream, bool ptsz, const Laun
   f.kind = CallKind::kLaunch;
   f.descriptors = 0;
   f.needs = {};
+  f.view = nullptr;
   SkipReason why = SkipReason::kNotRequested;
   const auto choice = choose(stream, ptsz, &why);
   f.has_mask = choice.has_value();
   if (choice) {
     f.mask = choice->slots;
     f.tpcs = choice->tpcs;
-    f.needs = launch_needs(launch, f.tpcs);
+    f.view = choice->view;
+    f.needs = launch_needs(launch, f.tpcs, f.view);
   } else if (backend_.load(std::memory_order_relaxed) != Backend::kGreen) {  // green: confined by routing
     counters_.skip(why);
   }
@@ -495,7 +577,8 @@ void Runtime::begin_launch(HookId id, CUstream_st* stream, bool ptsz, const Laun
   before_immediate_launch(stream, ptsz);
 }
 
-sched::LaunchNeeds Runtime::launch_needs(const LaunchInfo& launch, const sched::TpcSet& tpcs) noexcept {
+sched::LaunchNeeds Runtime::launch_needs(const LaunchInfo& launch, const sched::TpcSet& tpcs,
+                                         const GpuView* v) noexcept {
   if (launch.multi_device) return launch.merged;
   sched::LaunchNeeds n;
   try {
@@ -504,7 +587,7 @@ sched::LaunchNeeds Runtime::launch_needs(const LaunchInfo& launch, const sched::
     // for sets without one.
     if (launch.cluster_attr) {
       n = sched::cluster_needs(launch.cluster);
-    } else if (sched::max_cluster_sms(topology_, tpcs) < 16) {
+    } else if (v == nullptr || sched::max_cluster_sms(v->topology, tpcs) < 16) {
       n = sched::cluster_needs(static_cluster(launch.function));
     }
     if (launch.cooperative) {
@@ -596,19 +679,19 @@ int Runtime::blocks_per_sm(const void* function, std::uint64_t threads, std::uin
   return n;
 }
 
-gpu::SlotMask Runtime::slots_for(const sched::TpcSet& tpcs) noexcept {
+gpu::SlotMask Runtime::slots_for(const GpuView& v, const sched::TpcSet& tpcs) noexcept {
   thread_local sched::TpcSet t_last;
   thread_local gpu::SlotMask t_slots = gpu::SlotMask::all();
-  thread_local const void* t_map = nullptr;
-  if (tpcs == t_last && t_map == &*map_) return t_slots;
+  thread_local const void* t_view = nullptr;
+  if (tpcs == t_last && t_view == &v) return t_slots;
   gpu::SlotMask m = gpu::SlotMask::all();
   for (int s = 0; s < gpu::kMaxSlots; ++s) {
-    const int t = map_->tpc_of_slot[static_cast<std::size_t>(s)];
+    const int t = v.map.tpc_of_slot[static_cast<std::size_t>(s)];
     if (t >= 0 && tpcs.test(t)) m.set_disabled(s, false);
   }
   t_last = tpcs;
   t_slots = m;
-  t_map = &*map_;
+  t_view = &v;
   return m;
 }
 
@@ -647,29 +730,31 @@ std::uint64_t Runtime::kernel_id(const void* function) noexcept {
 }
 
 // Whether this thread's launch goes out at once and is reported to lithosd
-// (a high-priority tenant, or best effort running free) while connected, on
-// the GPU the daemon serves.
+// (a high-priority tenant, or best effort running free) while the client of
+// the launch's GPU is connected.
 static bool made_at_once(DaemonClient& dc) noexcept {
-  return dc.wanted() && (dc.high() || t_frame.runs_free) && dc.connected() && dc.here();
+  return dc.wanted() && (dc.high() || t_frame.runs_free) && dc.connected();
 }
 
 void Runtime::before_immediate_launch(CUstream_st* stream, bool ptsz) noexcept {
-  DaemonClient& dc = DaemonClient::instance();
+  DaemonClient& dc = DaemonClient::current();
   if (made_at_once(dc)) dc.before_immediate(stream, ptsz);
 }
 
 void Runtime::after_launch(CUstream_st* stream, bool ptsz, const LaunchInfo& launch, bool graph) noexcept {
-  DaemonClient& dc = DaemonClient::instance();
+  DaemonClient& dc = DaemonClient::current();
   if (made_at_once(dc)) {
     const LaunchIdentity id = identity(launch.function, !graph);
     dc.report_running(stream, ptsz, launch, id.kernel, graph, id.statics);
   }
 }
 
-bool Runtime::safe_mask(const sched::TpcSet& tpcs, const sched::LaunchNeeds& needs, gpu::SlotMask* mask) noexcept {
-  if (!needs.any() || !map_) return true;
+bool Runtime::safe_mask(const GpuView* v, const sched::TpcSet& tpcs, const sched::LaunchNeeds& needs,
+                        gpu::SlotMask* mask) noexcept {
+  if (!needs.any()) return true;
+  if (v == nullptr) return false;  // cannot tell what is safe: only the whole GPU
   if (needs.cluster_sms > 1) counters_.bump(counters_.cluster_descriptors);
-  const sched::Fit fit = sched::fit_tpcs(topology_, needs, tpcs, live_);
+  const sched::Fit fit = sched::fit_tpcs(v->topology, needs, tpcs, v->live);
   switch (fit.action) {
     case sched::FitAction::kAsIs: return true;
     case sched::FitAction::kWhole: counters_.bump(counters_.whole_by_rule); return false;
@@ -678,7 +763,7 @@ bool Runtime::safe_mask(const sched::TpcSet& tpcs, const sched::LaunchNeeds& nee
   counters_.bump(fit.reason == sched::FitReason::kCooperative ? counters_.widened_cooperative
                                                               : counters_.widened_cluster);
   // The widened set's slots (every TPC of it is live, so each has a slot).
-  *mask = slots_for(fit.tpcs);
+  *mask = slots_for(*v, fit.tpcs);
   return true;
 }
 
@@ -696,6 +781,7 @@ void Runtime::on_descriptor(std::uint8_t* qmd) noexcept {
   gpu::SlotMask mask{};
   sched::TpcSet tpcs;
   sched::LaunchNeeds needs;
+  const GpuView* view = nullptr;
   bool apply = false;
   switch (f.kind) {
     case CallKind::kLaunch:
@@ -705,6 +791,7 @@ void Runtime::on_descriptor(std::uint8_t* qmd) noexcept {
       mask = f.mask;
       tpcs = f.tpcs;
       needs = f.needs;
+      view = f.view;
       break;
     case CallKind::kGraph:
       counters_.bump(counters_.descriptors_in_graph);
@@ -713,6 +800,7 @@ void Runtime::on_descriptor(std::uint8_t* qmd) noexcept {
       mask = f.mask;
       tpcs = f.tpcs;
       needs = f.needs;
+      view = f.view;
       break;
     case CallKind::kNone: {
       counters_.bump(counters_.descriptors_outside);
@@ -725,6 +813,7 @@ void Runtime::on_descriptor(std::uint8_t* qmd) noexcept {
         apply = true;
         mask = e->slots;
         tpcs = e->tpcs;
+        view = primary_view_.load(std::memory_order_acquire);
       }
       break;
     }
@@ -753,7 +842,7 @@ void Runtime::on_descriptor(std::uint8_t* qmd) noexcept {
     gpu::QmdCluster c;
     if (gpu::qmd_cluster_dims(qmd, v, &c) && c.count() > 1) needs |= sched::cluster_needs({c.x, c.y, c.z});
   }
-  if (!safe_mask(tpcs, needs, &mask)) return;  // only the whole GPU is safe: leave the descriptor unmasked
+  if (!safe_mask(view, tpcs, needs, &mask)) return;  // only the whole GPU is safe: leave the descriptor unmasked
   try {
     const Status st = gpu::qmd_write_mask(qmd, v, mask);
     if (st.is_ok()) {
@@ -794,13 +883,15 @@ Runtime::GraphCall Runtime::begin_graph(CUgraphExec_st* exec, CUstream_st* strea
   // does before its first kernel launch: a graph instantiated first would
   // otherwise be built without the tenant's set and keep that for every
   // replay (a service's graph on the whole GPU, other quotas included).
-  if (DaemonClient& dc = DaemonClient::instance(); dc.wanted() && !dc.registered_once()) dc.ready();
+  if (DaemonClient& dc = DaemonClient::current(); dc.wanted() && !dc.registered_once()) dc.ready();
   SkipReason why = SkipReason::kNotRequested;
   const auto choice = choose(stream, ptsz, &why, /*lasting=*/true);
+  f.view = nullptr;
   if (choice) {
     f.has_mask = true;
     f.mask = choice->slots;
     f.tpcs = choice->tpcs;
+    f.view = choice->view;
   }
   if (graph != nullptr) f.needs = graph_needs(graph);  // kept with the exec by end_graph_instantiate
   if (exec != nullptr) {
@@ -900,7 +991,7 @@ void Runtime::end_graph_instantiate(bool ok, CUgraphExec_st* exec) noexcept {
   const ThreadFrame& f = t_frame;
   try {
     const std::lock_guard<std::mutex> lock(graphs_mu_);
-    graphs_[exec] = ExecRecord{f.descriptors > 0, f.has_mask, f.mask, f.needs, f.tpcs};
+    graphs_[exec] = ExecRecord{f.descriptors > 0, f.has_mask, f.mask, f.needs, f.tpcs, f.view};
   } catch (...) {
     counters_.bump(counters_.internal_errors);
   }
@@ -912,7 +1003,7 @@ void Runtime::end_graph_launch(bool ok, CUgraphExec_st* exec, const GraphCall& c
   if (f.descriptors > 0) {
     try {
       const std::lock_guard<std::mutex> lock(graphs_mu_);
-      graphs_[exec] = ExecRecord{true, f.has_mask, f.mask, f.needs, f.tpcs};
+      graphs_[exec] = ExecRecord{true, f.has_mask, f.mask, f.needs, f.tpcs, f.view};
     } catch (...) {
       counters_.bump(counters_.internal_errors);
     }
@@ -928,14 +1019,17 @@ void Runtime::end_graph_launch(bool ok, CUgraphExec_st* exec, const GraphCall& c
 }
 
 std::optional<sched::TpcSet> Runtime::graph_pinned(CUgraphExec_st* exec) noexcept {
-  if (exec == nullptr || backend_.load(std::memory_order_acquire) != Backend::kDescriptor || !map_) return std::nullopt;
+  if (exec == nullptr || backend_.load(std::memory_order_acquire) != Backend::kDescriptor) return std::nullopt;
   try {
     const std::lock_guard<std::mutex> lock(graphs_mu_);
     const auto it = graphs_.find(exec);
     if (it == graphs_.end() || !it->second.built) return std::nullopt;
     const ExecRecord& r = it->second;
-    if (!r.has_mask) return live_;
-    return sched::fit_tpcs(topology_, r.needs, r.tpcs, live_).tpcs;
+    // Built unmasked: every TPC of the GPU it runs on.
+    const GpuView* v = r.has_mask ? r.view : view_here();
+    if (v == nullptr) return std::nullopt;
+    if (!r.has_mask) return v->live;
+    return sched::fit_tpcs(v->topology, r.needs, r.tpcs, v->live).tpcs;
   } catch (...) {
     counters_.bump(counters_.internal_errors);
     return std::nullopt;
@@ -956,7 +1050,7 @@ void Runtime::forget_graph_exec(CUgraphExec_st* exec) noexcept {
 // Streams and kernel names
 
 void Runtime::forget_stream(CUstream_st* stream, bool ptsz) noexcept {
-  DaemonClient::instance().forget_stream(stream, ptsz);
+  DaemonClient::of_stream(stream, ptsz).forget_stream(stream, ptsz);
   if (stream != nullptr && backend_.load(std::memory_order_acquire) == Backend::kGreen) {
     try {
       const std::lock_guard<std::mutex> lock(green_routes_mu_);
@@ -1144,7 +1238,7 @@ Runtime::GreenRoute Runtime::green_route(CUstream_st* stream, bool ptsz, const L
   if (launch != nullptr) {
     // The rule, for the partition's fixed set: a launch it could hang stays
     // on the caller's stream, which runs on every SM.
-    const sched::LaunchNeeds needs = launch_needs(*launch, green_tpcs_);
+    const sched::LaunchNeeds needs = launch_needs(*launch, green_tpcs_, primary_view_.load(std::memory_order_acquire));
     if (needs.any() && sched::fit_tpcs(topology_, needs, green_tpcs_, green_live_).action != sched::FitAction::kAsIs) {
       counters_.bump(counters_.green_unrouted);
       return route;
@@ -1312,7 +1406,7 @@ StatsHeader Runtime::stats_header() noexcept {
       h.process_mask = "?";
     }
     h.driver_used = RealDriver::instance().driver_in_process();
-    h.daemon_json = DaemonClient::instance().stats_json();
+    h.daemon_json = DaemonClient::stats_json_all();
   } catch (...) {
     h.backend = "?";
   }

@@ -69,6 +69,14 @@ inline constexpr int kApiNoSlotMap = -2;    // no slot map loaded (LITHOS_SLOT_M
 inline constexpr int kApiUnsupported = -3;  // the backend in use cannot do this (green, off)
 inline constexpr int kApiInternal = -4;     // lithos failed inside; nothing changed
 
+// One GPU's slot map and what the masks of launches on it need of it
+// (Runtime::view_here): its topology and its live TPCs.
+struct GpuView {
+  gpu::SlotMap map;
+  sched::Topology topology;
+  sched::TpcSet live;
+};
+
 class Runtime {
  public:
   // Created on first use, never destroyed (hooks can run during exit).
@@ -90,12 +98,15 @@ class Runtime {
   // the kernel's occupancy. Asks the driver (cached per function).
   // `tpcs`: the set it is about to get (a set with a whole 8-TPC GPC holds
   // any cluster, so the compile-time shape need not be looked up).
-  sched::LaunchNeeds launch_needs(const LaunchInfo& launch, const sched::TpcSet& tpcs) noexcept;
+  // `v`: the slot map of the GPU the set is on (null: assume no GPC whole).
+  sched::LaunchNeeds launch_needs(const LaunchInfo& launch, const sched::TpcSet& tpcs, const GpuView* v) noexcept;
   // The rule every descriptor mask obeys (sched::fit_tpcs): widens *mask,
   // which enables `tpcs`, until a launch with `needs` cannot hang on it.
   // False when only the whole GPU is safe: no mask may be written then.
   // Counts what it did. Never allocates or locks (descriptor callback).
-  bool safe_mask(const sched::TpcSet& tpcs, const sched::LaunchNeeds& needs, gpu::SlotMask* mask) noexcept;
+  // `v`: the slot map of the GPU the mask is for (null: nothing to widen with).
+  bool safe_mask(const GpuView* v, const sched::TpcSet& tpcs, const sched::LaunchNeeds& needs,
+                 gpu::SlotMask* mask) noexcept;
   // After it: counts a launch whose descriptor never showed.
   void end_launch() noexcept;
 
@@ -207,15 +218,26 @@ class Runtime {
   struct Choice {
     gpu::SlotMask slots;
     sched::TpcSet tpcs;
+    const GpuView* view = nullptr;  // the GPU's slot map the mask is made with
   };
   // `lasting`: the set stays with what the launch builds (a CUDA graph's
   // descriptors), so a high-priority tenant of lithosd gets its lasting set.
   std::optional<Choice> choose(CUstream_st* stream, bool ptsz, SkipReason* why, bool lasting = false) noexcept;
   // The merged needs of a graph's kernel nodes (child graphs included).
   sched::LaunchNeeds graph_needs(void* graph) noexcept;
-  // The descriptor mask enabling exactly `tpcs` (every TPC live), cached per
-  // thread for the last set asked.
-  gpu::SlotMask slots_for(const sched::TpcSet& tpcs) noexcept;
+  // The descriptor mask enabling exactly `tpcs` (every TPC live) on `v`'s
+  // GPU, cached per thread for the last set asked.
+  static gpu::SlotMask slots_for(const GpuView& v, const sched::TpcSet& tpcs) noexcept;
+  // The slot map of the GPU of the calling thread's current context, for
+  // the sets lithosd decides (grants, a high-priority tenant's allocation):
+  // the configured map's GPU (the first launch's), or another GPU's map
+  // from the calibration cache, loaded at its first launch (load_view).
+  // Null when that GPU has none: its launches are not masked.
+  const GpuView* view_here() noexcept;
+  const GpuView* load_view(int dev) noexcept;
+  // A calibrated slot map of GPU `uuid` from the cache (the configured
+  // map's folder, then the default one); `looked` names the last folder.
+  std::optional<std::pair<gpu::SlotMap, std::string>> cached_map_locked(const std::string& uuid, std::string* looked);
   // Compile-time cluster shape of a function (CU_FUNC_ATTRIBUTE_REQUIRED_
   // CLUSTER_*), cached per handle; {1,1,1} when none or unknown.
   sched::Dim3 static_cluster(const void* function) noexcept { return kernel_statics(function).cluster; }
@@ -269,6 +291,13 @@ class Runtime {
   // is on another GPU: before any launch reads them).
   sched::Topology topology_;
   sched::TpcSet live_;
+  // GPU views (view_here): the configured map's (primary_view_, set at
+  // attach) and any other GPU's, by CUdevice; kept for the life of the
+  // process (a launch may hold one).
+  std::atomic<const GpuView*> primary_view_{nullptr};
+  std::array<std::atomic<const GpuView*>, 64> views_{};  // null: not looked up yet
+  std::array<std::atomic<bool>, 64> no_view_{};          // looked up: none
+  std::vector<std::unique_ptr<GpuView>> view_store_;     // guarded by mu_
   // The process-wide mask: an immutable entry swapped atomically; replaced
   // entries are kept (never freed) because a launch may still read them.
   // `whole`: the set is every live TPC. No mask is written for it (the
@@ -304,8 +333,9 @@ class Runtime {
     bool built = false;
     bool has_mask = false;
     gpu::SlotMask mask{};
-    sched::LaunchNeeds needs;  // of its kernel nodes (graph_needs at instantiate)
-    sched::TpcSet tpcs;        // the set chosen when its descriptors were built (has_mask)
+    sched::LaunchNeeds needs;       // of its kernel nodes (graph_needs at instantiate)
+    sched::TpcSet tpcs;             // the set chosen when its descriptors were built (has_mask)
+    const GpuView* view = nullptr;  // the slot map they were built with (has_mask)
   };
   std::mutex graphs_mu_;
   std::unordered_map<const void*, ExecRecord> graphs_;

@@ -18,14 +18,16 @@ namespace lithos::intercept {
 // What this thread is doing inside a hooked call. The descriptor callback,
 // which fires synchronously on the launching thread, reads it.
 enum class CallKind : std::uint8_t { kNone, kLaunch, kGraph };
+struct GpuView;  // runtime.hpp
 struct ThreadFrame {
   CallKind kind = CallKind::kNone;
   bool has_mask = false;          // a mask is wanted for descriptors built now
   bool internal = false;          // lithos's own driver calls: hooks forward untouched
   std::uint32_t descriptors = 0;  // descriptors built during the current call
   gpu::SlotMask mask{};
-  sched::TpcSet tpcs;        // the set `mask` enables
-  sched::LaunchNeeds needs;  // what the launch (or graph) needs of a set not to hang
+  sched::TpcSet tpcs;             // the set `mask` enables
+  sched::LaunchNeeds needs;       // what the launch (or graph) needs of a set not to hang
+  const GpuView* view = nullptr;  // the slot map `mask` was made with (has_mask)
   // Set by the daemon client around one granted launch (an atom, or a
   // launch run on the fallback set): this set, whatever else is configured.
   bool granted = false;

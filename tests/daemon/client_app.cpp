@@ -49,6 +49,12 @@
 // With CLIENT_FORK_AT=N, after launch N it forks a child that exits
 // normally at once (exit handlers run, in a copy of the parent's lithos),
 // waits for it (exit 3 unless it exited 0), prints {"forked":N}, and goes on.
+// With CLIENT_DEVICES=N (N > 1) launch i is made on device i % N: with that
+// device's primary context current (cuCtxSetCurrent) on a stream of its own
+// (0x5100 + 0x100 * device), and its line says "dev":d; synchronisations
+// are of that stream. With CLIENT_SYNC_ALL=1 too, at the end, with device
+// 0's context current, it synchronises every device's stream (a stream of
+// another GPU than the current context's) and prints {"synced_all":N}.
 // With CLIENT_PARAMS=1 every launch passes one parameter {i, i + 1000}
 // (overwritten once the launch returns) and, before the statistics, it prints
 //   {"params":[[lo,hi],...]}   the values the fake GPU saw, launch by launch.
@@ -136,7 +142,20 @@ int main(int argc, char** argv) {
   if (init == nullptr || launch == nullptr || last_qmd == nullptr || last_priority == nullptr || stats == nullptr)
     return fail("the fake driver or liblithos.so is missing");
   if (init(0) != CUDA_SUCCESS) return fail("cuInit failed");
-  const auto stream = ptsz ? CUstream{} : reinterpret_cast<CUstream>(0x5100);
+  const int devices =
+      std::max(1, std::getenv("CLIENT_DEVICES") != nullptr ? std::atoi(std::getenv("CLIENT_DEVICES")) : 1);
+  std::vector<CUcontext> contexts(static_cast<std::size_t>(devices));
+  if (devices > 1) {
+    auto retain = reinterpret_cast<CUresult (*)(CUcontext*, CUdevice)>(::dlsym(drv, "cuDevicePrimaryCtxRetain"));
+    if (retain == nullptr) return fail("the fake driver lacks cuDevicePrimaryCtxRetain");
+    for (int d = 0; d < devices; ++d)
+      if (retain(&contexts[static_cast<std::size_t>(d)], d) != CUDA_SUCCESS)
+        return fail("cuDevicePrimaryCtxRetain failed");
+  }
+  auto set_current = reinterpret_cast<CUresult (*)(CUcontext)>(::dlsym(drv, "cuCtxSetCurrent"));
+  if (devices > 1 && set_current == nullptr) return fail("the fake driver lacks cuCtxSetCurrent");
+  auto stream_of = [&](int d) { return ptsz ? CUstream{} : reinterpret_cast<CUstream>(0x5100 + 0x100 * d); };
+  auto stream = stream_of(0);
   // CLIENT_PARAMS=1: each launch passes one 8-byte parameter {i, i + 1000},
   // overwritten as soon as the launch returns; the fake GPU records what it
   // saw (a deferred launch must have copied it).
@@ -235,6 +254,11 @@ int main(int argc, char** argv) {
       if (!begin_capture()) return fail("capture failed");
     }
     if (i == hang_after) ::setenv("FAKE_MARKERS_HANG", "1", 1);
+    const int dev = i % devices;
+    if (devices > 1) {
+      if (set_current(contexts[static_cast<std::size_t>(dev)]) != CUDA_SUCCESS) return fail("cuCtxSetCurrent failed");
+      stream = stream_of(dev);
+    }
     const std::uint64_t t = now_ns();
     std::uint32_t value[2] = {static_cast<std::uint32_t>(i), static_cast<std::uint32_t>(i) + 1000};
     void* params[1] = {value};
@@ -254,9 +278,9 @@ int main(int argc, char** argv) {
     }
     int prio = 0;
     const std::string prio_text = last_priority(&prio) != 0 ? std::to_string(prio) : "null";
-    std::printf("{\"i\":%d,\"t_ns\":%llu,\"rc\":%d,\"tpcs\":\"%s\",\"prio\":%s}\n", i,
+    std::printf("{\"i\":%d,\"t_ns\":%llu,\"rc\":%d,\"tpcs\":\"%s\",\"prio\":%s,\"dev\":%d}\n", i,
                 static_cast<unsigned long long>(t), static_cast<int>(rc), last_tpcs(last_qmd()).c_str(),
-                prio_text.c_str());
+                prio_text.c_str(), dev);
     std::fflush(stdout);
     if (sync_every > 0 && (i + 1) % sync_every == 0) {
       if (sync == nullptr || sync(stream) != CUDA_SUCCESS) return fail("cuStreamSynchronize failed");
@@ -284,6 +308,13 @@ int main(int argc, char** argv) {
     if (end == nullptr || end(stream, &g) != CUDA_SUCCESS) return fail("capture failed");
     std::printf("{\"value_writes\":%lu}\n", value_writes != nullptr ? value_writes() - writes_before : 0UL);
     std::printf("{\"captured_value_writes\":%lu}\n", captured_writes != nullptr ? captured_writes() : 0UL);
+  }
+  if (devices > 1 && std::getenv("CLIENT_SYNC_ALL") != nullptr) {
+    if (set_current(contexts[0]) != CUDA_SUCCESS) return fail("cuCtxSetCurrent failed");
+    for (int d = 0; d < devices; ++d)
+      if (sync == nullptr || sync(stream_of(d)) != CUDA_SUCCESS) return fail("cuStreamSynchronize failed");
+    std::printf("{\"synced_all\":%d}\n", devices);
+    std::fflush(stdout);
   }
   if (hold_ms > 0) sleep_ms(hold_ms);
   if (with_params || cubin != nullptr) {

@@ -20,6 +20,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -29,6 +30,7 @@
 
 #include "daemon/daemon.hpp"
 #include "daemon/trace.hpp"
+#include "gpu/slot_map.hpp"
 #include "ipc/channel.hpp"
 #include "ipc/protocol.hpp"
 #include "ipc/socket.hpp"
@@ -300,6 +302,64 @@ class DaemonE2E : public ::testing::Test {
     std::ofstream(path) << map;
     return path;
   }
+  // One lithosd per GPU of the fake driver (devices 0 and 1), each at its
+  // GPU's path of `pattern` ("%g"); stopped and `dir` removed when the
+  // returned object goes. sock_ is left at device 0's socket.
+  struct GpuDaemons {
+    std::vector<Proc> procs;
+    fs::path dir;
+    GpuDaemons() = default;
+    GpuDaemons(const GpuDaemons&) = delete;
+    GpuDaemons& operator=(const GpuDaemons&) = delete;
+    ~GpuDaemons() {
+      for (Proc& p : procs) {
+        p.signal(SIGKILL);
+        p.wait(5);
+      }
+      if (!dir.empty()) fs::remove_all(dir);
+    }
+  };
+  // A short directory for the sockets: a socket path holds 107 bytes, a
+  // GPU's UUID 40 of them.
+  static fs::path socket_dir() {
+    char tmpl[] = "/tmp/lgpuXXXXXX";
+    return ::mkdtemp(tmpl) != nullptr ? fs::path(tmpl) : fs::path();
+  }
+  static std::string gpu_socket(const fs::path& dir, const char* gpu) {
+    return (dir / (std::string("lithosd-") + gpu + ".sock")).string();
+  }
+  // Starts them (at dir/lithosd-%g.sock; `extra`: more flags) and waits
+  // until both answer.
+  void start_gpu_daemons(GpuDaemons* d, const std::vector<std::string>& extra = {}) {
+    const std::string map1 = device1_map();
+    ASSERT_FALSE(map1.empty());
+    d->dir = socket_dir();
+    ASSERT_FALSE(d->dir.empty());
+    const std::string pattern = (d->dir / "lithosd-%g.sock").string();
+    for (const std::string& map : {std::string(LITHOS_FAKE_MAP), map1}) {
+      std::vector<std::string> argv = {LITHOS_EXE,
+                                       "daemon",
+                                       "--slot-map",
+                                       map,
+                                       "--config",
+                                       config_,
+                                       "--socket",
+                                       pattern,
+                                       "--state-dir",
+                                       (dir_ / "state-%g").string(),
+                                       "--best-effort-runs-free",
+                                       "false"};
+      argv.insert(argv.end(), extra.begin(), extra.end());
+      d->procs.push_back(
+          Proc::spawn(argv, {}, (dir_ / ("daemon-gpu" + std::to_string(d->procs.size()) + ".log")).string()));
+      ASSERT_GT(d->procs.back().pid, 0);
+    }
+    for (const char* gpu : {kGpu1, kGpu0}) {
+      sock_ = gpu_socket(d->dir, gpu);
+      ASSERT_TRUE(wait_until([&] { return status().is_object(); }, 10.0))
+          << sock_ << ": " << d->procs[0].err() << d->procs[1].err();
+    }
+  }
   std::string sock_, config_;
   Proc daemon_;
   int daemons_ = 0, clients_ = 0;
@@ -377,11 +437,12 @@ TEST_F(DaemonE2E, AForkedChildLeavesItsParentScheduled) {
   }
 }
 
-// A process that sees two GPUs: only its launches on the GPU lithosd
-// schedules (the fake driver's device 0, whose UUID the daemon's slot map
-// names) go through the daemon. Launches on device 1 are none of its
-// business: not granted, not reported, not masked (the slot map describes
-// device 0 only), and a context synchronisation there reports nothing.
+// A process that sees two GPUs, with a socket that names no GPU: only its
+// launches on the GPU that lithosd schedules (the fake driver's device 0,
+// whose UUID the daemon's slot map names) go through the daemon. Device 1's
+// client meets a daemon of another GPU and leaves: its launches are not
+// granted, not reported, not masked, and a synchronisation there reports
+// nothing.
 TEST_F(DaemonE2E, LaunchesOnAnotherGpuAreNotScheduled) {
   start_daemon({"--best-effort-runs-free", "false"});
   const std::string gpu0 = kGpu0;
@@ -396,9 +457,11 @@ TEST_F(DaemonE2E, LaunchesOnAnotherGpuAreNotScheduled) {
   }
   json s = stats_of(be1);
   ASSERT_TRUE(s.is_object());
-  EXPECT_EQ(s["daemon"]["registered"], true) << s.dump();
+  EXPECT_EQ(s["daemon"]["state"], "other_gpu") << s.dump();
+  EXPECT_EQ(s["daemon"]["registered"], false) << s.dump();
+  EXPECT_EQ(s["daemon"]["device"], 1);
   EXPECT_EQ(s["daemon"]["gpu"], gpu0);
-  EXPECT_EQ(s["daemon"]["launches_scheduled"], "on the daemon's GPU only");
+  EXPECT_EQ(s["daemon"]["launches_scheduled"], "none");
   EXPECT_EQ(s["daemon"]["submits"], 0) << s.dump();
   EXPECT_EQ(s["daemon"]["grants"], 0) << s.dump();
   EXPECT_EQ(s["daemon"]["fallbacks"], 0) << s.dump();
@@ -408,7 +471,7 @@ TEST_F(DaemonE2E, LaunchesOnAnotherGpuAreNotScheduled) {
   ASSERT_EQ(hp1.wait(), 0) << hp1.err();
   s = stats_of(hp1);
   ASSERT_TRUE(s.is_object());
-  EXPECT_EQ(s["daemon"]["class"], "high");
+  EXPECT_EQ(s["daemon"]["state"], "other_gpu") << s.dump();
   EXPECT_EQ(s["daemon"]["reported"], 0) << s.dump();
   for (const json& j : launches_of(hp1)) EXPECT_EQ(j["tpcs"], "all");  // not the tenant's allocation
 
@@ -426,6 +489,99 @@ TEST_F(DaemonE2E, LaunchesOnAnotherGpuAreNotScheduled) {
   const json st = status();
   EXPECT_EQ(st["counters"]["grants"], 10);
   EXPECT_TRUE(wait_for([](const json& x) { return x["engine"]["launches"] == 20; })) << status().dump();
+  // Device 1's clients came and left at once, unscheduled.
+  EXPECT_EQ(st["counters"]["clients_accepted"], 4);
+}
+
+// One process on two GPUs, each with its lithosd (a socket path with %g):
+// every launch is decided by the daemon of its own GPU. A best-effort
+// process's launches alternate between the GPUs: each daemon grants those on
+// its GPU and no other. A high-priority process's launches take its
+// allocation on each GPU (every TPC but another high-priority tenant's quota),
+// masked with that GPU's slot map, and are reported to that GPU's daemon. A
+// synchronisation of a stream of the other GPU (with device 0's context
+// current) reaches the daemon that knows the stream.
+TEST_F(DaemonE2E, AProcessOnTwoGpusIsScheduledOnEach) {
+  // A second high-priority tenant owns a TPC: svc's launches may not use it.
+  std::ofstream(config_, std::ios::app) << "[[tenant]]\nname = \"other\"\npriority = \"high\"\nquota = 1\n";
+  GpuDaemons daemons;
+  ASSERT_NO_FATAL_FAILURE(start_gpu_daemons(&daemons));
+  const std::string pattern = (daemons.dir / "lithosd-%g.sock").string();
+  for (const bool defer : {false, true}) {
+    SCOPED_TRACE(defer ? "deferred launches" : "launches in place");
+    defer_ = defer;
+    extra_env_ = {"FAKE_CUDA_DEVICES=2", "CLIENT_DEVICES=2", "CLIENT_SYNC_ALL=1"};
+    std::map<std::string, json> before;
+    for (const char* gpu : {kGpu0, kGpu1}) {
+      sock_ = gpu_socket(daemons.dir, gpu);
+      before[gpu] = status()["counters"];
+    }
+    Proc be = client("train", 10, 0, 0, false, pattern);
+    ASSERT_EQ(be.wait(), 0) << be.err();
+    const auto l = launches_of(be);
+    ASSERT_EQ(l.size(), 10U);
+    for (const json& j : l) EXPECT_EQ(j["rc"], 0) << j.dump();
+    json s = stats_of(be);
+    ASSERT_TRUE(s.is_object());
+    ASSERT_TRUE(s["daemon"]["gpus"].is_array()) << s.dump();
+    ASSERT_EQ(s["daemon"]["gpus"].size(), 2U) << s.dump();
+    EXPECT_EQ(s["daemon"]["device"], 0);  // the first launch's GPU
+    for (const json& g : s["daemon"]["gpus"]) {
+      const int dev = g["device"].get<int>();
+      EXPECT_EQ(g["state"], "connected") << g.dump();
+      EXPECT_EQ(g["gpu"], dev == 0 ? kGpu0 : kGpu1) << g.dump();
+      EXPECT_EQ(g["class"], "best-effort");
+      EXPECT_EQ(g["grants"], 5) << g.dump();
+      EXPECT_EQ(g["fallbacks"], 0) << g.dump();
+      EXPECT_EQ(g["syncs"], 1) << g.dump();  // device 1's stream too, synchronised from device 0's context
+    }
+    for (const char* gpu : {kGpu0, kGpu1}) {
+      sock_ = gpu_socket(daemons.dir, gpu);
+      EXPECT_TRUE(wait_for([&](const json& st) {
+        return st["counters"]["grants"].get<int>() == before[gpu]["grants"].get<int>() + 5 &&
+               st["counters"]["clients_gone"].get<int>() == before[gpu]["clients_gone"].get<int>() + 1;
+      })) << gpu
+          << ": " << status()["counters"].dump();
+    }
+  }
+
+  // High priority (svc, quota 2): its allocation on each GPU, reported
+  // there. Device 1's slot map comes from the calibration cache (the
+  // configured one is device 0's).
+  const fs::path cache = dir_ / "cache";
+  fs::create_directories(cache);
+  fs::copy_file(device1_map(), lithos::gpu::slot_map_cache_path(cache.string(), kGpu1, "0.0.0"));
+  defer_ = false;
+  extra_env_ = {"FAKE_CUDA_DEVICES=2", "CLIENT_DEVICES=2", "LITHOS_CACHE_DIR=" + cache.string()};
+  std::map<std::string, int> engine_before;
+  std::map<int, std::string> allowed;  // by device: every TPC but other's, as the client prints a mask
+  for (const char* gpu : {kGpu0, kGpu1}) {
+    sock_ = gpu_socket(daemons.dir, gpu);
+    const json st = status();
+    engine_before[gpu] = st["engine"]["launches"].get<int>();
+    const auto other = TpcSet::parse(tenant(st, "other")["owned"].get<std::string>());
+    ASSERT_TRUE(other.is_ok() && other->count() == 1) << st.dump();
+    std::string& text = allowed[gpu == std::string(kGpu0) ? 0 : 1];
+    for (int t = 0; t < 4; ++t)
+      if (!other->test(t)) text += (text.empty() ? "" : ",") + std::to_string(t);
+  }
+  Proc hp = client("svc", 10, 1, 0, false, pattern);
+  ASSERT_EQ(hp.wait(), 0) << hp.err();
+  for (const json& j : launches_of(hp)) {
+    EXPECT_EQ(j["rc"], 0);
+    EXPECT_EQ(j["tpcs"], allowed[j["dev"].get<int>()]) << j.dump();
+  }
+  const json s = stats_of(hp);
+  ASSERT_EQ(s["daemon"]["gpus"].size(), 2U) << s.dump();
+  for (const json& g : s["daemon"]["gpus"]) {
+    EXPECT_EQ(g["class"], "high") << g.dump();
+    EXPECT_EQ(g["reported"], 5) << g.dump();
+  }
+  for (const char* gpu : {kGpu0, kGpu1}) {
+    sock_ = gpu_socket(daemons.dir, gpu);
+    EXPECT_TRUE(wait_for([&](const json& st) { return st["engine"]["launches"] == engine_before[gpu] + 5; }))
+        << gpu << ": " << status().dump();
+  }
 }
 
 // A daemon that schedules a GPU this process cannot see (another
@@ -465,38 +621,12 @@ TEST_F(DaemonE2E, AProcessThatCannotSeeTheDaemonsGpuRunsWithoutIt) {
 // daemon of the GPU of its first launch. `lithos status` with the pattern
 // asks every daemon that matches.
 TEST_F(DaemonE2E, OneSocketPathGivesEveryGpuItsDaemon) {
-  const std::string map1 = device1_map();
-  ASSERT_FALSE(map1.empty());
-  // A short directory: a socket path holds 107 bytes, a GPU's UUID 40 of them.
-  char tmpl[] = "/tmp/lgpuXXXXXX";
-  ASSERT_NE(::mkdtemp(tmpl), nullptr);
-  const fs::path sockets = tmpl;
+  GpuDaemons daemons;
+  ASSERT_NO_FATAL_FAILURE(start_gpu_daemons(&daemons));
+  const fs::path sockets = daemons.dir;
   const std::string pattern = (sockets / "lithosd-%g.sock").string();
-  std::vector<Proc> daemons;
-  struct Stop {
-    std::vector<Proc>& d;
-    fs::path dir;
-    ~Stop() {
-      for (Proc& p : d) {
-        p.signal(SIGKILL);
-        p.wait(5);
-      }
-      fs::remove_all(dir);
-    }
-  } stop{daemons, sockets};
-  for (const std::string& map : {std::string(LITHOS_FAKE_MAP), map1}) {
-    daemons.push_back(Proc::spawn({LITHOS_EXE, "daemon", "--slot-map", map, "--config", config_, "--socket", pattern,
-                                   "--state-dir", (dir_ / "state-%g").string(), "--best-effort-runs-free", "false"},
-                                  {}, (dir_ / ("daemon-gpu" + std::to_string(daemons.size()) + ".log")).string()));
-    ASSERT_GT(daemons.back().pid, 0);
-  }
-  const std::string sock0 = (sockets / (std::string("lithosd-") + kGpu0 + ".sock")).string();
-  const std::string sock1 = (sockets / (std::string("lithosd-") + kGpu1 + ".sock")).string();
-  for (const std::string& s : {sock0, sock1}) {
-    sock_ = s;
-    ASSERT_TRUE(wait_until([&] { return status().is_object(); }, 10.0))
-        << s << ": " << daemons[0].err() << daemons[1].err();
-  }
+  const std::string sock0 = gpu_socket(sockets, kGpu0);
+  const std::string sock1 = gpu_socket(sockets, kGpu1);
 
   extra_env_ = {"FAKE_CUDA_DEVICES=2", "FAKE_CUDA_CTX_DEVICE=1"};
   Proc on1 = client("train", 6, 0, 0, false, pattern);

@@ -19,7 +19,7 @@
 // fails with CUDA_ERROR_NO_DEVICE), FAKE_CUDA_NO_EXPORT_TABLE=1,
 // FAKE_QMD_VERSION=<byte> (descriptor version byte), FAKE_CUDA_DEVICES=<n>
 // (device d's UUID ends in 0xff - d), FAKE_CUDA_CTX_DEVICE=<d> (the current
-// context's device, default 0).
+// context's device, default 0, for a thread that set none with cuCtxSetCurrent).
 #include "intercept/cuda_abi.hpp"  // first: every ABI variant declared
 
 #include <atomic>
@@ -354,14 +354,38 @@ FAKE_API CUresult cuDeviceGetUuid_v2(CUuuid* u, CUdevice dev) {
   return CUDA_SUCCESS;
 }
 FAKE_API CUresult cuDeviceGetUuid(CUuuid* u, CUdevice dev) { return cuDeviceGetUuid_v2(u, dev); }
+// Device d's primary context is the handle 0xc0de + (d << 20). A thread's
+// current context is the one it set (cuCtxSetCurrent), else that of
+// FAKE_CUDA_CTX_DEVICE (default 0).
+namespace {
+thread_local int t_ctx_device = -1;
+CUcontext context_of(int dev) {
+  return reinterpret_cast<CUcontext>(0xc0deUL + (static_cast<unsigned long>(dev) << 20));
+}
+int current_device() {
+  if (t_ctx_device >= 0) return t_ctx_device;
+  const char* v = std::getenv("FAKE_CUDA_CTX_DEVICE");
+  return v != nullptr ? std::atoi(v) : 0;
+}
+}  // namespace
 FAKE_API CUresult cuCtxGetDevice(CUdevice* d) {
-  const char* v = std::getenv("FAKE_CUDA_CTX_DEVICE");  // the device of the current context (default 0)
-  if (d != nullptr) *d = v != nullptr ? std::atoi(v) : 0;
+  if (d != nullptr) *d = current_device();
+  return CUDA_SUCCESS;
+}
+FAKE_API CUresult cuCtxGetCurrent(CUcontext* ctx) {
+  if (ctx == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  *ctx = context_of(current_device());
+  return CUDA_SUCCESS;
+}
+FAKE_API CUresult cuCtxSetCurrent(CUcontext ctx) {
+  const auto v = reinterpret_cast<unsigned long>(ctx);
+  if (v < 0xc0deUL || ((v - 0xc0deUL) & 0xfffffUL) != 0) return CUDA_ERROR_INVALID_CONTEXT;
+  t_ctx_device = static_cast<int>((v - 0xc0deUL) >> 20);
   return CUDA_SUCCESS;
 }
 FAKE_API CUresult cuDevicePrimaryCtxRetain(CUcontext* ctx, CUdevice dev) {
   record("cuDevicePrimaryCtxRetain", ctx, dev);
-  if (ctx != nullptr) *ctx = reinterpret_cast<CUcontext>(0xc0de);
+  if (ctx != nullptr) *ctx = context_of(dev);
   return result();
 }
 FAKE_API CUresult cuGetExportTable(const void** table, const CUuuid* id) {
@@ -571,6 +595,8 @@ FAKE_API void* fake_address_of(const char* name) {
       {"cuDeviceGetUuid", reinterpret_cast<void*>(&cuDeviceGetUuid)},
       {"cuDeviceGetUuid_v2", reinterpret_cast<void*>(&cuDeviceGetUuid_v2)},
       {"cuCtxGetDevice", reinterpret_cast<void*>(&cuCtxGetDevice)},
+      {"cuCtxGetCurrent", reinterpret_cast<void*>(&cuCtxGetCurrent)},
+      {"cuCtxSetCurrent", reinterpret_cast<void*>(&cuCtxSetCurrent)},
       {"cuDevicePrimaryCtxRetain", reinterpret_cast<void*>(&cuDevicePrimaryCtxRetain)},
       {"cuGetExportTable", reinterpret_cast<void*>(&cuGetExportTable)},
       {"cuLaunchKernel", reinterpret_cast<void*>(&cuLaunchKernel)},
