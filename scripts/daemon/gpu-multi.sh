@@ -2,7 +2,8 @@
 # lithos on a node of two GPUs (docs/daemon.md "Nodes with several GPUs"):
 # lithosd for both GPUs from one configuration (%g): one process for the
 # node, then one per GPU; processes on either GPU,
-# a torchrun job of two ranks, a process on both GPUs, and confinement on
+# a torchrun job of two ranks, a process on both GPUs (scheduled on each by
+# its daemon; with GPU 0's socket, on GPU 0 only), and confinement on
 # GPU 1 by a process whose first launch is there. Runs on the device machine
 # with the release build carried over; writes under $OUT (default
 # /tmp/lithos-multi) and prints PASS/FAIL lines and a short table last.
@@ -176,20 +177,28 @@ gpus = sorted(json.loads(open(f).readline())["daemon"]["gpu"] for f in glob.glob
 sys.exit(0 if gpus == sorted(sys.argv[2:4]) else 1)
 PY
 
-# Half its launches on each GPU: those on GPU 0 granted, those on GPU 1 not
-# scheduled (no grant, no mask asked for: not_requested).
+# Half its launches on each GPU, a daemon client per GPU: with the %g
+# socket each GPU's launches are granted by that GPU's daemon; with GPU 0's
+# socket, GPU 1's client meets a daemon of another GPU (other_gpu) and its
+# launches run unscheduled (no grant, no mask asked for: not_requested).
+stamp "$A: one process on both GPUs, the %g socket"
+run both-$A train "$PATTERN" python3 "$CHECK" both
+verdict both-$A plain-both.json "$A: both GPUs, each GPU's daemon" \
+  "d['gpu'] == '${UUID[0]}' and len(d['gpus']) == 2 and all(g['state'] == 'connected' and g['grants'] > 0 and g['gpu'] == ['${UUID[0]}', '${UUID[1]}'][g['device']] for g in d['gpus']) and s['not_applied'].get('other_device', 0) == 0"
+run bothhp-$A svc "$PATTERN" python3 "$CHECK" both
+verdict bothhp-$A plain-both.json "$A: both GPUs, high priority, each GPU's daemon" \
+  "len(d['gpus']) == 2 and all(g['state'] == 'connected' and g['reported'] > 0 for g in d['gpus'])"
 stamp "$A: one process on both GPUs, GPU 0's daemon named"
-run both-$A train "$SOCK0" python3 "$CHECK" both
-verdict both-$A plain-both.json "$A: both GPUs, daemon of GPU 0" \
-  "d['gpu'] == '${UUID[0]}' and d['launches_scheduled'] == \"on the daemon's GPU only\" and d['grants'] > 0 and s['not_applied'].get('not_requested', 0) == d['grants']"
+run both0-$A train "$SOCK0" python3 "$CHECK" both
+verdict both0-$A plain-both.json "$A: both GPUs, daemon of GPU 0" \
+  "d['gpu'] == '${UUID[0]}' and d['grants'] > 0 and [g['state'] for g in d['gpus']] == ['connected', 'other_gpu'] and d['gpus'][1]['grants'] == 0 and s['not_applied'].get('not_requested', 0) == d['grants']"
 
 stamp "$A: a process on GPU 1 sent to GPU 0's daemon"
 run other-$A train "$SOCK0" python3 "$CHECK" one 1
-# It sees GPU 0 too, so it registers (it may launch there later), but none
-# of its launches is scheduled. (A process that does not see the daemon's
-# GPU at all leaves at registration: state other_gpu, tested on CPU.)
+# Its GPU's client meets a daemon of another GPU and leaves at
+# registration: none of its launches is scheduled.
 verdict other-$A plain-one1.json "$A: GPU 1 process, GPU 0's daemon" \
-  "d['state'] == 'connected' and d['grants'] == 0 and d['reported'] == 0 and s['not_applied'].get('not_requested', 0) > 0"
+  "d['state'] == 'other_gpu' and d['device'] == 1 and d['grants'] == 0 and d['reported'] == 0 and s['not_applied'].get('not_requested', 0) > 0"
 
 stamp "$A: lithos status over both"
 "$LITHOS" status --socket "$PATTERN" --json >"$OUT/status-$A.jsonl" 2>"$OUT/status-$A.err"
