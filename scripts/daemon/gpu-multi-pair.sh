@@ -57,9 +57,16 @@ stamp "lithosd for the node (MPS started by it)"
 "$LITHOS" daemon --config "$OUT/lithosd.toml" --device all >"$OUT/lithosd.log" 2>&1 &
 LP=$!
 for s in "$SOCK0" "$SOCKS/lithosd-${UUID[1]}.sock"; do
-  for _ in $(seq 1 300); do "$LITHOS" status --socket "$s" --json >/dev/null 2>&1 && break; sleep 0.1; done
+  for _ in $(seq 1 600); do "$LITHOS" status --socket "$s" --json >/dev/null 2>&1 && break; sleep 0.1; done
 done
-"$LITHOS" status --socket "$PATTERN" --json >"$OUT/status-start.jsonl" 2>&1 || { echo "lithosd did not come up"; cat "$OUT/lithosd.log"; exit 1; }
+if ! "$LITHOS" status --socket "$PATTERN" --json >"$OUT/status-start.jsonl" 2>&1; then
+  echo "lithosd did not come up; its log:"
+  cat "$OUT/lithosd.log"
+  ps -eo pid,ppid,stat,etime,args | grep -E "lithos|mps" | grep -v grep
+  kill -TERM $LP
+  wait $LP
+  exit 1
+fi
 
 # svc LABEL [RATE]: the service on GPU 1 under lithos.
 svc() {
