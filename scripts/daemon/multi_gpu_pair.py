@@ -98,4 +98,6 @@ def main():
 if __name__ == "__main__":
     rc = main()
     sys.stdout.flush()
+    import tenant
+    tenant.lithos_report_now()  # liblithos's exit report (--stats-file), which os._exit would skip
     os._exit(rc)  # no teardown of graphs and contexts at exit (tenant.py does the same)
