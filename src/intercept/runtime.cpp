@@ -164,23 +164,29 @@ void Runtime::apply_request_locked() {
                config_.describe_request().c_str(), config_.slot_map_path.empty() ? " is unset" : " is unusable");
     return;
   }
+  auto req = request_on(*map_, true);
+  if (!req) {
+    process_skip_.store(SkipReason::kRequestRefused, std::memory_order_release);
+    LITHOS_LOG(LogLevel::kError, "refusing %s: %s; running on the whole GPU", config_.describe_request().c_str(),
+               req.status().message().c_str());
+    return;
+  }
+  publish_process_mask_locked(&req->first, req->second);
+}
+
+Result<std::pair<gpu::SlotMask, sched::TpcSet>> Runtime::request_on(const gpu::SlotMap& map, bool warn) const {
   sched::TpcSet wanted = config_.tpc_set;
   if (config_.request == MaskRequest::kFirstN) {
-    const sched::TpcSet live = map_->live_set();
-    if (config_.first_n > live.count()) {
+    const sched::TpcSet live = map.live_set();
+    if (warn && config_.first_n > live.count()) {
       LITHOS_LOG(LogLevel::kWarn, "LITHOS_TPCS=%d but this GPU has %d live TPCs: using all of them", config_.first_n,
                  live.count());
     }
     wanted = live.take_lowest(config_.first_n);
   }
-  auto mask = gpu::mask_for(*map_, wanted);
-  if (!mask) {
-    process_skip_.store(SkipReason::kRequestRefused, std::memory_order_release);
-    LITHOS_LOG(LogLevel::kError, "refusing %s: %s; running on the whole GPU", config_.describe_request().c_str(),
-               mask.status().message().c_str());
-    return;
-  }
-  publish_process_mask_locked(&mask.value(), wanted);
+  auto mask = gpu::mask_for(map, wanted);
+  if (!mask) return mask.status();
+  return std::make_pair(mask.value(), wanted);
 }
 
 void Runtime::publish_process_mask_locked(const gpu::SlotMask* slots, const sched::TpcSet& tpcs) {
@@ -217,7 +223,10 @@ void Runtime::attach_slow() noexcept {
     if (cu_device_get_uuid_ == nullptr) cu_device_get_uuid_ = driver.symbol("cuDeviceGetUuid");
     follow_first_gpu_locked();
     if (map_) {
-      auto view = std::make_unique<GpuView>(GpuView{*map_, topology_, live_});
+      auto view = std::make_unique<GpuView>();
+      view->map = *map_;
+      view->topology = topology_;
+      view->live = live_;
       primary_view_.store(view.get(), std::memory_order_release);
       view_store_.push_back(std::move(view));
     }
@@ -405,15 +414,29 @@ const GpuView* Runtime::load_view(int dev) noexcept {
         view->topology = cached->first.topology;
         view->live = cached->first.live_set();
         view->map = std::move(cached->first);
+        LITHOS_LOG(LogLevel::kInfo, "device %d (%s): slot map %s", dev, uuid.c_str(), cached->second.c_str());
+        // The process-wide set asked for applies on every GPU, each with its own map.
+        if (config_.request != MaskRequest::kNone && config_.backend != BackendChoice::kOff &&
+            config_.backend != BackendChoice::kGreen) {
+          if (auto req = request_on(view->map, false)) {
+            view->requested = true;
+            view->request_slots = req->first;
+            view->request_tpcs = req->second;
+            view->request_whole = req->second == view->live;
+            LITHOS_LOG(LogLevel::kInfo, "device %d: %s is TPCs %s there", dev, config_.describe_request().c_str(),
+                       req->second.to_string().c_str());
+          } else {
+            LITHOS_LOG(LogLevel::kError, "device %d: refusing %s: %s; it runs on the whole GPU", dev,
+                       config_.describe_request().c_str(), req.status().message().c_str());
+          }
+        }
         v = view.get();
         view_store_.push_back(std::move(view));
-        LITHOS_LOG(LogLevel::kInfo, "device %d (%s): slot map %s for the sets lithosd decides there", dev, uuid.c_str(),
-                   cached->second.c_str());
-      } else if (DaemonClient::wanted_any()) {
+      } else if (DaemonClient::wanted_any() || config_.request != MaskRequest::kNone) {
         LITHOS_LOG(LogLevel::kWarn,
-                   "device %d (%s) has no calibrated slot map (looked in %s): lithosd's sets cannot be applied "
-                   "there, its launches run on the whole GPU; run `lithos calibrate --device %d`",
-                   dev, uuid.c_str(), looked.c_str(), dev);
+                   "device %d (%s) has no calibrated slot map (looked in %s): no mask can be made there (lithosd's "
+                   "sets, %s), its launches run on the whole GPU; run `lithos calibrate --device %d`",
+                   dev, uuid.c_str(), looked.c_str(), config_.describe_request().c_str(), dev);
       }
     }
     if (v != nullptr) {
@@ -524,6 +547,18 @@ std::optional<Runtime::Choice> Runtime::choose(CUstream_st* stream, bool ptsz, S
     } catch (...) {
       *why = SkipReason::kInternalError;
       return std::nullopt;
+    }
+  }
+  if (!found && device_check_.load(std::memory_order_relaxed) == DeviceCheck::kPerLaunch) {
+    // On a GPU other than the configured map's: the set asked for, made on
+    // that GPU's own map (load_view).
+    const GpuView* v = view_here();
+    if (v != nullptr && v->requested && v != primary_view_.load(std::memory_order_acquire)) {
+      if (v->request_whole) {
+        *why = SkipReason::kWholeLiveSet;
+        return std::nullopt;
+      }
+      return Choice{v->request_slots, v->request_tpcs, v};
     }
   }
   if (!found) {

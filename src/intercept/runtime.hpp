@@ -75,6 +75,13 @@ struct GpuView {
   gpu::SlotMap map;
   sched::Topology topology;
   sched::TpcSet live;
+  // On a GPU other than the configured map's: the process-wide set asked
+  // for (LITHOS_TPCS / LITHOS_TPC_SET) made on this GPU's own map
+  // (`requested`: there is one; `request_whole`: it is every live TPC).
+  bool requested = false;
+  bool request_whole = false;
+  gpu::SlotMask request_slots{};
+  sched::TpcSet request_tpcs;
 };
 
 class Runtime {
@@ -196,7 +203,10 @@ class Runtime {
   // mask. Called with mu_ held.
   void engage_locked();
   void use_map_locked(gpu::SlotMap map, const std::string& path);
-  void apply_request_locked();     // the process-wide set asked for, on map_
+  void apply_request_locked();  // the process-wide set asked for, on map_
+  // The set asked for (config_.request) on `map` and its mask; the reason
+  // when the map refuses it. `warn`: say when LITHOS_TPCS asks more than it has.
+  Result<std::pair<gpu::SlotMask, sched::TpcSet>> request_on(const gpu::SlotMap& map, bool warn) const;
   void follow_first_gpu_locked();  // map_ of the first launch's GPU
   void engage() noexcept;
   // Once, on the first launch-like hook (the driver is initialised then):

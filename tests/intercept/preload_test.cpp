@@ -10,6 +10,7 @@
 //   MultiGpu        two devices: the map is checked per launch
 //   FollowsFirstGpu the first launch on device 1: its map from the cache
 //   FirstGpuUncalibrated  ... with no map of device 1: unmasked
+//   EveryGpu        launches on both devices: the set on each, its own map
 // The program never links libcuda: it reaches the driver through dlopen,
 // dlsym and cuGetProcAddress, like PyTorch, and reads the fake's records and
 // lithos's statistics through their C functions.
@@ -726,6 +727,29 @@ TEST_F(FollowsFirstGpu, TheFirstLaunchsGpuBringsItsOwnMap) {
   EXPECT_EQ(not_applied("other_device"), 0U);
   // The statistics name the map in use.
   EXPECT_NE(stats()["slot_map"].get<std::string>().find("aabbccddeefe"), std::string::npos) << stats().dump();
+}
+
+// Launches on both GPUs of one process, the first on device 0: the set
+// asked for applies on each, made with each GPU's own map (device 1's from
+// the cache beside LITHOS_SLOT_MAP).
+using EveryGpu = PreloadTest;
+
+TEST_F(EveryGpu, TheSetAppliesOnEachGpuWithItsOwnMap) {
+  using RetainFn = CUresult (*)(CUcontext*, CUdevice);
+  using SetCurrentFn = CUresult (*)(CUcontext);
+  CUcontext ctx[2] = {};
+  for (int d = 0; d < 2; ++d) ASSERT_EQ(driver_fn<RetainFn>("cuDevicePrimaryCtxRetain")(&ctx[d], d), CUDA_SUCCESS);
+  const auto set_current = driver_fn<SetCurrentFn>("cuCtxSetCurrent");
+  ASSERT_NE(set_current, nullptr);
+  for (int round = 0; round < 2; ++round) {
+    ASSERT_EQ(set_current(ctx[0]), CUDA_SUCCESS);
+    EXPECT_EQ(launch_on(nullptr), CUDA_SUCCESS);
+    expect_mask(last_mask(), expected_for({2, 3}), "device 0: TPCs 1-2 are its slots 2 and 3");
+    ASSERT_EQ(set_current(ctx[1]), CUDA_SUCCESS);
+    EXPECT_EQ(launch_on(nullptr), CUDA_SUCCESS);
+    expect_mask(last_mask(), expected_for({1, 3}), "device 1: TPCs 1-2 are its slots 1 and 3");
+  }
+  EXPECT_EQ(not_applied("other_device"), 0U);
 }
 
 // The same with no map of device 1 anywhere: its launches run unmasked, as
