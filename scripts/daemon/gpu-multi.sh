@@ -3,9 +3,10 @@
 # lithosd for both GPUs from one configuration (%g): one process for the
 # node, then one per GPU; processes on either GPU,
 # a torchrun job of two ranks, a process on both GPUs (scheduled on each by
-# its daemon; with GPU 0's socket, on GPU 0 only), and confinement on
-# GPU 1 by a process whose first launch is there. Runs on the device machine
-# with the release build carried over; writes under $OUT (default
+# its daemon; with GPU 0's socket, on GPU 0 only), confinement on GPU 1 by
+# a process whose first launch is there, and on both GPUs by one process.
+# Runs on the device machine with the release build carried over; writes
+# under $OUT (default
 # /tmp/lithos-multi) and prints PASS/FAIL lines and a short table last.
 # MULTI_DAEMONS chooses the arrangements (default "node per-gpu"), MULTI_MPS
 # the daemons' mps setting (default off; "auto": the one lithosd for the
@@ -60,6 +61,7 @@ timeout 300 python3 "$CHECK" both >"$OUT/plain-both.json" 2>"$OUT/plain-both.err
 timeout 300 python3 -m torch.distributed.run --standalone --nproc-per-node 2 "$CHECK" ddp \
   >"$OUT/plain-ddp.json" 2>"$OUT/plain-ddp.err"
 timeout 120 python3 "$CHECK" smid 1 >"$OUT/plain-smid1.json" 2>"$OUT/plain-smid1.err"
+timeout 120 python3 "$CHECK" smid-both >"$OUT/plain-smidboth.json" 2>"$OUT/plain-smidboth.err"
 
 # Equal results (all but the timing), one JSON line per process, any order.
 same() {
@@ -257,6 +259,20 @@ stats = json.loads(open(glob.glob(f"{out}/stats-smid1-*.json")[0]).readline())
 print("    SMs used on GPU 1: plain", plain["sms"], "| lithos run --tpcs 8:", conf["sms"], "| not_applied:",
       {k: v for k, v in stats.get("not_applied", {}).items() if v})
 sys.exit(0 if 0 < conf["sms"] <= 16 < plain["sms"] else 1)
+PY
+
+stamp "confinement on both GPUs of one process (lithos run --tpcs 8: the set on each, with its own map)"
+timeout -s KILL 120 "$LITHOS" run --tpcs 8 --stats-file "$OUT/stats-smidboth-%p.json" -- python3 "$CHECK" smid-both \
+  >"$OUT/smidboth.json" 2>"$OUT/smidboth.err"
+python3 - "$OUT" <<'PY' && pass "both GPUs of one process confined to 8 TPCs each" || fail "both GPUs of one process not confined to 8 TPCs each"
+import glob, json, sys
+out = sys.argv[1]
+plain = json.loads(open(f"{out}/plain-smidboth.json").readline())["sms"]
+conf = json.loads(open(f"{out}/smidboth.json").readline())["sms"]
+stats = json.loads(open(glob.glob(f"{out}/stats-smidboth-*.json")[0]).readline())
+print("    SMs used on GPU 0 / GPU 1: plain", plain, "| lithos run --tpcs 8:", conf, "| not_applied:",
+      {k: v for k, v in stats.get("not_applied", {}).items() if v})
+sys.exit(0 if all(0 < c <= 16 < p for c, p in zip(conf, plain)) else 1)
 PY
 
 echo

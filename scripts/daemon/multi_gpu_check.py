@@ -11,6 +11,8 @@ compute print checksums that must equal the plain run's bit for bit.
   multi_gpu_check.py smid DEVICE  the SMs that 4096 blocks of a kernel ran on
                                   (CuPy RawKernel reading %smid; the first
                                   launch of the process is on DEVICE)
+  multi_gpu_check.py smid-both    the same on cuda:0, then on cuda:1, in one
+                                  process: {"sms": [on 0, on 1]}
 """
 import json
 import os
@@ -99,7 +101,7 @@ def smid(dev_index):
 
 
 def main():
-    if len(sys.argv) < 2 or sys.argv[1] not in ("one", "both", "ddp", "smid"):
+    if len(sys.argv) < 2 or sys.argv[1] not in ("one", "both", "ddp", "smid", "smid-both"):
         print(__doc__, file=sys.stderr)
         return 2
     t0 = time.perf_counter()
@@ -109,6 +111,8 @@ def main():
             print(f"usage: multi_gpu_check.py {shape} DEVICE", file=sys.stderr)
             return 2
         result = (one if shape == "one" else smid)(int(sys.argv[2]))
+    elif shape == "smid-both":
+        result = {"sms": [smid(0)["sms"], smid(1)["sms"]]}
     else:
         result = both() if shape == "both" else ddp()
     result["seconds"] = round(time.perf_counter() - t0, 3)
