@@ -61,6 +61,7 @@ struct Runtime::GreenState {
   std::optional<gpu::DriverApi> api;
   std::unordered_map<int, std::unique_ptr<gpu::GreenPartition>> partitions;
   std::unordered_map<int, std::unique_ptr<gpu::GreenTpcCatalog>> catalogs;
+  std::unordered_map<int, std::unique_ptr<GreenDevice>> devices;  // published in green_devices_
 };
 
 // ---------------------------------------------------------------------------
@@ -1206,8 +1207,11 @@ void Runtime::after_primary_ctx_retain(CUctx_st** ctx, int ordinal) noexcept {
         auto made = gpu::GreenPartition::create(cat, wanted);
         if (made) {
           partition = std::move(made).value();
-          green_tpcs_ = wanted;
-          green_live_ = cat.tpcs();
+          auto device = std::make_unique<GreenDevice>();
+          device->partition = partition.get();
+          device->tpcs = wanted;
+          device->live = cat.tpcs();
+          green_->devices[ordinal] = std::move(device);
           process_mask_text_ = "TPCs " + wanted.to_string() + " (" + std::to_string(wanted.count()) + " of " +
                                std::to_string(cat.tpcs().count()) + ", green context)";
         } else {
@@ -1233,8 +1237,10 @@ void Runtime::after_primary_ctx_retain(CUctx_st** ctx, int ordinal) noexcept {
     }
     {
       *ctx = found->second->context();
-      void* expected = nullptr;
-      green_partition_.compare_exchange_strong(expected, found->second.get());
+      if (ordinal >= 0 && ordinal < static_cast<int>(green_devices_.size())) {
+        green_devices_[static_cast<std::size_t>(ordinal)].store(green_->devices[ordinal].get(),
+                                                                std::memory_order_release);
+      }
       RealDriver& drv = RealDriver::instance();
       cu_event_record_ = drv.symbol("cuEventRecord");
       cu_stream_wait_event_ = drv.symbol("cuStreamWaitEvent");
@@ -1270,16 +1276,36 @@ Runtime::GreenRoute::~GreenRoute() {
 Runtime::GreenRoute Runtime::green_route(CUstream_st* stream, bool ptsz, const LaunchInfo* launch) noexcept {
   GreenRoute route;
   if (backend_.load(std::memory_order_acquire) != Backend::kGreen) return route;
+  // The partition of the launch's device (its context's): a stream of
+  // another device's partition could not take the launch.
+  using CtxGetDeviceFn = CUresult (*)(CUdevice*);
+  static const auto get_device = reinterpret_cast<CtxGetDeviceFn>(RealDriver::instance().symbol("cuCtxGetDevice"));
+  CUdevice dev = 0;
+  if (get_device == nullptr || get_device(&dev) != CUDA_SUCCESS || dev < 0 ||
+      dev >= static_cast<int>(green_devices_.size())) {
+    return route;
+  }
+  const GreenDevice* gd = green_devices_[static_cast<std::size_t>(dev)].load(std::memory_order_acquire);
+  if (gd == nullptr) {
+    counters_.bump(counters_.green_unrouted);
+    LITHOS_LOG_ONCE(LogLevel::kWarn,
+                    "green-context backend: a launch on CUDA device %d, which has no partition (its primary context "
+                    "was not retained through lithos); it runs unconfined",
+                    static_cast<int>(dev));
+    return route;
+  }
   if (launch != nullptr) {
     // The rule, for the partition's fixed set: a launch it could hang stays
     // on the caller's stream, which runs on every SM.
-    const sched::LaunchNeeds needs = launch_needs(*launch, green_tpcs_, primary_view_.load(std::memory_order_acquire));
-    if (needs.any() && sched::fit_tpcs(topology_, needs, green_tpcs_, green_live_).action != sched::FitAction::kAsIs) {
+    const GpuView* v = view_here();
+    const sched::LaunchNeeds needs = launch_needs(*launch, gd->tpcs, v);
+    if (needs.any() && sched::fit_tpcs(v != nullptr ? v->topology : topology_, needs, gd->tpcs, gd->live).action !=
+                           sched::FitAction::kAsIs) {
       counters_.bump(counters_.green_unrouted);
       return route;
     }
   }
-  auto* partition = static_cast<gpu::GreenPartition*>(green_partition_.load(std::memory_order_acquire));
+  auto* partition = static_cast<gpu::GreenPartition*>(gd->partition);
   if (partition == nullptr || cu_event_record_ == nullptr || cu_stream_wait_event_ == nullptr ||
       cu_event_create_ == nullptr) {
     return route;
@@ -1299,7 +1325,9 @@ Runtime::GreenRoute Runtime::green_route(CUstream_st* stream, bool ptsz, const L
   GreenStream gs;
   try {
     InternalScope internal;
-    const auto key = reinterpret_cast<std::uintptr_t>(user);
+    // A default stream is one handle on every device: its route is the device's.
+    auto key = reinterpret_cast<std::uintptr_t>(user);
+    if (stream == nullptr) key |= static_cast<std::uintptr_t>(dev) << 56;
     auto it = green_routes_.find(key);
     if (it == green_routes_.end()) {
       auto made = partition->create_stream(CU_STREAM_NON_BLOCKING, 0);

@@ -359,14 +359,19 @@ class Runtime {
   mutable std::mutex names_mu_;
   std::unordered_map<const void*, std::string> names_;
 
-  // Green-context backend: one partition per device ordinal; launches are
-  // routed to the first device's partition (multi-GPU green mode is not
-  // supported). The routes map user streams to partition streams + events.
+  // Green-context backend: one partition per device ordinal, made at that
+  // device's first cuDevicePrimaryCtxRetain; a launch is routed to the
+  // partition of its context's device. The routes map user streams to
+  // partition streams + events.
   struct GreenState;
-  std::unique_ptr<GreenState> green_;            // guarded by mu_
-  std::atomic<void*> green_partition_{nullptr};  // gpu::GreenPartition*
-  sched::TpcSet green_tpcs_;                     // the partition's TPCs (set before backend_ turns kGreen)
-  sched::TpcSet green_live_;                     // the catalogue's TPCs
+  std::unique_ptr<GreenState> green_;  // guarded by mu_
+  struct GreenDevice {
+    void* partition = nullptr;  // gpu::GreenPartition*
+    sched::TpcSet tpcs;         // the partition's TPCs
+    sched::TpcSet live;         // the catalogue's TPCs
+  };
+  // By ordinal; each published once, complete (kept in green_).
+  std::array<std::atomic<const GreenDevice*>, 64> green_devices_{};
   struct GreenStream {
     CUstream_st* stream = nullptr;
     void* in = nullptr;   // CUevent
