@@ -19,12 +19,14 @@
 #include <cerrno>
 #include <charconv>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
@@ -80,6 +82,49 @@ struct DaemonArgs {
 std::atomic<bool> g_stop{false};
 void on_signal(int) { g_stop.store(true); }
 
+// A start-up step that may wait on the driver or on MPS (a calibration
+// child, nvidia-cuda-mps-control): when it has taken kSlowStepS, lithosd
+// says what it is waiting for, and again every kSlowStepRepeatS, so that a
+// daemon that has not come up yet is not silent about why.
+class SlowStep {
+ public:
+  static constexpr double kSlowStepS = 3.0;
+  static constexpr double kSlowStepRepeatS = 15.0;
+  explicit SlowStep(std::string what) : what_(std::move(what)), start_(std::chrono::steady_clock::now()) {
+    try {
+      thread_ = std::thread([this] { watch(); });
+    } catch (...) {  // no thread: the step runs without the notice
+    }
+  }
+  ~SlowStep() {
+    {
+      const std::lock_guard<std::mutex> lock(mu_);
+      done_ = true;
+    }
+    cv_.notify_all();
+    if (thread_.joinable()) thread_.join();
+  }
+  SlowStep(const SlowStep&) = delete;
+  SlowStep& operator=(const SlowStep&) = delete;
+
+ private:
+  void watch() {
+    std::unique_lock<std::mutex> lock(mu_);
+    double wait = kSlowStepS;
+    while (!cv_.wait_for(lock, std::chrono::duration<double>(wait), [this] { return done_; })) {
+      const double spent = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+      std::fprintf(stderr, "lithosd: still %s after %.0f s\n", what_.c_str(), spent);
+      wait = kSlowStepRepeatS;
+    }
+  }
+  std::string what_;
+  std::chrono::steady_clock::time_point start_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  std::thread thread_;
+};
+
 // MPS as configured; returns whether this daemon started it (and must stop it).
 // `multiuser`: start it in multi-user mode (-M); where the control program
 // has no such mode, it is started without, and lithosd says so
@@ -88,6 +133,8 @@ Result<bool> prepare_mps(daemon::MpsMode mode, bool multiuser, bool* multiuser_o
   *multiuser_on = false;
   if (mode == daemon::MpsMode::kOff) return false;
   const std::string control = "nvidia-cuda-mps-control";
+  const SlowStep slow(mode == daemon::MpsMode::kAttach ? "asking nvidia-cuda-mps-control for a running MPS"
+                                                       : "starting MPS (nvidia-cuda-mps-control -d)");
   std::string out;
   auto answers = bench::run_command({control}, {}, "get_server_list\n", 5.0, "/dev/null", &out);
   const bool running = answers && *answers == 0;
@@ -227,6 +274,9 @@ int read_gpu(const DaemonArgs& a, int device, bool must_know, daemon::DaemonOpti
   gpu::CalibrateRunOptions copt;
   copt.device = device;
   copt.other_devices = device_count != nullptr;
+  const SlowStep slow("reading the slot map of GPU " + std::to_string(device) +
+                      (copt.other_devices ? " and the GPUs beside it" : "") + " (a calibration child, stopped after " +
+                      std::to_string(copt.timeout_s) + " s)");
   auto r = gpu::calibrate_device(copt);
   if (r && device_count != nullptr) *device_count = r->device_count;
   if (!r) {

@@ -1214,6 +1214,7 @@ TEST_F(DaemonE2E, StartedMpsIsMultiUser) {
          "# records its arguments and its commands; no control daemon ever answers\n"
          "echo \"args: $*\" >> \"$FAKE_MPS_CALLS\"\n"
          "case \" $* \" in *\" -M \"*) [ -n \"$FAKE_MPS_NO_MULTIUSER\" ] && exit 2;; esac\n"
+         "[ $# -gt 0 ] && [ -n \"$FAKE_MPS_SLOW_S\" ] && sleep \"$FAKE_MPS_SLOW_S\"\n"
          "[ $# -gt 0 ] && exit 0\n"
          "while read -r cmd; do [ -n \"$cmd\" ] && echo \"cmd: $cmd\" >> \"$FAKE_MPS_CALLS\"; done\n"
          "exit 1\n";
@@ -1230,6 +1231,8 @@ TEST_F(DaemonE2E, StartedMpsIsMultiUser) {
       {{"--mps", "start"}, {}, "args: -d -M\n", "MPS started (multi-user)"},
       {{"--mps", "start"}, {"FAKE_MPS_NO_MULTIUSER=1"}, "args: -d -M\nargs: -d\n", "did not start in multi-user mode"},
       {{"--mps", "start", "--mps-multiuser", "false"}, {}, "args: -d\n", "MPS started"},
+      // A start that takes 4 s: lithosd says what it waits for, then comes up.
+      {{"--mps", "start"}, {"FAKE_MPS_SLOW_S=4"}, "args: -d -M\n", "lithosd: still starting MPS"},
   };
   for (const Case& c : cases) {
     fs::remove(calls);
