@@ -452,33 +452,6 @@ const GpuView* Runtime::load_view(int dev) noexcept {
   }
 }
 
-bool Runtime::device_ok() noexcept {
-  switch (device_check_.load(std::memory_order_acquire)) {
-    case DeviceCheck::kAll: return true;
-    case DeviceCheck::kNone: return false;
-    case DeviceCheck::kPerLaunch: break;
-  }
-  if (cu_ctx_get_device_ == nullptr || cu_device_get_uuid_ == nullptr || !map_) return false;
-  CUdevice dev = 0;
-  if (reinterpret_cast<CtxGetDeviceFn>(cu_ctx_get_device_)(&dev) != CUDA_SUCCESS || dev < 0 ||
-      dev >= static_cast<int>(device_matches_.size())) {
-    return false;
-  }
-  auto& known = device_matches_[static_cast<std::size_t>(dev)];
-  const std::int8_t k = known.load(std::memory_order_acquire);
-  if (k != 0) return k > 0;
-  CUuuid u{};
-  bool match = false;
-  try {
-    match = reinterpret_cast<DeviceGetUuidFn>(cu_device_get_uuid_)(&u, dev) == CUDA_SUCCESS &&
-            gpu::uuid_text(u.bytes) == map_->gpu_uuid;
-  } catch (...) {
-    match = false;
-  }
-  known.store(match ? 1 : -1, std::memory_order_release);
-  return match;
-}
-
 // ---------------------------------------------------------------------------
 // The launch path
 
@@ -550,17 +523,16 @@ std::optional<Runtime::Choice> Runtime::choose(CUstream_st* stream, bool ptsz, S
       return std::nullopt;
     }
   }
-  if (!found && device_check_.load(std::memory_order_relaxed) == DeviceCheck::kPerLaunch) {
-    // On a GPU other than the configured map's: the set asked for, made on
-    // that GPU's own map (load_view).
-    const GpuView* v = view_here();
-    if (v != nullptr && v->requested && v != primary_view_.load(std::memory_order_acquire)) {
-      if (v->request_whole) {
-        *why = SkipReason::kWholeLiveSet;
-        return std::nullopt;
-      }
-      return Choice{v->request_slots, v->request_tpcs, v};
+  // The launch's GPU: the configured map's (primary), or another one.
+  const GpuView* primary = primary_view_.load(std::memory_order_acquire);
+  const GpuView* here = view_here();
+  if (!found && here != nullptr && here != primary && here->requested) {
+    // Another GPU: the set asked for, made on that GPU's own map (load_view).
+    if (here->request_whole) {
+      *why = SkipReason::kWholeLiveSet;
+      return std::nullopt;
     }
+    return Choice{here->request_slots, here->request_tpcs, here};
   }
   if (!found) {
     const MaskEntry* e = process_mask_.load(std::memory_order_acquire);
@@ -574,11 +546,12 @@ std::optional<Runtime::Choice> Runtime::choose(CUstream_st* stream, bool ptsz, S
     *why = SkipReason::kWholeLiveSet;
     return std::nullopt;
   }
-  if (!device_ok()) {
+  // The process and stream sets are the configured map's GPU's.
+  if (here == nullptr || here != primary) {
     *why = SkipReason::kOtherDevice;
     return std::nullopt;
   }
-  return Choice{entry.slots, entry.tpcs, primary_view_.load(std::memory_order_acquire)};
+  return Choice{entry.slots, entry.tpcs, primary};
 }
 
 void Runtime::begin_launch(HookId id, CUstream_st* stream, bool ptsz, const LaunchInfo& launch) {

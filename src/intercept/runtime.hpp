@@ -277,7 +277,6 @@ class Runtime {
   LaunchIdentity identity(const void* function, bool statics) noexcept;
 
  private:
-  bool device_ok() noexcept;
   static std::uintptr_t stream_key(CUstream_st* stream, bool ptsz) noexcept;
   // Sets the process mask (null: whole GPU). Called with mu_ held.
   void publish_process_mask_locked(const gpu::SlotMask* slots, const sched::TpcSet& tpcs);
@@ -332,7 +331,6 @@ class Runtime {
   // device), none, or checked per launch (several devices).
   enum class DeviceCheck : std::uint8_t { kAll, kNone, kPerLaunch };
   std::atomic<DeviceCheck> device_check_{DeviceCheck::kAll};
-  std::array<std::atomic<std::int8_t>, 64> device_matches_{};  // 0 unknown, 1 yes, -1 no
   void* cu_ctx_get_device_ = nullptr;
   void* cu_device_get_uuid_ = nullptr;
 
