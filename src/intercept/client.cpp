@@ -376,7 +376,8 @@ bool DaemonClient::connect_locked() noexcept {
   }
   layout_ = layout;
   dev_base_ = dev;
-  if (CUcontext ctx = nullptr; d.ctx_get_current != nullptr && d.ctx_get_current(&ctx) == CUDA_SUCCESS) ctx_ = ctx;
+  if (CUcontext ctx = nullptr; d.ctx_get_current != nullptr && d.ctx_get_current(&ctx) == CUDA_SUCCESS)
+    ctx_.store(ctx, std::memory_order_release);
   fallback_[0] = layout->header.fallback[0].load();
   fallback_[1] = layout->header.fallback[1].load();
   high_.store(w.tenant_class == ipc::TenantClass::kHigh, std::memory_order_release);
@@ -915,7 +916,9 @@ void DaemonClient::tracker() noexcept {
   thread_frame().internal = true;
   // Markers on a legacy default stream go to the current context's: this
   // client's GPU (streams of their own name their context).
-  if (const Drv& d = Drv::get(); ctx_ != nullptr && d.ctx_set_current != nullptr) (void)d.ctx_set_current(ctx_);
+  if (const Drv& d = Drv::get(); d.ctx_set_current != nullptr) {
+    if (CUcontext ctx = ctx_.load(std::memory_order_acquire); ctx != nullptr) (void)d.ctx_set_current(ctx);
+  }
   bool busy = true;  // a stream dirty or launched on lately: look again soon
   while (tracker_running_.load(std::memory_order_acquire)) {
     if (busy) {

@@ -283,7 +283,7 @@ class DaemonClient {
   std::string gpu_;  // the daemon's GPU UUID, from the welcome ("" : not named); guarded by gpu_mu_
   // The context current when it registered: the tracker writes its
   // markers in it (a legacy default stream names no context of its own).
-  CUctx_st* ctx_ = nullptr;
+  std::atomic<CUctx_st*> ctx_{nullptr};
   double grant_timeout_ms_ = 500;
   bool hw_priority_ = true;
   bool submit_ahead_ = false;
