@@ -89,8 +89,6 @@ class DaemonClient {
   // Whether this process registered and was told its class (even if the
   // daemon is gone now): decides the fallback behaviour.
   bool registered_once() const noexcept { return registered_once_.load(std::memory_order_acquire); }
-  // The CUdevice this client serves (-1: the inert client).
-  int device() const noexcept { return device_; }
 
   // High priority: the tenant's allocation now (false: none published);
   // `lasting`: the one for a launch whose set lasts, a CUDA graph's
