@@ -224,10 +224,7 @@ void Runtime::attach_slow() noexcept {
     if (cu_device_get_uuid_ == nullptr) cu_device_get_uuid_ = driver.symbol("cuDeviceGetUuid");
     follow_first_gpu_locked();
     if (map_) {
-      auto view = std::make_unique<GpuView>();
-      view->map = *map_;
-      view->topology = topology_;
-      view->live = live_;
+      auto view = std::make_unique<GpuView>(*map_);
       primary_view_.store(view.get(), std::memory_order_release);
       view_store_.push_back(std::move(view));
     }
@@ -411,10 +408,7 @@ const GpuView* Runtime::load_view(int dev) noexcept {
       if (uuid == map_->gpu_uuid) {
         v = primary_view_.load(std::memory_order_acquire);
       } else if (auto cached = cached_map_locked(uuid, &looked)) {
-        auto view = std::make_unique<GpuView>();
-        view->topology = cached->first.topology;
-        view->live = cached->first.live_set();
-        view->map = std::move(cached->first);
+        auto view = std::make_unique<GpuView>(std::move(cached->first));
         LITHOS_LOG(LogLevel::kInfo, "device %d (%s): slot map %s", dev, uuid.c_str(), cached->second.c_str());
         // The process-wide set asked for applies on every GPU, each with its own map.
         if (config_.request != MaskRequest::kNone && config_.backend != BackendChoice::kOff &&
@@ -482,30 +476,31 @@ std::optional<Runtime::Choice> Runtime::choose(CUstream_st* stream, bool ptsz, S
     }
     return std::nullopt;
   }
+  // The launch's GPU: the configured map's (primary), or another one.
+  const GpuView* primary = primary_view_.load(std::memory_order_acquire);
+  const GpuView* here = view_here();
   // A granted launch (daemon client): exactly the granted set, on the slot
   // map of the launch's GPU (the grant came from that GPU's daemon).
   ThreadFrame& f = t_frame;
-  if (f.granted) {
-    if (const GpuView* v = view_here()) {
-      if (f.grant.empty() || f.grant == v->live) {
-        *why = SkipReason::kWholeLiveSet;
-        return std::nullopt;
-      }
-      return Choice{slots_for(*v, f.grant & v->live), f.grant & v->live, v};
+  if (f.granted && here != nullptr) {
+    if (f.grant.empty() || f.grant == here->live) {
+      *why = SkipReason::kWholeLiveSet;
+      return std::nullopt;
     }
+    return Choice{slots_for(*here, f.grant & here->live), f.grant & here->live, here};
   }
   // A high-priority tenant of lithosd: its current allocation on the
   // launch's GPU (the last one published if the daemon went away), the
   // lasting one for a graph.
-  if (DaemonClient& dc = DaemonClient::current(); dc.registered_once() && dc.high()) {
+  if (DaemonClient& dc = DaemonClient::current(); here != nullptr && dc.registered_once() && dc.high()) {
     sched::TpcSet a;
-    if (const GpuView* v = view_here(); v != nullptr && dc.allocation(&a, lasting)) {
-      a &= v->live;
-      if (a.empty() || a == v->live) {
+    if (dc.allocation(&a, lasting)) {
+      a &= here->live;
+      if (a.empty() || a == here->live) {
         *why = SkipReason::kWholeLiveSet;
         return std::nullopt;
       }
-      return Choice{slots_for(*v, a), a, v};
+      return Choice{slots_for(*here, a), a, here};
     }
   }
   MaskEntry entry;
@@ -523,9 +518,6 @@ std::optional<Runtime::Choice> Runtime::choose(CUstream_st* stream, bool ptsz, S
       return std::nullopt;
     }
   }
-  // The launch's GPU: the configured map's (primary), or another one.
-  const GpuView* primary = primary_view_.load(std::memory_order_acquire);
-  const GpuView* here = view_here();
   if (!found && here != nullptr && here != primary && here->requested) {
     // Another GPU: the set asked for, made on that GPU's own map (load_view).
     if (here->request_whole) {

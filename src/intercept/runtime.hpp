@@ -25,6 +25,7 @@
 #include <shared_mutex>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "gpu/qmd.hpp"
@@ -72,9 +73,10 @@ inline constexpr int kApiInternal = -4;     // lithos failed inside; nothing cha
 // One GPU's slot map and what the masks of launches on it need of it
 // (Runtime::view_here): its topology and its live TPCs.
 struct GpuView {
+  explicit GpuView(gpu::SlotMap m) : map(std::move(m)), topology(map.topology), live(map.live_set()) {}
   gpu::SlotMap map;
-  sched::Topology topology;
-  sched::TpcSet live;
+  sched::Topology topology;  // map's
+  sched::TpcSet live;        // map's live TPCs
   // On a GPU other than the configured map's: the process-wide set asked
   // for (LITHOS_TPCS / LITHOS_TPC_SET) made on this GPU's own map
   // (`requested`: there is one; `request_whole`: it is every live TPC).
