@@ -275,6 +275,22 @@ print("    SMs used on GPU 0 / GPU 1: plain", plain, "| lithos run --tpcs 8:", c
 sys.exit(0 if all(0 < c <= 16 < p for c, p in zip(conf, plain)) else 1)
 PY
 
+stamp "sets given through lithos.h on both GPUs of one process (each with its own map)"
+timeout -s KILL 120 "$LITHOS" run --stats-file "$OUT/stats-smidapi-%p.json" -- python3 "$CHECK" smid-api \
+  >"$OUT/smidapi.json" 2>"$OUT/smidapi.err"
+python3 - "$OUT" <<'PY' && pass "C API process set on both GPUs, stream set on GPU 1" || fail "C API sets not applied on both GPUs"
+import json, sys
+out = sys.argv[1]
+r = json.loads(open(f"{out}/smidapi.json").readline())
+print("    rc", r["rc"], "| process set TPCs 0-3, SM ids on GPU 0 / 1:", r["process_set"],
+      "| stream set TPCs 10-11 on GPU 1:", r["stream_set_gpu1"], "| GPU 1 default stream after:",
+      r["default_stream_gpu1"])
+ok = r["rc"] == [0, 0] and all(ids and set(ids) <= set(range(8)) for ids in r["process_set"])
+ok = ok and r["stream_set_gpu1"] and set(r["stream_set_gpu1"]) <= {20, 21, 22, 23}
+ok = ok and r["default_stream_gpu1"] and set(r["default_stream_gpu1"]) <= set(range(8))
+sys.exit(0 if ok else 1)
+PY
+
 echo
 echo "| check | result |"
 echo "|---|---|"

@@ -13,6 +13,12 @@ compute print checksums that must equal the plain run's bit for bit.
                                   launch of the process is on DEVICE)
   multi_gpu_check.py smid-both    the same on cuda:0, then on cuda:1, in one
                                   process: {"sms": [on 0, on 1]}
+  multi_gpu_check.py smid-api     sets given through lithos.h (under
+                                  `lithos run`): the process set TPCs 0-3 on
+                                  both GPUs, then a stream set TPCs 10-11 on
+                                  a stream of cuda:1 (its SM ids must be
+                                  20-23); the default stream of cuda:1 after
+                                  it keeps the process set
 """
 import json
 import os
@@ -88,20 +94,42 @@ extern "C" __global__ void smid(unsigned int* out, long long spin) {
 '''
 
 
-def smid(dev_index):
+def smid(dev_index, stream=None):
     import cupy
     with cupy.cuda.Device(dev_index):
         k = cupy.RawKernel(SMID_SRC, "smid")
         blocks = 4096
         out = cupy.zeros(blocks, dtype=cupy.uint32)
-        k((blocks,), (128,), (out, cupy.int64(20000)))
+        if stream is None:
+            k((blocks,), (128,), (out, cupy.int64(20000)))
+        else:
+            k((blocks,), (128,), (out, cupy.int64(20000)), stream=stream)
         cupy.cuda.Device(dev_index).synchronize()
         sms = sorted(set(int(v) for v in out.get()))
     return {"device": dev_index, "sms": len(sms), "sm_ids": sms}
 
 
+def smid_api():
+    import ctypes
+    import cupy
+    lib = ctypes.CDLL(None)  # liblithos.so, preloaded by `lithos run`
+    words = ctypes.c_uint64 * 2
+    set_process = lib.lithos_set_process_tpcs
+    set_stream = lib.lithos_stream_set_tpcs
+    set_stream.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_uint64)]
+    rc_process = set_process(words(0xF, 0))  # TPCs 0-3: SMs 0-7
+    process = [smid(0), smid(1)]
+    with cupy.cuda.Device(1):
+        s = cupy.cuda.Stream(non_blocking=True)
+    rc_stream = set_stream(ctypes.c_void_p(s.ptr), words((1 << 10) | (1 << 11), 0))  # SMs 20-23
+    on_stream = smid(1, s)
+    after = smid(1)
+    return {"rc": [rc_process, rc_stream], "process_set": [p["sm_ids"] for p in process],
+            "stream_set_gpu1": on_stream["sm_ids"], "default_stream_gpu1": after["sm_ids"]}
+
+
 def main():
-    if len(sys.argv) < 2 or sys.argv[1] not in ("one", "both", "ddp", "smid", "smid-both"):
+    if len(sys.argv) < 2 or sys.argv[1] not in ("one", "both", "ddp", "smid", "smid-both", "smid-api"):
         print(__doc__, file=sys.stderr)
         return 2
     t0 = time.perf_counter()
@@ -113,6 +141,8 @@ def main():
         result = (one if shape == "one" else smid)(int(sys.argv[2]))
     elif shape == "smid-both":
         result = {"sms": [smid(0)["sms"], smid(1)["sms"]]}
+    elif shape == "smid-api":
+        result = smid_api()
     else:
         result = both() if shape == "both" else ddp()
     result["seconds"] = round(time.perf_counter() - t0, 3)

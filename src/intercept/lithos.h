@@ -9,7 +9,9 @@
  * TPC sets are bitmaps over *logical* TPCs (TPC t = SMs 2t and 2t+1 as %smid
  * numbers them): bit t of words[t / 64]. A set that contains a TPC with no
  * live mask slot on this GPU is refused (LITHOS_EINVAL): lithos never emits a
- * mask that could leave a launch with no TPC to run on.
+ * mask that could leave a launch with no TPC to run on. Sets are checked
+ * against the configured slot map's GPU; on every other GPU a process
+ * launches on, the same logical TPCs are masked with that GPU's own map.
  */
 #ifndef LITHOS_H_
 #define LITHOS_H_

@@ -337,19 +337,50 @@ void Runtime::follow_first_gpu_locked() {
   }
   const std::string uuid = gpu::uuid_text(u.bytes);
   if (uuid == map_->gpu_uuid) return;
-  if (stream_mask_count_.load(std::memory_order_acquire) > 0) {
-    LITHOS_LOG(LogLevel::kWarn,
-               "the first launch is on device %d (%s), but stream sets were made with the slot map of %s: "
-               "masks apply on %s only",
-               static_cast<int>(dev), uuid.c_str(), map_->gpu_uuid.c_str(), map_->gpu_uuid.c_str());
-    return;
-  }
   std::string looked;
   if (auto cached = cached_map_locked(uuid, &looked)) {
+    // Stream sets given before (lithos.h) are made again on the new map;
+    // one it cannot hold keeps the old map, whose GPU's launches then
+    // follow it with their own view (view_here).
+    std::unordered_map<std::uintptr_t, MaskEntry> remade;
+    {
+      const std::shared_lock<std::shared_mutex> lock(streams_mu_);
+      const sched::TpcSet live = cached->first.live_set();
+      for (const auto& [key, e] : stream_masks_) {
+        auto mask = gpu::mask_for(cached->first, e.tpcs);
+        if (!mask) {
+          LITHOS_LOG(LogLevel::kWarn,
+                     "the first launch is on device %d (%s), whose slot map cannot hold a stream set made before "
+                     "(TPCs %s: %s): the configured map of %s stays",
+                     static_cast<int>(dev), uuid.c_str(), e.tpcs.to_string().c_str(), mask.status().message().c_str(),
+                     map_->gpu_uuid.c_str());
+          return;
+        }
+        remade[key] = MaskEntry{mask.value(), e.tpcs, e.tpcs == live};
+      }
+    }
     LITHOS_LOG(LogLevel::kInfo, "the first launch is on device %d (%s): its slot map replaces %s's",
                static_cast<int>(dev), uuid.c_str(), map_->gpu_uuid.c_str());
     use_map_locked(std::move(cached->first), cached->second);
-    apply_request_locked();
+    if (!remade.empty()) {
+      const std::unique_lock<std::shared_mutex> lock(streams_mu_);
+      for (auto& [key, e] : remade) {
+        if (auto it = stream_masks_.find(key); it != stream_masks_.end()) it->second = e;
+      }
+    }
+    if (!process_set_by_api_.load(std::memory_order_acquire)) {
+      apply_request_locked();
+    } else if (const MaskEntry* e = process_mask_.load(std::memory_order_acquire)) {
+      // The C API's process set, made again on the new map.
+      const sched::TpcSet tpcs = e->tpcs;
+      if (auto mask = gpu::mask_for(*map_, tpcs)) {
+        publish_process_mask_locked(&mask.value(), tpcs);
+      } else {
+        LITHOS_LOG(LogLevel::kError, "the process set TPCs %s does not fit device %d's slot map (%s): whole GPU",
+                   tpcs.to_string().c_str(), static_cast<int>(dev), mask.status().message().c_str());
+        publish_process_mask_locked(nullptr, {});
+      }
+    }
     return;
   }
   LITHOS_LOG(LogLevel::kWarn,
@@ -518,7 +549,8 @@ std::optional<Runtime::Choice> Runtime::choose(CUstream_st* stream, bool ptsz, S
       return std::nullopt;
     }
   }
-  if (!found && here != nullptr && here != primary && here->requested) {
+  if (!found && here != nullptr && here != primary && here->requested &&
+      !process_set_by_api_.load(std::memory_order_acquire)) {
     // Another GPU: the set asked for, made on that GPU's own map (load_view).
     if (here->request_whole) {
       *why = SkipReason::kWholeLiveSet;
@@ -538,12 +570,19 @@ std::optional<Runtime::Choice> Runtime::choose(CUstream_st* stream, bool ptsz, S
     *why = SkipReason::kWholeLiveSet;
     return std::nullopt;
   }
-  // The process and stream sets are the configured map's GPU's.
-  if (here == nullptr || here != primary) {
-    *why = SkipReason::kOtherDevice;
+  if (here == nullptr) {
+    *why = SkipReason::kOtherDevice;  // a GPU with no slot map
     return std::nullopt;
   }
-  return Choice{entry.slots, entry.tpcs, primary};
+  if (here == primary) return Choice{entry.slots, entry.tpcs, primary};
+  // A set given through the C API (process or stream), on another GPU: the
+  // same logical TPCs, made with that GPU's own map.
+  const sched::TpcSet there = entry.tpcs & here->live;
+  if (there.empty() || there == here->live) {
+    *why = there.empty() ? SkipReason::kOtherDevice : SkipReason::kWholeLiveSet;
+    return std::nullopt;
+  }
+  return Choice{slots_for(*here, there), there, here};
 }
 
 void Runtime::begin_launch(HookId id, CUstream_st* stream, bool ptsz, const LaunchInfo& launch) {
@@ -1378,6 +1417,7 @@ int Runtime::set_process_tpcs(const sched::TpcSet* tpcs) noexcept {
     const std::lock_guard<std::mutex> lock(mu_);
     if (tpcs == nullptr) {
       publish_process_mask_locked(nullptr, {});
+      process_set_by_api_.store(true, std::memory_order_release);
       return kApiOk;
     }
     if (tpcs->empty()) return kApiInvalid;
@@ -1393,6 +1433,7 @@ int Runtime::set_process_tpcs(const sched::TpcSet* tpcs) noexcept {
       return kApiInvalid;
     }
     publish_process_mask_locked(&mask.value(), *tpcs);
+    process_set_by_api_.store(true, std::memory_order_release);
     if (*tpcs == map_->live_set()) return kApiOk;  // nothing to write: no callback needed
   } catch (...) {
     counters_.bump(counters_.internal_errors);

@@ -322,6 +322,9 @@ class Runtime {
   std::atomic<const MaskEntry*> process_mask_{nullptr};
   std::vector<std::unique_ptr<MaskEntry>> mask_entries_;  // guarded by mu_
   std::atomic<SkipReason> process_skip_{SkipReason::kNotRequested};
+  // lithos_set_process_tpcs was called: its set replaces the one asked for
+  // (LITHOS_TPCS / LITHOS_TPC_SET) on every GPU, not only the primary's.
+  std::atomic<bool> process_set_by_api_{false};
   std::string process_mask_text_ = "whole GPU";  // guarded by mu_
 
   // Per-stream masks.

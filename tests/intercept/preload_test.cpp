@@ -721,6 +721,19 @@ TEST_F(MultiGpu, TheMapIsCheckedAgainstTheLaunchingDevice) {
 // calibration cache beside it, and masks apply on device 1.
 using FollowsFirstGpu = PreloadTest;
 
+// Runs first (no launch yet): a stream set given before the first launch is
+// made again on the first launch's GPU's map, which replaces the configured
+// one.
+TEST_F(FollowsFirstGpu, AStreamSetGivenBeforeTheFirstLaunchFollowsItsGpu) {
+  const auto s = reinterpret_cast<CUstream>(0x6161);
+  const std::uint64_t tpc3[2] = {1U << 3, 0};
+  ASSERT_EQ(api_set_stream(s, tpc3), 0);  // made on device 0's map: slot 5
+  EXPECT_EQ(launch_on(s), CUDA_SUCCESS);
+  expect_mask(last_mask(), expected_for({6}), "device 1: TPC 3 is its slot 6");
+  EXPECT_NE(stats()["slot_map"].get<std::string>().find("aabbccddeefe"), std::string::npos) << stats().dump();
+  ASSERT_EQ(api_clear_stream(s), 0);
+}
+
 TEST_F(FollowsFirstGpu, TheFirstLaunchsGpuBringsItsOwnMap) {
   EXPECT_EQ(launch_on(nullptr), CUDA_SUCCESS);
   expect_mask(last_mask(), expected_for({1, 3}), "device 1: TPCs 1-2 are its slots 1 and 3");
@@ -750,6 +763,47 @@ TEST_F(EveryGpu, TheSetAppliesOnEachGpuWithItsOwnMap) {
     expect_mask(last_mask(), expected_for({1, 3}), "device 1: TPCs 1-2 are its slots 1 and 3");
   }
   EXPECT_EQ(not_applied("other_device"), 0U);
+}
+
+// Sets given through lithos.h are logical TPCs: on every GPU, each made
+// with its own map. The process set given there replaces the one asked for
+// (LITHOS_TPC_SET) on both GPUs, a whole-GPU one too.
+TEST_F(EveryGpu, TheCApiSetsApplyOnEachGpuWithItsOwnMap) {
+  using RetainFn = CUresult (*)(CUcontext*, CUdevice);
+  using SetCurrentFn = CUresult (*)(CUcontext);
+  CUcontext ctx[2] = {};
+  for (int d = 0; d < 2; ++d) ASSERT_EQ(driver_fn<RetainFn>("cuDevicePrimaryCtxRetain")(&ctx[d], d), CUDA_SUCCESS);
+  const auto set_current = driver_fn<SetCurrentFn>("cuCtxSetCurrent");
+  const auto on = [&](int d, CUstream s) {
+    EXPECT_EQ(set_current(ctx[d]), CUDA_SUCCESS);
+    EXPECT_EQ(launch_on(s), CUDA_SUCCESS);
+    return last_mask();
+  };
+  const auto s = reinterpret_cast<CUstream>(0x5151);
+  const std::uint64_t tpc3[2] = {1U << 3, 0};
+  const std::uint64_t tpc0_3[2] = {(1U << 0) | (1U << 3), 0};
+  const std::uint64_t every[2] = {0xFU, 0};
+  ASSERT_EQ(api_set_stream(s, tpc3), 0);
+  expect_mask(on(0, s), expected_for({5}), "stream set, device 0: TPC 3 is slot 5");
+  expect_mask(on(1, s), expected_for({6}), "stream set, device 1: TPC 3 is slot 6");
+  expect_mask(on(1, nullptr), expected_for({1, 3}), "another stream, device 1: the set asked for");
+  ASSERT_EQ(api_set_process(tpc0_3), 0);
+  expect_mask(on(0, nullptr), expected_for({0, 5}), "process set, device 0");
+  expect_mask(on(1, nullptr), expected_for({0, 6}), "process set, device 1");
+  expect_mask(on(1, s), expected_for({6}), "the stream's own set still wins on device 1");
+  const auto whole_before = not_applied("whole_live_set");
+  ASSERT_EQ(api_set_process(every), 0);
+  EXPECT_FALSE(on(1, nullptr).valid) << "every live TPC: no mask on device 1 either";
+  ASSERT_EQ(api_set_process(nullptr), 0);
+  EXPECT_FALSE(on(0, nullptr).valid) << "whole GPU";
+  EXPECT_FALSE(on(1, nullptr).valid) << "whole GPU on device 1 too, not the set asked for";
+  EXPECT_GE(not_applied("whole_live_set"), whole_before + 1);
+  ASSERT_EQ(api_clear_stream(s), 0);
+  const std::uint64_t tpc1_2[2] = {(1U << 1) | (1U << 2), 0};
+  ASSERT_EQ(api_set_process(tpc1_2), 0);
+  expect_mask(on(1, s), expected_for({1, 3}), "after clearing: the process set, device 1");
+  EXPECT_EQ(not_applied("other_device"), 0U);
+  set_current(ctx[0]);
 }
 
 // The same with no map of device 1 anywhere: its launches run unmasked, as
