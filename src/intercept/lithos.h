@@ -27,7 +27,8 @@ struct CUstream_st; /* CUstream in cuda.h */
 
 #define LITHOS_OK 0
 #define LITHOS_EINVAL (-1)      /* null argument, empty set, or a TPC without a live slot */
-#define LITHOS_ENOSLOTMAP (-2)  /* no slot map loaded (LITHOS_SLOT_MAP; `lithos run` sets it) */
+#define LITHOS_ENOSLOTMAP (-2)  /* no slot map loaded (LITHOS_SLOT_MAP; `lithos run` sets it once the GPU
+                                  is calibrated: `lithos calibrate`, or a run with --tpcs) */
 #define LITHOS_EUNSUPPORTED (-3) /* the backend in use cannot do it (green-context, off) */
 #define LITHOS_EINTERNAL (-4)   /* lithos failed inside; nothing changed */
 

@@ -1368,6 +1368,15 @@ Runtime::GreenRoute Runtime::green_route(CUstream_st* stream, bool ptsz, const L
 // ---------------------------------------------------------------------------
 // C API
 
+// A program that asks for sets with no slot map gets LITHOS_ENOSLOTMAP, and
+// its user the way to one, once.
+int Runtime::no_slot_map_for_api() noexcept {
+  LITHOS_LOG_ONCE(LogLevel::kError,
+                  "lithos.h: no slot map is loaded, so TPC sets are refused (LITHOS_ENOSLOTMAP): calibrate this GPU "
+                  "once (`lithos calibrate`), or start the program with `lithos run --tpcs N` or --slot-map FILE");
+  return kApiNoSlotMap;
+}
+
 int Runtime::set_stream_tpcs(CUstream_st* stream, const sched::TpcSet& tpcs) noexcept {
   engage();
   if (tpcs.empty()) return kApiInvalid;
@@ -1380,7 +1389,7 @@ int Runtime::set_stream_tpcs(CUstream_st* stream, const sched::TpcSet& tpcs) noe
     bool whole = false;
     {
       const std::lock_guard<std::mutex> map_lock(mu_);  // the first launch may replace the map
-      if (!map_) return kApiNoSlotMap;
+      if (!map_) return no_slot_map_for_api();
       auto mask = gpu::mask_for(*map_, tpcs);
       if (!mask) {
         LITHOS_LOG(LogLevel::kWarn, "stream mask refused: %s", mask.status().message().c_str());
@@ -1426,7 +1435,7 @@ int Runtime::set_process_tpcs(const sched::TpcSet* tpcs) noexcept {
         config_.backend == BackendChoice::kGreen) {
       return kApiUnsupported;
     }
-    if (!map_) return kApiNoSlotMap;
+    if (!map_) return no_slot_map_for_api();
     auto mask = gpu::mask_for(*map_, *tpcs);
     if (!mask) {
       LITHOS_LOG(LogLevel::kWarn, "process mask refused: %s", mask.status().message().c_str());
@@ -1447,7 +1456,7 @@ int Runtime::live_tpcs(sched::TpcSet* out) noexcept {
   if (out == nullptr) return kApiInvalid;
   try {
     const std::lock_guard<std::mutex> lock(mu_);  // the first launch may replace the map
-    if (!map_) return kApiNoSlotMap;
+    if (!map_) return no_slot_map_for_api();
     *out = map_->live_set();
     return out->count();
   } catch (...) {

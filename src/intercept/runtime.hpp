@@ -205,7 +205,8 @@ class Runtime {
   // mask. Called with mu_ held.
   void engage_locked();
   void use_map_locked(gpu::SlotMap map, const std::string& path);
-  void apply_request_locked();  // the process-wide set asked for, on map_
+  void apply_request_locked();         // the process-wide set asked for, on map_
+  int no_slot_map_for_api() noexcept;  // kApiNoSlotMap for the C API, said once
   // The set asked for (config_.request) on `map` and its mask; the reason
   // when the map refuses it. `warn`: say when LITHOS_TPCS asks more than it has.
   Result<std::pair<gpu::SlotMask, sched::TpcSet>> request_on(const gpu::SlotMap& map, bool warn) const;

@@ -381,8 +381,14 @@ TEST_F(Passthrough, NoMaskIsWrittenWhenNoneIsAskedFor) {
   EXPECT_EQ(Fake::get().subscribers(), 0);
   EXPECT_EQ(stats()["descriptors"].value("in_launch", 0U), 0U);
   // Without a slot map the stream API cannot make masks.
+  // It says so once, with the way to a map.
   const std::uint64_t words[2] = {1, 0};
+  ::testing::internal::CaptureStderr();
   EXPECT_EQ(api_set_stream(reinterpret_cast<CUstream>(0x5), words), -2);
+  EXPECT_EQ(api_set_process(words), -2);
+  const std::string said = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(said.find("lithos calibrate"), std::string::npos) << said;
+  EXPECT_EQ(said.find("LITHOS_ENOSLOTMAP"), said.rfind("LITHOS_ENOSLOTMAP")) << "once: " << said;
 }
 
 // ---------------------------------------------------------------------------
