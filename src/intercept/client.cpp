@@ -1058,7 +1058,7 @@ double DaemonClient::wait_quantile_us(double q) const noexcept {
   return static_cast<double>(grant_wait_max_ns_.load()) / 1e3;
 }
 
-std::string DaemonClient::stats_json() const {
+std::string DaemonClient::stats_json(bool process) const {
   if (!wanted_) return {};
   const char* state = "idle";
   switch (state_.load(std::memory_order_acquire)) {
@@ -1095,10 +1095,12 @@ std::string DaemonClient::stats_json() const {
       ",\"dropped_reports\":" + num(s.dropped_reports) + ",\"spilled\":" + num(s.spilled) +
       ",\"doorbells\":" + num(s.doorbells) + ",\"syncs\":" + num(s.syncs) + ",\"stream_priority\":{\"immediate\":\"" +
       priority_name(immediate_priority_.load()) + "\",\"enabled\":" + (hw_priority_ ? "true" : "false") +
-      ",\"set\":" + num(s.priorities_set) + ",\"failed\":" + num(s.priority_failures) + "}" +
-      ",\"deferred\":" + DeferredLaunches::instance().stats_json() +
-      ",\"graph_replay\":" + GraphReplay::instance().stats_json() + "}";
-  return out;
+      ",\"set\":" + num(s.priorities_set) + ",\"failed\":" + num(s.priority_failures) + "}";
+  if (process) {
+    out += ",\"deferred\":" + DeferredLaunches::instance().stats_json() +
+           ",\"graph_replay\":" + GraphReplay::instance().stats_json();
+  }
+  return out + "}";
 }
 
 std::string DaemonClient::stats_json_all() {
@@ -1106,8 +1108,8 @@ std::string DaemonClient::stats_json_all() {
   const int first = g_first_device.load(std::memory_order_acquire);
   std::string all;
   int n = 0;
-  each([&](DaemonClient& c) { all += (n++ == 0 ? "" : ",") + c.stats_json(); });
-  std::string out = of_device(first >= 0 ? first : 0).stats_json();
+  each([&](DaemonClient& c) { all += (n++ == 0 ? "" : ",") + c.stats_json(false); });
+  std::string out = of_device(first >= 0 ? first : 0).stats_json(true);
   if (n > 1 && !out.empty()) out.insert(out.size() - 1, ",\"gpus\":[" + all + "]");
   return out;
 }

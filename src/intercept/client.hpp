@@ -204,7 +204,9 @@ class DaemonClient {
   template <class F>
   static void each(F&& f);
   // This client's state and counters as one JSON object (stats_json_all).
-  std::string stats_json() const;
+  // `process`: with the process-wide members (deferred launches, graph
+  // replay), which the top-level object has and each `gpus` entry leaves out.
+  std::string stats_json(bool process) const;
   struct Slot {
     std::atomic<bool> open{false};
     CUstream_st* stream = nullptr;

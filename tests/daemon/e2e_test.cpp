@@ -534,7 +534,9 @@ TEST_F(DaemonE2E, AProcessOnTwoGpusIsScheduledOnEach) {
       EXPECT_EQ(g["grants"], 5) << g.dump();
       EXPECT_EQ(g["fallbacks"], 0) << g.dump();
       EXPECT_EQ(g["syncs"], 1) << g.dump();  // device 1's stream too, synchronised from device 0's context
+      EXPECT_FALSE(g.contains("deferred")) << "process-wide: once, at the top";
     }
+    EXPECT_TRUE(s["daemon"]["deferred"].is_object()) << s.dump();
     for (const char* gpu : {kGpu0, kGpu1}) {
       sock_ = gpu_socket(daemons.dir, gpu);
       EXPECT_TRUE(wait_for([&](const json& st) {
