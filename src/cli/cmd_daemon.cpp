@@ -249,6 +249,18 @@ int run_replay(const std::string& path) {
   return r->same ? 0 : 1;
 }
 
+// The slot map lithosd tells its clients (ipc::Welcome::slot_map), or ""
+// when its text would not fit there (said once).
+std::string map_for_clients(const gpu::SlotMap& map) {
+  std::string text = gpu::slot_map_serialize(map);
+  if (text.size() < ipc::kSlotMapBytes) return text;
+  std::fprintf(stderr,
+               "lithos daemon: the slot map of %s takes %zu bytes, more than a client's welcome holds (%zu): clients "
+               "without a map of their own run unmasked\n",
+               map.gpu_uuid.c_str(), text.size(), ipc::kSlotMapBytes - 1);
+  return {};
+}
+
 // The shape and UUID of GPU `device` into `opt`: from --slot-map, the
 // calibration cache (or a calibration now), or assumed to be an H100 SXM when
 // neither works and the GPU need not be known. With `device_count`, the
@@ -268,6 +280,7 @@ int read_gpu(const DaemonArgs& a, int device, bool must_know, daemon::DaemonOpti
     opt->device.topology = m->topology;
     opt->device.name = m->gpu_name;
     opt->gpu_uuid = m->gpu_uuid;
+    opt->slot_map_text = map_for_clients(*m);
     return 0;
   }
   if (a.no_gpu) return 0;
@@ -298,6 +311,7 @@ int read_gpu(const DaemonArgs& a, int device, bool must_know, daemon::DaemonOpti
   opt->device.topology = r->map.topology;
   opt->device.name = r->map.gpu_name;
   opt->gpu_uuid = r->map.gpu_uuid;
+  opt->slot_map_text = map_for_clients(r->map);
   return 0;
 }
 

@@ -497,6 +497,7 @@ void Daemon::welcome(int sock, const ipc::Hello& hello_in, std::uint64_t now) {
   w.channel_bytes = static_cast<std::uint32_t>(c->channel.bytes());
   copy_text(w.tenant, tc.name);
   copy_text(w.gpu, options_.gpu_uuid);
+  if (options_.slot_map_text.size() < sizeof w.slot_map) copy_text(w.slot_map, options_.slot_map_text);
   copy_text(w.message, res->by_rule ? "matched by program name" : res->by_default ? "default tenant" : "as asked");
   if (Status s = ipc::send_packet(sock, &w, sizeof w, c->channel.fd()); !s.is_ok()) {
     ::close(sock);

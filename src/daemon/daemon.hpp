@@ -55,6 +55,9 @@ struct DaemonOptions {
   // not known): told to every client (ipc::Welcome::gpu), which then leaves
   // its launches on other GPUs alone.
   std::string gpu_uuid;
+  // Its slot map's text (gpu::slot_map_serialize; "" when not known): told
+  // to every client (ipc::Welcome::slot_map) that has none of its own.
+  std::string slot_map_text;
   int max_clients = 512;
   // How long the loop spins (no sleep) after the last event before it
   // backs off to sleeping: a be client waiting for a grant is answered

@@ -18,6 +18,7 @@
 #include "intercept/graph_replay.hpp"
 #include "intercept/log.hpp"
 #include "intercept/real_driver.hpp"
+#include "intercept/runtime.hpp"
 #include "ipc/channel.hpp"
 #include "ipc/socket.hpp"
 
@@ -337,6 +338,7 @@ bool DaemonClient::connect_locked() noexcept {
                path.c_str(), w.gpu, device_, mine.c_str(), fallback_set_ ? "on the configured TPC set" : "unscheduled");
     return false;
   }
+  adopt_daemon_map(w);
   auto ch = ipc::Channel::attach(chfd);
   if (!ch) return fail("cannot map the channel: " + ch.status().message());
   auto holder = std::make_unique<ChannelHolder>();
@@ -399,6 +401,24 @@ bool DaemonClient::connect_locked() noexcept {
     }
   }
   return true;
+}
+
+// The daemon's slot map of this client's GPU, for a process with none of its
+// own (Runtime::adopt_daemon_map keeps the process's where it has one).
+void DaemonClient::adopt_daemon_map(ipc::Welcome& w) noexcept {
+  w.slot_map[sizeof w.slot_map - 1] = '\0';
+  if (w.slot_map[0] == '\0') return;
+  try {
+    auto map = gpu::slot_map_parse(std::string_view(w.slot_map));
+    if (!map || map->gpu_uuid != w.gpu) {
+      LITHOS_LOG(LogLevel::kWarn, "lithosd's slot map of %s is not usable (%s); not adopted", w.gpu,
+                 map ? "another GPU's" : map.status().message().c_str());
+      return;
+    }
+    Runtime::instance().adopt_daemon_map(device_, std::move(map).value());
+  } catch (...) {
+    // Out of memory parsing it: the process's own map (or none) stays.
+  }
 }
 
 void DaemonClient::disconnect(State why) noexcept {

@@ -203,6 +203,8 @@ class DaemonClient {
   // Calls f(client) for every client made so far, in device order.
   template <class F>
   static void each(F&& f);
+  // At registration: the daemon's slot map of this client's GPU (Welcome::slot_map) to the runtime.
+  void adopt_daemon_map(ipc::Welcome& w) noexcept;
   // This client's state and counters as one JSON object (stats_json_all).
   // `process`: with the process-wide members (deferred launches, graph
   // replay), which the top-level object has and each `gpus` entry leaves out.

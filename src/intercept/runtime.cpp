@@ -277,6 +277,8 @@ void Runtime::attach_slow() noexcept {
         device_check_.store(DeviceCheck::kPerLaunch, std::memory_order_release);
       }
     }
+    // A map lithosd told a client before this first launch: its GPU is looked up per launch.
+    if (adopted_) device_check_.store(DeviceCheck::kPerLaunch, std::memory_order_release);
     backend_.store(b, std::memory_order_release);
     LITHOS_LOG(LogLevel::kInfo, "engaged: backend %s; process mask: %s", backend_name(b), process_mask_text_.c_str());
   } catch (...) {
@@ -439,25 +441,7 @@ const GpuView* Runtime::load_view(int dev) noexcept {
       if (uuid == map_->gpu_uuid) {
         v = primary_view_.load(std::memory_order_acquire);
       } else if (auto cached = cached_map_locked(uuid, &looked)) {
-        auto view = std::make_unique<GpuView>(std::move(cached->first));
-        LITHOS_LOG(LogLevel::kInfo, "device %d (%s): slot map %s", dev, uuid.c_str(), cached->second.c_str());
-        // The process-wide set asked for applies on every GPU, each with its own map.
-        if (config_.request != MaskRequest::kNone && config_.backend != BackendChoice::kOff &&
-            config_.backend != BackendChoice::kGreen) {
-          if (auto req = request_on(view->map, false)) {
-            view->requested = true;
-            view->request_slots = req->first;
-            view->request_tpcs = req->second;
-            view->request_whole = req->second == view->live;
-            LITHOS_LOG(LogLevel::kInfo, "device %d: %s is TPCs %s there", dev, config_.describe_request().c_str(),
-                       req->second.to_string().c_str());
-          } else {
-            LITHOS_LOG(LogLevel::kError, "device %d: refusing %s: %s; it runs on the whole GPU", dev,
-                       config_.describe_request().c_str(), req.status().message().c_str());
-          }
-        }
-        v = view.get();
-        view_store_.push_back(std::move(view));
+        v = make_view_locked(dev, std::move(cached->first), cached->second);
       } else if (DaemonClient::wanted_any() || config_.request != MaskRequest::kNone) {
         LITHOS_LOG(LogLevel::kWarn,
                    "device %d (%s) has no calibrated slot map (looked in %s): no mask can be made there (lithosd's "
@@ -474,6 +458,51 @@ const GpuView* Runtime::load_view(int dev) noexcept {
   } catch (...) {
     counters_.bump(counters_.internal_errors);
     return nullptr;
+  }
+}
+
+const GpuView* Runtime::make_view_locked(int dev, gpu::SlotMap map, const std::string& from) {
+  auto view = std::make_unique<GpuView>(std::move(map));
+  LITHOS_LOG(LogLevel::kInfo, "device %d (%s): slot map %s", dev, view->map.gpu_uuid.c_str(), from.c_str());
+  // The process-wide set asked for applies on every GPU, each with its own map.
+  if (config_.request != MaskRequest::kNone && config_.backend != BackendChoice::kOff &&
+      config_.backend != BackendChoice::kGreen) {
+    if (auto req = request_on(view->map, false)) {
+      view->requested = true;
+      view->request_slots = req->first;
+      view->request_tpcs = req->second;
+      view->request_whole = req->second == view->live;
+      LITHOS_LOG(LogLevel::kInfo, "device %d: %s is TPCs %s there", dev, config_.describe_request().c_str(),
+                 req->second.to_string().c_str());
+    } else {
+      LITHOS_LOG(LogLevel::kError, "device %d: refusing %s: %s; it runs on the whole GPU", dev,
+                 config_.describe_request().c_str(), req.status().message().c_str());
+    }
+  }
+  const GpuView* v = view.get();
+  view_store_.push_back(std::move(view));
+  return v;
+}
+
+// A GPU this process has no map of gets lithosd's: a launch there finds it
+// in views_ (view_here). Where the process has no configured map at all,
+// every launch looks its GPU up (kPerLaunch), since there is no primary view.
+void Runtime::adopt_daemon_map(int dev, gpu::SlotMap map) noexcept {
+  if (dev < 0 || dev >= static_cast<int>(views_.size())) return;
+  InternalScope internal;
+  try {
+    const std::lock_guard<std::mutex> lock(mu_);
+    engage_locked();  // the configured map first: registration may come before the first launch's attach
+    const auto d = static_cast<std::size_t>(dev);
+    if (views_[d].load(std::memory_order_acquire) != nullptr) return;  // its own map, or adopted before
+    if (map_ && map_->gpu_uuid == map.gpu_uuid) return;  // the configured map's GPU: the primary view serves it
+    const std::string uuid = map.gpu_uuid;
+    views_[d].store(make_view_locked(dev, std::move(map), "from lithosd"), std::memory_order_release);
+    adopted_ = true;
+    device_check_.store(DeviceCheck::kPerLaunch, std::memory_order_release);
+    LITHOS_LOG(LogLevel::kInfo, "device %d (%s): no slot map of its own; masking with lithosd's", dev, uuid.c_str());
+  } catch (...) {
+    counters_.bump(counters_.internal_errors);
   }
 }
 

@@ -190,6 +190,13 @@ class Runtime {
   int set_process_tpcs(const sched::TpcSet* tpcs) noexcept;  // null: whole GPU
   int live_tpcs(sched::TpcSet* out) noexcept;
 
+  // ---- lithosd (client.cpp) ----
+  // The slot map lithosd told the client of CUdevice `dev` at registration
+  // (ipc::Welcome::slot_map), already checked to be that GPU's: it masks
+  // the launches there when this process has no map of that GPU of its own
+  // (no LITHOS_SLOT_MAP for it, none in the calibration cache).
+  void adopt_daemon_map(int dev, gpu::SlotMap map) noexcept;
+
   // ---- reporting ----
   StatsHeader stats_header() noexcept;
   // Prints / writes the statistics if LITHOS_STATS / LITHOS_STATS_FILE ask,
@@ -248,6 +255,9 @@ class Runtime {
   // Null when that GPU has none: its launches are not masked.
   const GpuView* view_here() noexcept;
   const GpuView* load_view(int dev) noexcept;
+  // A view of GPU `dev` from `map`, with the process-wide set asked for made
+  // on it; kept in view_store_.
+  const GpuView* make_view_locked(int dev, gpu::SlotMap map, const std::string& from);
   // A calibrated slot map of GPU `uuid` from the cache (the configured
   // map's folder, then the default one); `looked` names the last folder.
   std::optional<std::pair<gpu::SlotMap, std::string>> cached_map_locked(const std::string& uuid, std::string* looked);
@@ -310,6 +320,7 @@ class Runtime {
   std::array<std::atomic<const GpuView*>, 64> views_{};  // null: not looked up yet
   std::array<std::atomic<bool>, 64> no_view_{};          // looked up: none
   std::vector<std::unique_ptr<GpuView>> view_store_;     // guarded by mu_
+  bool adopted_ = false;                                 // a view from lithosd's map (adopt_daemon_map); guarded by mu_
   // The process-wide mask: an immutable entry swapped atomically; replaced
   // entries are kept (never freed) because a launch may still read them.
   // `whole`: the set is every live TPC. No mask is written for it (the

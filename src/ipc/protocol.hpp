@@ -30,11 +30,12 @@
 namespace lithos::ipc {
 
 inline constexpr std::uint32_t kMagic = 0x4c495448;  // "LITH"
-inline constexpr std::uint32_t kVersion = 4;         // 4: Welcome::gpu
+inline constexpr std::uint32_t kVersion = 5;         // 4: Welcome::gpu; 5: Welcome::slot_map
 inline constexpr std::uint32_t kMaxStreams = 256;    // completion slots per client
 inline constexpr std::uint32_t kRingSlots = 1024;    // messages per ring (power of two)
 inline constexpr std::size_t kNameBytes = 64;
-inline constexpr std::size_t kGpuBytes = 48;  // "GPU-" and a UUID (40 characters), NUL-terminated
+inline constexpr std::size_t kGpuBytes = 48;        // "GPU-" and a UUID (40 characters), NUL-terminated
+inline constexpr std::size_t kSlotMapBytes = 4096;  // a slot map's text (an H100's: ~1.5 KiB), NUL-terminated
 
 // ---- registration (socket) --------------------------------------------------
 
@@ -98,6 +99,12 @@ struct Welcome {
   // GPU through the daemon; launches on any other run as if no daemon were
   // there, and a process that cannot see this GPU does not register.
   char gpu[kGpuBytes] = {};
+  // That GPU's slot map, in the calibration cache's text format
+  // (gpu::slot_map_serialize; "" when the daemon has none, or it would not
+  // fit). A client with no map of this GPU of its own (no LITHOS_SLOT_MAP,
+  // nothing in its cache: another user, a container) masks its launches
+  // there with this one.
+  char slot_map[kSlotMapBytes] = {};
 };
 
 // ---- the channel (shared memory) --------------------------------------------

@@ -203,11 +203,12 @@ class DaemonE2E : public ::testing::Test {
   Proc client(const std::string& tenant, int launches, int pause_ms, int hold_ms, bool markers_hang = false,
               const std::string& socket = "", int sync_every = 0, int hang_after = -1) {
     std::vector<std::string> env = {"LD_PRELOAD=" LITHOS_PRELOAD, "LD_LIBRARY_PATH=" LITHOS_FAKE_DRIVER_DIR,
-                                    "LITHOS_SLOT_MAP=" LITHOS_FAKE_MAP, "LITHOS_LOG=error",
-                                    "LITHOS_DAEMON=" + (socket.empty() ? sock_ : socket), "LITHOS_GRANT_TIMEOUT_MS=300",
+                                    "LITHOS_LOG=error", "LITHOS_DAEMON=" + (socket.empty() ? sock_ : socket),
+                                    "LITHOS_GRANT_TIMEOUT_MS=300",
                                     // Most tests read each launch's set in the launching thread: a
                                     // deferred launch is made in the worker's (deferred.hpp).
                                     std::string("LITHOS_DEFER_LAUNCHES=") + (defer_ ? "1" : "0")};
+    if (client_map_) env.emplace_back("LITHOS_SLOT_MAP=" LITHOS_FAKE_MAP);
     if (!tenant.empty()) env.push_back("LITHOS_TENANT=" + tenant);
     if (markers_hang) env.emplace_back("FAKE_MARKERS_HANG=1");
     if (params_) env.emplace_back("CLIENT_PARAMS=1");
@@ -282,6 +283,7 @@ class DaemonE2E : public ::testing::Test {
   fs::path dir_;
   bool defer_ = false;                      // clients queue best-effort launches (LITHOS_DEFER_LAUNCHES)
   bool params_ = false;                     // clients pass a parameter per launch (CLIENT_PARAMS)
+  bool client_map_ = true;                  // clients get LITHOS_SLOT_MAP (the fake GPU's map)
   std::vector<std::string> extra_env_;      // more NAME=VALUE for the next clients
   std::vector<std::string> daemon_env_;     // more NAME=VALUE for the next daemon
   std::string slot_map_ = LITHOS_FAKE_MAP;  // the next daemon's GPU
@@ -583,6 +585,51 @@ TEST_F(DaemonE2E, AProcessOnTwoGpusIsScheduledOnEach) {
     sock_ = gpu_socket(daemons.dir, gpu);
     EXPECT_TRUE(wait_for([&](const json& st) { return st["engine"]["launches"] == engine_before[gpu] + 5; }))
         << gpu << ": " << status().dump();
+  }
+
+  // The same process with no slot map at all (no LITHOS_SLOT_MAP, an empty
+  // cache): each GPU's launches are masked with the map its daemon told it.
+  client_map_ = false;
+  extra_env_ = {"FAKE_CUDA_DEVICES=2", "CLIENT_DEVICES=2", "LITHOS_CACHE_DIR=" + (dir_ / "empty-cache").string()};
+  Proc bare = client("svc", 10, 1, 0, false, pattern);
+  ASSERT_EQ(bare.wait(), 0) << bare.err();
+  for (const json& j : launches_of(bare)) {
+    EXPECT_EQ(j["rc"], 0);
+    EXPECT_EQ(j["tpcs"], allowed[j["dev"].get<int>()]) << j.dump();
+  }
+}
+
+// A client with no slot map of its own (no LITHOS_SLOT_MAP, nothing in its
+// calibration cache: a job started without `lithos run`, another user, a
+// container) masks its launches with the map lithosd told it at
+// registration (ipc::Welcome::slot_map). Before, they ran on the whole GPU,
+// other tenants' quotas included.
+TEST_F(DaemonE2E, AClientWithoutASlotMapMasksWithTheDaemons) {
+  std::ofstream(config_, std::ios::app) << "[[tenant]]\nname = \"other\"\npriority = \"high\"\nquota = 1\n";
+  start_daemon({"--best-effort-runs-free", "false"});
+  const json st = status();
+  const auto other = TpcSet::parse(tenant(st, "other")["owned"].get<std::string>());
+  ASSERT_TRUE(other.is_ok() && other->count() == 1) << st.dump();
+  std::string allowed;  // every TPC but other's, as the client prints a mask
+  for (int t = 0; t < 4; ++t)
+    if (!other->test(t)) allowed += (allowed.empty() ? "" : ",") + std::to_string(t);
+  client_map_ = false;
+  extra_env_ = {"LITHOS_CACHE_DIR=" + (dir_ / "empty-cache").string()};
+  for (const bool defer : {false, true}) {
+    SCOPED_TRACE(defer ? "deferred launches" : "launches in place");
+    defer_ = defer;
+    Proc hp = client("svc", 6, 1, 0);
+    ASSERT_EQ(hp.wait(), 0) << hp.err();
+    const auto l = launches_of(hp);
+    ASSERT_EQ(l.size(), 6U);
+    for (const json& j : l) {
+      EXPECT_EQ(j["rc"], 0);
+      EXPECT_EQ(j["tpcs"], allowed) << j.dump();
+    }
+    const json s = stats_of(hp);
+    ASSERT_TRUE(s.is_object());
+    EXPECT_EQ(s["daemon"]["class"], "high") << s.dump();
+    EXPECT_EQ(s["not_applied"].value("other_device", 0), 0) << s.dump();
   }
 }
 
