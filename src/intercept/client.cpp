@@ -353,9 +353,13 @@ bool DaemonClient::connect_locked() noexcept {
     // whose first launch is made while capturing (a graph captured first)
     // would see its capture invalidated, and lithos could not register.
     const RelaxedCaptureMode relaxed;
+    // Portable: markers are also written from streams of the process's other
+    // contexts on this GPU (a driver-API library's cuCtxCreate beside
+    // PyTorch's primary context), not only the one current here.
     void* page = holder->channel.completion_page();
     if (d.host_register == nullptr || d.host_device_pointer == nullptr || d.write_value64 == nullptr ||
-        d.host_register(page, sizeof(layout->completed), CU_MEMHOSTREGISTER_DEVICEMAP) != CUDA_SUCCESS ||
+        d.host_register(page, sizeof(layout->completed),
+                        CU_MEMHOSTREGISTER_DEVICEMAP | CU_MEMHOSTREGISTER_PORTABLE) != CUDA_SUCCESS ||
         d.host_device_pointer(&dev, page, 0) != CUDA_SUCCESS) {
       return fail("cannot map the completion page for the GPU (cuMemHostRegister)");
     }
