@@ -105,6 +105,7 @@ def main():
     cu = ctypes.CDLL("libcuda.so.1")
     out = {"shape": sys.argv[1], "torch": [], "created": None, "failed": None}
     try:
+        check(cu.cuInit(0), "cuInit")
         if sys.argv[1] == "primary-first":
             a = torch.ones(N, device="cuda")
             out["torch"].append(torch_work(torch, a, 3))
