@@ -63,6 +63,7 @@ struct DaemonArgs {
   double throttle_unborrowed_us = 0;
   int max_stolen_atoms = -1;
   double pause_slowdown = -1;     // < 0: not given
+  double idle_grace_us = -1;      // < 0: not given
   std::string runs_free;          // "" = not given
   std::string share_unowned;      // "" = not given
   std::string hp_holds_unowned;   // "" = not given
@@ -351,6 +352,7 @@ int run_daemon(const DaemonArgs& a) {
   if (a.throttle_unborrowed_us > 0) cfg.throttle_unborrowed_us = a.throttle_unborrowed_us;
   if (a.max_stolen_atoms >= 0) cfg.max_stolen_atoms = static_cast<std::uint32_t>(a.max_stolen_atoms);
   if (a.pause_slowdown >= 0) cfg.pause_slowdown = a.pause_slowdown;
+  if (a.idle_grace_us >= 0) cfg.idle_grace_us = a.idle_grace_us;
   if (!a.share_unowned.empty()) cfg.share_unowned = daemon::parse_switch(a.share_unowned).value_or(true);
   if (!a.hp_holds_unowned.empty()) cfg.hp_holds_unowned = daemon::parse_switch(a.hp_holds_unowned).value_or(true);
   if (!a.runs_free.empty()) cfg.best_effort_runs_free = daemon::parse_switch(a.runs_free).value_or(true);
@@ -751,6 +753,7 @@ CommandRunner add_daemon_command(CLI::App& app) {
       "Configuration: --config FILE (TOML, docs/daemon.md; default /etc/lithos/lithosd.toml when it exists).\n"
       "Precedence: flags > environment (LITHOSD_SOCKET, LITHOSD_POLICY, LITHOSD_MPS, LITHOSD_ATOM_US,\n"
       "LITHOSD_THROTTLE_US, LITHOSD_THROTTLE_UNBORROWED_US, LITHOSD_MAX_STOLEN_ATOMS, LITHOSD_PAUSE_SLOWDOWN,\n"
+      "LITHOSD_IDLE_GRACE_US, "
       "LITHOSD_BEST_EFFORT_RUNS_FREE, LITHOSD_STATE_DIR, "
       "LITHOSD_TRACE) > file > defaults. Stops "
       "on SIGINT or SIGTERM; an MPS "
@@ -793,6 +796,12 @@ CommandRunner add_daemon_command(CLI::App& app) {
                   "policy; default " +
                       fmt::format("{}", sched::PolicyConfig{}.pause_slowdown) + ")")
       ->check(CLI::Range(daemon::kMinPauseSlowdown, daemon::kMaxPauseSlowdown));
+  sub->add_option("--idle-grace-us", args->idle_grace_us,
+                  "How long a high-priority tenant's TPCs stay its own after its work drained, before best-effort "
+                  "atoms may borrow them (lithos policy; default " +
+                      fmt::format("{}", to_us(sched::PolicyConfig{}.idle_grace)) +
+                      "). An eager service whose kernels leave gaps longer than this lends its TPCs in each gap")
+      ->check(CLI::Range(0.0, daemon::kMaxIdleGraceUs));
   sub->add_option("--share-unowned", args->share_unowned,
                   "true (default): a high-priority tenant's launches may use every TPC no quota holds, also "
                   "under a best-effort atom (the two share those SMs); false: only those no other tenant's atom "

@@ -50,6 +50,7 @@ inline constexpr double kMaxHpPollUs = 1000;            // [daemon] hp_poll_us
 inline constexpr std::uint32_t kMaxStolenAtoms = 1024;  // [daemon] max_stolen_atoms
 inline constexpr double kMinPauseSlowdown = 1.0;        // [daemon] pause_slowdown
 inline constexpr double kMaxPauseSlowdown = 100.0;
+inline constexpr double kMaxIdleGraceUs = 100000;  // [daemon] idle_grace_us
 // Tenant names travel in ipc::Hello/Welcome (64 bytes with the terminating NUL).
 inline constexpr std::size_t kMaxTenantName = 63;
 // The tenant every undeclared process lands in, unless the file says otherwise.
@@ -104,6 +105,13 @@ struct DaemonConfig {
   // high-priority tenant's work beside best-effort atoms must be than
   // without them before its pauses_best_effort = "auto" pauses best effort.
   double pause_slowdown = sched::PolicyConfig{}.pause_slowdown;
+  // sched::PolicyConfig::idle_grace (lithos policy), in microseconds: how
+  // long a high-priority tenant's TPCs stay its own after its work on the
+  // GPU drained, before best-effort atoms may borrow them. An eager service
+  // whose kernels leave the GPU idle between them for longer than this
+  // lends its TPCs in every gap, and each next kernel waits for the atoms
+  // that borrowed them.
+  double idle_grace_us = to_us(sched::PolicyConfig{}.idle_grace);
   // While only high-priority work is in flight (no best-effort tenant has
   // work or had any in the last 2 ms, so no one waits for a grant) the
   // daemon's loop sleeps this long between turns instead of spinning; 0:

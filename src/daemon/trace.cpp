@@ -323,6 +323,10 @@ Result<TraceHeader> parse_header(std::string_view line) {
       if (!c.at("pause_slowdown").is_number()) throw std::runtime_error("'pause_slowdown' must be a number");
       h.pause_slowdown = c.at("pause_slowdown").get<double>();
     }
+    if (c.contains("idle_grace_us")) {
+      if (!c.at("idle_grace_us").is_number()) throw std::runtime_error("'idle_grace_us' must be a number");
+      h.idle_grace_us = c.at("idle_grace_us").get<double>();
+    }
     if (c.contains("best_effort_runs_free")) {
       if (!c.at("best_effort_runs_free").is_boolean())
         throw std::runtime_error("'best_effort_runs_free' must be true or false");

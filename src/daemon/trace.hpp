@@ -35,6 +35,8 @@ struct TraceHeader {
   std::uint32_t max_stolen_atoms = 2;  // absent in traces written before it existed (always 2 then)
   // Absent in traces written before it existed (nothing paused automatically then).
   double pause_slowdown = sched::PolicyConfig{}.pause_slowdown;
+  // Absent in traces written before it existed (20 us then).
+  double idle_grace_us = to_us(sched::PolicyConfig{}.idle_grace);
   bool best_effort_runs_free = false;  // absent in traces written before it existed (never free then)
   bool share_unowned = true;           // absent in traces written before it existed (the default then)
   bool hp_holds_unowned = true;        // absent in traces written before it existed (always held then)

@@ -358,8 +358,8 @@ bool DaemonClient::connect_locked() noexcept {
     // PyTorch's primary context), not only the one current here.
     void* page = holder->channel.completion_page();
     if (d.host_register == nullptr || d.host_device_pointer == nullptr || d.write_value64 == nullptr ||
-        d.host_register(page, sizeof(layout->completed),
-                        CU_MEMHOSTREGISTER_DEVICEMAP | CU_MEMHOSTREGISTER_PORTABLE) != CUDA_SUCCESS ||
+        d.host_register(page, sizeof(layout->completed), CU_MEMHOSTREGISTER_DEVICEMAP | CU_MEMHOSTREGISTER_PORTABLE) !=
+            CUDA_SUCCESS ||
         d.host_device_pointer(&dev, page, 0) != CUDA_SUCCESS) {
       return fail("cannot map the completion page for the GPU (cuMemHostRegister)");
     }

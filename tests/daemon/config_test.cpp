@@ -279,6 +279,8 @@ TEST(DaemonConfig, ParseErrorsNameFileAndLine) {
        "f.toml:2:", "'throttle_unborrowed_us' = 1e+06 is out of range [10, 100000]"},
       {"pause_slowdown below 1", "[daemon]\npause_slowdown = 0.5\n",
        "f.toml:2:", "'pause_slowdown' = 0.5 is out of range [1, 100]"},
+      {"idle_grace_us negative", "[daemon]\nidle_grace_us = -5\n",
+       "f.toml:2:", "'idle_grace_us' = -5 is out of range [0, 100000]"},
       {"max_stolen_atoms too large", "[daemon]\nmax_stolen_atoms = 2000\n",
        "f.toml:2:", "'max_stolen_atoms' = 2000 is out of range [0, 1024]"},
       {"max_stolen_atoms not an integer", "[daemon]\nmax_stolen_atoms = 1.5\n",
@@ -396,6 +398,7 @@ throttle_us = 300
 throttle_unborrowed_us = 2000
 max_stolen_atoms = 1
 pause_slowdown = 1.5
+idle_grace_us = 300
 share_unowned = false
 hp_holds_unowned = false
 best_effort_runs_free = false
@@ -416,6 +419,8 @@ device = "all"
   EXPECT_EQ(default_config().max_stolen_atoms, 16U);
   EXPECT_DOUBLE_EQ(c->pause_slowdown, 1.5);
   EXPECT_DOUBLE_EQ(default_config().pause_slowdown, sched::PolicyConfig{}.pause_slowdown);
+  EXPECT_DOUBLE_EQ(c->idle_grace_us, 300);
+  EXPECT_DOUBLE_EQ(default_config().idle_grace_us, 20);
   EXPECT_FALSE(c->share_unowned);
   EXPECT_TRUE(default_config().share_unowned);
   EXPECT_FALSE(c->hp_holds_unowned);
@@ -438,6 +443,7 @@ device = "all"
       {"LITHOSD_THROTTLE_UNBORROWED_US", "5000"},
       {"LITHOSD_MAX_STOLEN_ATOMS", "0"},
       {"LITHOSD_PAUSE_SLOWDOWN", "3"},
+      {"LITHOSD_IDLE_GRACE_US", "150"},
       {"LITHOSD_BEST_EFFORT_RUNS_FREE", "on"},
       {"LITHOSD_STREAM_PRIORITIES", "off"},
       {"LITHOSD_MPS_MULTIUSER", "on"},
@@ -458,6 +464,7 @@ device = "all"
   EXPECT_DOUBLE_EQ(all.throttle_unborrowed_us, 5000);
   EXPECT_EQ(all.max_stolen_atoms, 0U);
   EXPECT_DOUBLE_EQ(all.pause_slowdown, 3);
+  EXPECT_DOUBLE_EQ(all.idle_grace_us, 150);
   EXPECT_TRUE(all.share_unowned);
   EXPECT_TRUE(all.hp_holds_unowned);
   EXPECT_TRUE(all.best_effort_runs_free);
@@ -492,7 +499,8 @@ device = "all"
       {"LITHOSD_DEVICE", "1,1"},          {"LITHOSD_DEVICE", "-1"},
       {"LITHOSD_DEVICE", "every"},        {"LITHOSD_DEVICE", "0,"},
       {"LITHOSD_PAUSE_SLOWDOWN", "0.9"},  {"LITHOSD_PAUSE_SLOWDOWN", "lots"},
-      {"LITHOSD_MPS_MULTIUSER", "2"},
+      {"LITHOSD_MPS_MULTIUSER", "2"},     {"LITHOSD_IDLE_GRACE_US", "-1"},
+      {"LITHOSD_IDLE_GRACE_US", "1e9"},
   };
   for (const auto& [name, value] : bad) {
     const std::string& v = value;

@@ -73,6 +73,7 @@ DaemonConfig config_for(const sim::Scenario& sc, const std::string& policy) {
   c.throttle_us = static_cast<double>(sc.engine.throttle.count()) / 1e3;
   c.max_stolen_atoms = sc.engine.policy.max_stolen_atoms;
   c.pause_slowdown = sc.engine.policy.pause_slowdown;
+  c.idle_grace_us = to_us(sc.engine.policy.idle_grace);
   c.share_unowned = sc.engine.policy.share_unowned;
   c.hp_holds_unowned = sc.engine.policy.hp_holds_unowned;
   for (const sim::TenantConfig& t : sc.tenants) {
