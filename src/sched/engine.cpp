@@ -19,7 +19,7 @@ std::size_t idx(TenantId t) { return static_cast<std::size_t>(t); }
 
 bool EngineState::active(TenantId t, Time now) const {
   const TenantState& ts = tenants[idx(t)];
-  return ts.has_work() || now < ts.idle_since + config.policy.idle_grace;
+  return ts.has_work() || now < ts.idle_since + grace(ts);
 }
 
 TpcSet EngineState::held(TenantId t) const {
@@ -41,7 +41,7 @@ TpcSet EngineState::borrowable(TenantId t, Time now, Time* next_change) const {
   for (const TenantState& o : tenants) {
     if (o.id == t || o.owned.empty()) continue;
     if (!o.has_work()) {
-      const Time grace_end = o.idle_since + config.policy.idle_grace;
+      const Time grace_end = o.idle_since + grace(o);
       if (now >= grace_end) continue;  // inactive: everything it owns may be lent
       if (next_change != nullptr) *next_change = std::min(*next_change, grace_end);
       cand -= o.owned;  // just drained: it may be back within microseconds
@@ -223,6 +223,7 @@ Result<LaunchId> Engine::submit(QueueId queue, const LaunchDesc& launch, Time no
   if (traits_.rightsize && !p.plan.split()) {
     p.need = state_.rightsizer.choose(p.key, p.need);
   }
+  note_arrival(t, now);
   ++t.need_count[static_cast<std::size_t>(p.need)];
   t.max_need = std::max(t.max_need, p.need);
   ++t.pending_launches;
@@ -250,6 +251,7 @@ Result<AtomDispatch> Engine::submit_running(QueueId queue, const LaunchDesc& lau
                     .atom_duration = Duration{},
                     .reason = AtomReason::kDisabled};
   p.need = occupancy_tpc_bound(state_.config.device, p.plan.total_blocks, p.blocks_per_tpc);
+  note_arrival(t, now);
   ++t.need_count[static_cast<std::size_t>(p.need)];
   t.max_need = std::max(t.max_need, p.need);
   ++t.pending_launches;
@@ -284,6 +286,28 @@ std::vector<AtomId> Engine::close_queue(QueueId queue, Time now) {
   q.inflight_atoms = 0;
   if (!t.has_work()) t.idle_since = now;
   return released;
+}
+
+// A high-priority tenant's work arrives: the gap since it drained joins its
+// last kGapSamples, and its burst grace follows them (PolicyConfig::burst_gap).
+void Engine::note_arrival(TenantState& t, Time now) {
+  const PolicyConfig& pc = state_.config.policy;
+  if (t.has_work() || !t.is_high() || pc.burst_gap <= Duration{0}) return;
+  const Duration gap = now - t.idle_since;
+  if (t.idle_since.time_since_epoch() < Duration{0} || gap < Duration{0}) return;  // never drained yet
+  constexpr std::size_t kN = TenantState::kGapSamples;
+  t.gaps[static_cast<std::size_t>(t.gap_count % kN)] = gap;
+  ++t.gap_count;
+  if (t.gap_count < kN / 2) return;
+  const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(t.gap_count, kN));
+  std::size_t short_gaps = 0;
+  Duration longest_short{0};
+  for (std::size_t i = 0; i < n; ++i) {
+    if (t.gaps[i] > pc.burst_gap) continue;
+    ++short_gaps;
+    longest_short = std::max(longest_short, t.gaps[i]);
+  }
+  t.burst_grace = 2 * short_gaps > n ? longest_short : Duration{0};
 }
 
 void Engine::sync(QueueId queue) {
@@ -387,7 +411,7 @@ bool Engine::make_safe(const QueueState& q, const PendingLaunch& head, Placement
       if (fit.action != FitAction::kWhole && (o.owned & pinned_added).empty()) continue;
       wait = true;
       // Drained but within its grace: it turns inactive by itself.
-      if (!o.has_work()) next_wakeup_ = std::min(next_wakeup_, o.idle_since + state_.config.policy.idle_grace);
+      if (!o.has_work()) next_wakeup_ = std::min(next_wakeup_, o.idle_since + state_.grace(o));
     }
     if (wait) {
       ++counters_.deferred;

@@ -16,6 +16,7 @@
 // Not thread-safe: one owner serialises all calls.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -125,6 +126,13 @@ struct TenantState {
   std::uint32_t inflight_atoms = 0;
   std::uint32_t stolen_inflight = 0;  // in-flight atoms that hold borrowed TPCs
   Time idle_since{};                  // when it last ran out of work
+  // Its last kGapSamples idle gaps (idle_since to its next submit; a ring,
+  // gap_count recorded in all) and the grace an eager tenant gets from them
+  // (PolicyConfig::burst_gap; EngineState::grace): the longest short gap.
+  static constexpr std::size_t kGapSamples = 32;
+  std::array<Duration, kGapSamples> gaps{};
+  std::uint64_t gap_count = 0;
+  Duration burst_grace{0};
   // need_count[n]: pending launches whose need is n TPCs; max_need: the
   // largest n with need_count[n] > 0 (0 when nothing is pending).
   std::vector<std::uint32_t> need_count = std::vector<std::uint32_t>(kMaxTpcs + 1, 0);
@@ -182,6 +190,9 @@ struct EngineState {
   // Whether tenant `t` counts as active at `now`: work pending or in flight,
   // or drained less than idle_grace ago.
   bool active(TenantId t, Time now) const;
+  // How long `ts` stays active after its work drained: idle_grace, or its
+  // burst grace where that is longer (an eager high-priority tenant).
+  Duration grace(const TenantState& ts) const { return std::max(config.policy.idle_grace, ts.burst_grace); }
   // TPCs that tenant `t` may borrow at `now` (not its own): unowned or owned
   // by an inactive tenant, not under another tenant's in-flight atom that
   // runs past now + lookahead. Also returns the earliest time at which a
@@ -295,6 +306,7 @@ class Engine {
   // false for submit_running's launch, which never sat in the queue.
   AtomDispatch carve(QueueState& q, PendingLaunch& head, const Placement& placement, Time now, bool queued = true);
   PendingLaunch make_pending(QueueState& q, const LaunchDesc& launch, Time now);
+  void note_arrival(TenantState& t, Time now);
   void release_atom(AtomId id, Time end);
   void refresh_owners();
 

@@ -196,8 +196,18 @@ struct PolicyConfig {
   std::uint32_t max_stolen_atoms = 16;
   Duration steal_lookahead = us(100);  // lithos: a TPC freeing within this counts as free
   Duration idle_grace = us(20);        // lithos: an owner stays active this long after its work drained
-  bool lend_surplus = true;            // lithos: lend an active owner's TPCs beyond its peak demand
-  bool runs_free = true;               // lithos: best effort runs free while no high-priority tenant has a queue
+  // lithos: a high-priority tenant most of whose recent idle gaps (from its
+  // work draining to its next launch; the last 32) are at most burst_gap
+  // is an eager one, whose kernels leave the GPU idle between them inside a
+  // request: it stays active after it drains for the longest of those short
+  // gaps (so at most burst_gap), where that is longer than idle_grace.
+  // Otherwise each of those gaps lends its TPCs, and its next kernel waits
+  // for the atoms that borrowed them (an eager GRU service on the H100: P50
+  // 1.3x alone with 20 us, 1.0x with 300 us; docs/daemon.md). Its gaps
+  // between requests, longer, stay lent after idle_grace. 0: off.
+  Duration burst_gap = us(150);
+  bool lend_surplus = true;  // lithos: lend an active owner's TPCs beyond its peak demand
+  bool runs_free = true;     // lithos: best effort runs free while no high-priority tenant has a queue
   // lithos: where launches that never wait (immediate_set; lithosd's
   // high-priority tenants) may run besides their own quota. true: every TPC
   // no one owns, also under another tenant's atom (the two share those

@@ -390,6 +390,86 @@ TEST(LithosRules, StealingGivesTpcsBackWhenTheOwnerWakes) {
   EXPECT_EQ(again[0].tenant, be);
 }
 
+// An eager service: inside a request its kernels leave the GPU idle for
+// 60 us between them (launched one by one), and requests come 3 ms apart.
+// Once the engine has seen its gaps (median under burst_gap), it stays
+// active through the short ones: no best-effort atom borrows its TPCs in a
+// 60 us gap, while the trainer still borrows them between requests. With
+// the burst grace off, every short gap past idle_grace lends them.
+TEST(LithosRules, AnEagerServiceKeepsItsTpcsThroughItsShortGaps) {
+  for (const bool burst : {true, false}) {
+    SCOPED_TRACE(burst ? "burst grace on (default)" : "burst grace off");
+    EngineConfig cfg;
+    if (!burst) cfg.policy.burst_gap = Duration{0};
+    auto e = make_engine("lithos", cfg);
+    const TenantId hp = *e->add_tenant(high("hp", 66));
+    const TenantId be = *e->add_tenant(best_effort("be"));
+    const QueueId qh = *e->add_queue(hp);
+    const QueueId qb = *e->add_queue(be);
+    Time t{};
+    int in_short_gaps = 0;
+    int in_long_gaps = 0;
+    // Best effort tries at `t`; its atoms (if any) run 10 us.
+    auto try_be = [&](int* count) {
+      if (e->state().tenants[be].pending_launches == 0) {
+        ASSERT_TRUE(e->submit(qb, kernel(7, 100000), t).is_ok());
+      }
+      std::vector<AtomDispatch> out;
+      e->dispatch(t, out);
+      for (const AtomDispatch& d : out) {
+        if (d.tenant != be) continue;
+        if (!(d.tpcs & e->state().tenants[hp].owned).empty()) ++*count;
+        (void)e->atom_finished(d.atom, t, t + us(10));
+      }
+    };
+    for (int req = 0; req < 20; ++req) {
+      const bool warm = req >= 4;  // 16 gaps seen
+      for (int k = 0; k < 5; ++k) {
+        auto run = e->submit_running(qh, kernel(1, 100), e->immediate_set(hp, t), t);
+        ASSERT_TRUE(run.is_ok());
+        t += us(20);
+        (void)e->atom_finished(run->atom, t - us(20), t);
+        if (k == 4) break;
+        t += us(40);  // past idle_grace (20 us), inside the 60 us gap
+        int n = 0;
+        try_be(&n);
+        if (warm) in_short_gaps += n;
+        t += us(20);
+      }
+      t += ms(1);  // the gap between requests: past any burst grace (at most burst_gap)
+      int n = 0;
+      try_be(&n);
+      if (warm) in_long_gaps += n;
+      t += ms(2);
+    }
+    if (burst) {
+      EXPECT_EQ(in_short_gaps, 0);
+      EXPECT_GT(e->state().tenants[hp].burst_grace, cfg.policy.idle_grace);
+      EXPECT_LE(e->state().tenants[hp].burst_grace, cfg.policy.burst_gap);
+    } else {
+      EXPECT_GT(in_short_gaps, 30);
+    }
+    EXPECT_GT(in_long_gaps, 10) << "the trainer borrows between requests";
+  }
+}
+
+// A service whose requests are far apart keeps the plain idle_grace.
+TEST(LithosRules, ASparseServiceGetsNoBurstGrace) {
+  auto e = make_engine("lithos");
+  const TenantId hp = *e->add_tenant(high("hp", 40));
+  const QueueId qh = *e->add_queue(hp);
+  Time t{};
+  for (int req = 0; req < 40; ++req) {
+    auto run = e->submit_running(qh, kernel(1, 100), e->immediate_set(hp, t), t);
+    ASSERT_TRUE(run.is_ok());
+    t += us(100);
+    (void)e->atom_finished(run->atom, t - us(100), t);
+    t += us(req % 2 == 0 ? 400 : 2000);
+  }
+  EXPECT_EQ(e->state().tenants[hp].burst_grace, Duration{0});
+  EXPECT_EQ(e->state().grace(e->state().tenants[hp]), e->state().config.policy.idle_grace);
+}
+
 TEST(LithosRules, ActiveOwnerLendsOnlyBeyondItsDemand) {
   auto e = make_engine("lithos");
   const TenantId hp = *e->add_tenant(high("hp", 66));

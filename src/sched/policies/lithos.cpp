@@ -195,7 +195,7 @@ Placement LithosPolicy::place(const EngineState& state, const QueueState& queue,
       if (hold == Hold::kNone) continue;
       if (hold == Hold::kAll) return Placement::wait(guards_[static_cast<std::size_t>(o.id)].until);
       if (!state.active(o.id, now)) continue;
-      Time retry = o.has_work() ? kTimeNever : o.idle_since + state.config.policy.idle_grace;
+      Time retry = o.has_work() ? kTimeNever : o.idle_since + state.grace(o);
       if (o.spec.pauses_best_effort == BestEffortPause::kAuto) {
         retry = std::min(retry, guards_[static_cast<std::size_t>(o.id)].until);
       }
