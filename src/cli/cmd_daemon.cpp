@@ -64,6 +64,7 @@ struct DaemonArgs {
   int max_stolen_atoms = -1;
   double pause_slowdown = -1;     // < 0: not given
   double idle_grace_us = -1;      // < 0: not given
+  double burst_gap_us = -1;       // < 0: not given
   std::string runs_free;          // "" = not given
   std::string share_unowned;      // "" = not given
   std::string hp_holds_unowned;   // "" = not given
@@ -353,6 +354,7 @@ int run_daemon(const DaemonArgs& a) {
   if (a.max_stolen_atoms >= 0) cfg.max_stolen_atoms = static_cast<std::uint32_t>(a.max_stolen_atoms);
   if (a.pause_slowdown >= 0) cfg.pause_slowdown = a.pause_slowdown;
   if (a.idle_grace_us >= 0) cfg.idle_grace_us = a.idle_grace_us;
+  if (a.burst_gap_us >= 0) cfg.burst_gap_us = a.burst_gap_us;
   if (!a.share_unowned.empty()) cfg.share_unowned = daemon::parse_switch(a.share_unowned).value_or(true);
   if (!a.hp_holds_unowned.empty()) cfg.hp_holds_unowned = daemon::parse_switch(a.hp_holds_unowned).value_or(true);
   if (!a.runs_free.empty()) cfg.best_effort_runs_free = daemon::parse_switch(a.runs_free).value_or(true);
@@ -753,7 +755,7 @@ CommandRunner add_daemon_command(CLI::App& app) {
       "Configuration: --config FILE (TOML, docs/daemon.md; default /etc/lithos/lithosd.toml when it exists).\n"
       "Precedence: flags > environment (LITHOSD_SOCKET, LITHOSD_POLICY, LITHOSD_MPS, LITHOSD_ATOM_US,\n"
       "LITHOSD_THROTTLE_US, LITHOSD_THROTTLE_UNBORROWED_US, LITHOSD_MAX_STOLEN_ATOMS, LITHOSD_PAUSE_SLOWDOWN,\n"
-      "LITHOSD_IDLE_GRACE_US, "
+      "LITHOSD_IDLE_GRACE_US, LITHOSD_BURST_GAP_US, "
       "LITHOSD_BEST_EFFORT_RUNS_FREE, LITHOSD_STATE_DIR, "
       "LITHOSD_TRACE) > file > defaults. Stops "
       "on SIGINT or SIGTERM; an MPS "
@@ -801,6 +803,12 @@ CommandRunner add_daemon_command(CLI::App& app) {
                   "atoms may borrow them (lithos policy; default " +
                       fmt::format("{}", to_us(sched::PolicyConfig{}.idle_grace)) +
                       "). An eager service whose kernels leave gaps longer than this lends its TPCs in each gap")
+      ->check(CLI::Range(0.0, daemon::kMaxIdleGraceUs));
+  sub->add_option("--burst-gap-us", args->burst_gap_us,
+                  "A high-priority tenant most of whose recent idle gaps are at most this long (an eager service, "
+                  "launching kernel by kernel) stays active through them, up to this long, instead of lending its "
+                  "TPCs in each (lithos policy; default " +
+                      fmt::format("{}", to_us(sched::PolicyConfig{}.burst_gap)) + "; 0: off)")
       ->check(CLI::Range(0.0, daemon::kMaxIdleGraceUs));
   sub->add_option("--share-unowned", args->share_unowned,
                   "true (default): a high-priority tenant's launches may use every TPC no quota holds, also "

@@ -293,12 +293,27 @@ struct Parser {
   }
 
   Status daemon_table(const toml::table& d, DaemonConfig& c) const {
-    LITHOS_RETURN_IF_ERROR(
-        check_keys(d, "[daemon]",
-                   {"socket", "policy", "mps", "atom_us", "throttle_us", "throttle_unborrowed_us", "hp_poll_us",
-                    "max_stolen_atoms", "pause_slowdown", "idle_grace_us", "share_unowned", "hp_holds_unowned",
-                    "best_effort_runs_free", "stream_priorities", "mps_multiuser", "device", "state_dir", "trace",
-                    "default_tenant"}));
+    LITHOS_RETURN_IF_ERROR(check_keys(d, "[daemon]",
+                                      {"socket",
+                                       "policy",
+                                       "mps",
+                                       "atom_us",
+                                       "throttle_us",
+                                       "throttle_unborrowed_us",
+                                       "hp_poll_us",
+                                       "max_stolen_atoms",
+                                       "pause_slowdown",
+                                       "idle_grace_us",
+                                       "burst_gap_us",
+                                       "share_unowned",
+                                       "hp_holds_unowned",
+                                       "best_effort_runs_free",
+                                       "stream_priorities",
+                                       "mps_multiuser",
+                                       "device",
+                                       "state_dir",
+                                       "trace",
+                                       "default_tenant"}));
     auto socket = string(d, "socket");
     if (!socket) return socket.status();
     if (socket->has_value()) {
@@ -338,6 +353,9 @@ struct Parser {
     auto grace = number(d, "idle_grace_us", 0, kMaxIdleGraceUs, false);
     if (!grace) return grace.status();
     if (grace->has_value()) c.idle_grace_us = **grace;
+    auto burst = number(d, "burst_gap_us", 0, kMaxIdleGraceUs, false);
+    if (!burst) return burst.status();
+    if (burst->has_value()) c.burst_gap_us = **burst;
     auto poll = number(d, "hp_poll_us", 0, kMaxHpPollUs, false);
     if (!poll) return poll.status();
     if (poll->has_value()) c.hp_poll_us = **poll;
@@ -672,6 +690,7 @@ Status apply_env(DaemonConfig& c, const std::function<const char*(const char*)>&
   LITHOS_RETURN_IF_ERROR(env_number("LITHOSD_HP_POLL_US", 0, kMaxHpPollUs, &c.hp_poll_us));
   LITHOS_RETURN_IF_ERROR(env_number("LITHOSD_PAUSE_SLOWDOWN", kMinPauseSlowdown, kMaxPauseSlowdown, &c.pause_slowdown));
   LITHOS_RETURN_IF_ERROR(env_number("LITHOSD_IDLE_GRACE_US", 0, kMaxIdleGraceUs, &c.idle_grace_us));
+  LITHOS_RETURN_IF_ERROR(env_number("LITHOSD_BURST_GAP_US", 0, kMaxIdleGraceUs, &c.burst_gap_us));
   if (auto v = get("LITHOSD_MAX_STOLEN_ATOMS")) {
     char* end = nullptr;
     errno = 0;
@@ -771,6 +790,10 @@ Status validate(const DaemonConfig& c, int device_tpcs) {
   if (!(c.pause_slowdown >= kMinPauseSlowdown && c.pause_slowdown <= kMaxPauseSlowdown)) {
     return Status::invalid_argument("pause_slowdown = " + json_number(c.pause_slowdown) + " is out of range [" +
                                     json_number(kMinPauseSlowdown) + ", " + json_number(kMaxPauseSlowdown) + "]");
+  }
+  if (!(c.burst_gap_us >= 0 && c.burst_gap_us <= kMaxIdleGraceUs)) {
+    return Status::invalid_argument("burst_gap_us = " + json_number(c.burst_gap_us) + " is out of range [0, " +
+                                    json_number(kMaxIdleGraceUs) + "]");
   }
   if (!(c.idle_grace_us >= 0 && c.idle_grace_us <= kMaxIdleGraceUs)) {
     return Status::invalid_argument("idle_grace_us = " + json_number(c.idle_grace_us) + " is out of range [0, " +
@@ -899,6 +922,7 @@ std::string config_json(const DaemonConfig& c) {
   j += ",\"max_stolen_atoms\":" + std::to_string(c.max_stolen_atoms);
   j += ",\"pause_slowdown\":" + json_number(c.pause_slowdown);
   j += ",\"idle_grace_us\":" + json_number(c.idle_grace_us);
+  j += ",\"burst_gap_us\":" + json_number(c.burst_gap_us);
   j += ",\"hp_poll_us\":" + json_number(c.hp_poll_us);
   j += std::string(",\"share_unowned\":") + (c.share_unowned ? "true" : "false");
   j += std::string(",\"hp_holds_unowned\":") + (c.hp_holds_unowned ? "true" : "false");

@@ -50,7 +50,7 @@ inline constexpr double kMaxHpPollUs = 1000;            // [daemon] hp_poll_us
 inline constexpr std::uint32_t kMaxStolenAtoms = 1024;  // [daemon] max_stolen_atoms
 inline constexpr double kMinPauseSlowdown = 1.0;        // [daemon] pause_slowdown
 inline constexpr double kMaxPauseSlowdown = 100.0;
-inline constexpr double kMaxIdleGraceUs = 100000;  // [daemon] idle_grace_us
+inline constexpr double kMaxIdleGraceUs = 100000;  // [daemon] idle_grace_us, burst_gap_us
 // Tenant names travel in ipc::Hello/Welcome (64 bytes with the terminating NUL).
 inline constexpr std::size_t kMaxTenantName = 63;
 // The tenant every undeclared process lands in, unless the file says otherwise.
@@ -112,6 +112,10 @@ struct DaemonConfig {
   // lends its TPCs in every gap, and each next kernel waits for the atoms
   // that borrowed them.
   double idle_grace_us = to_us(sched::PolicyConfig{}.idle_grace);
+  // sched::PolicyConfig::burst_gap (lithos policy), in microseconds: a
+  // high-priority tenant most of whose recent idle gaps are at most this
+  // long (an eager service) stays active through them. 0: off.
+  double burst_gap_us = to_us(sched::PolicyConfig{}.burst_gap);
   // While only high-priority work is in flight (no best-effort tenant has
   // work or had any in the last 2 ms, so no one waits for a grant) the
   // daemon's loop sleeps this long between turns instead of spinning; 0:

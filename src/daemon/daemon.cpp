@@ -99,6 +99,7 @@ Result<std::unique_ptr<sched::Engine>> make_engine(const DaemonConfig& config, c
   ec.policy.max_stolen_atoms = config.max_stolen_atoms;
   ec.policy.pause_slowdown = config.pause_slowdown;
   ec.policy.idle_grace = lithos::us(config.idle_grace_us);
+  ec.policy.burst_gap = lithos::us(config.burst_gap_us);
   auto engine = std::make_unique<sched::Engine>(ec, std::move(policy));
   for (const TenantConfig& t : config.tenants) {
     auto id = engine->add_tenant(t.spec());
@@ -116,6 +117,7 @@ Result<sched::ReplayResult> replay_trace(const Trace& trace) {
   c.max_stolen_atoms = trace.header.max_stolen_atoms;
   c.pause_slowdown = trace.header.pause_slowdown;
   c.idle_grace_us = trace.header.idle_grace_us;
+  c.burst_gap_us = trace.header.burst_gap_us;
   c.best_effort_runs_free = trace.header.best_effort_runs_free;
   c.share_unowned = trace.header.share_unowned;
   c.hp_holds_unowned = trace.header.hp_holds_unowned;
@@ -820,9 +822,9 @@ std::string Daemon::status_json(std::uint64_t now) const {
     // The scheduling settings it runs with, as --print-config names them.
     const json cfg = json::parse(config_json(options_.config));
     json settings = json::object();
-    for (const char* key :
-         {"atom_us", "throttle_us", "throttle_unborrowed_us", "max_stolen_atoms", "pause_slowdown", "idle_grace_us",
-          "hp_poll_us", "share_unowned", "hp_holds_unowned", "best_effort_runs_free", "stream_priorities"}) {
+    for (const char* key : {"atom_us", "throttle_us", "throttle_unborrowed_us", "max_stolen_atoms", "pause_slowdown",
+                            "idle_grace_us", "burst_gap_us", "hp_poll_us", "share_unowned", "hp_holds_unowned",
+                            "best_effort_runs_free", "stream_priorities"}) {
       if (cfg.contains(key)) settings[key] = cfg[key];
     }
     j["settings"] = settings;

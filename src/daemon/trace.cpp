@@ -327,6 +327,10 @@ Result<TraceHeader> parse_header(std::string_view line) {
       if (!c.at("idle_grace_us").is_number()) throw std::runtime_error("'idle_grace_us' must be a number");
       h.idle_grace_us = c.at("idle_grace_us").get<double>();
     }
+    if (c.contains("burst_gap_us")) {
+      if (!c.at("burst_gap_us").is_number()) throw std::runtime_error("'burst_gap_us' must be a number");
+      h.burst_gap_us = c.at("burst_gap_us").get<double>();
+    }
     if (c.contains("best_effort_runs_free")) {
       if (!c.at("best_effort_runs_free").is_boolean())
         throw std::runtime_error("'best_effort_runs_free' must be true or false");

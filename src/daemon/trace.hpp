@@ -37,6 +37,7 @@ struct TraceHeader {
   double pause_slowdown = sched::PolicyConfig{}.pause_slowdown;
   // Absent in traces written before it existed (20 us then).
   double idle_grace_us = to_us(sched::PolicyConfig{}.idle_grace);
+  double burst_gap_us = 0;             // absent in traces written before it existed (no burst grace then)
   bool best_effort_runs_free = false;  // absent in traces written before it existed (never free then)
   bool share_unowned = true;           // absent in traces written before it existed (the default then)
   bool hp_holds_unowned = true;        // absent in traces written before it existed (always held then)

@@ -149,6 +149,7 @@ Result<TraceScenario> trace_to_scenario(const Trace& trace, const std::string& n
   toml << "max_stolen_atoms = " << trace.header.max_stolen_atoms << "\n";
   toml << "pause_slowdown = " << trace.header.pause_slowdown << "\n";
   toml << "idle_grace_us = " << trace.header.idle_grace_us << "\n";
+  toml << "burst_gap_us = " << trace.header.burst_gap_us << "\n";
   // As lithosd ran: its high-priority launches went out at once.
   toml << "share_unowned = " << (trace.header.share_unowned ? "true" : "false") << "\n"
        << "hp_holds_unowned = " << (trace.header.hp_holds_unowned ? "true" : "false") << "\n"

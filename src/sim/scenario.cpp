@@ -835,10 +835,11 @@ Status parse_scheduler_table(const Doc& doc, const toml::table& root, Scenario& 
   if (!sec) return sec.status();
   if (*sec == nullptr) return Status::ok();
   Fields f(doc, **sec, "scheduler");
-  LITHOS_RETURN_IF_ERROR(f.check_keys(
-      {"throttle_us", "throttle_unborrowed_us", "atom_target_us", "per_atom_cost_us", "tolerated_overhead", "max_atoms",
-       "max_stolen_atoms", "pause_slowdown", "steal_lookahead_us", "idle_grace_us", "lend_surplus", "share_unowned",
-       "hp_holds_unowned", "immediate_launches", "timeslice_ms", "context_switch_us", "rightsize_slip"}));
+  LITHOS_RETURN_IF_ERROR(
+      f.check_keys({"throttle_us", "throttle_unborrowed_us", "atom_target_us", "per_atom_cost_us", "tolerated_overhead",
+                    "max_atoms", "max_stolen_atoms", "pause_slowdown", "steal_lookahead_us", "idle_grace_us",
+                    "burst_gap_us", "lend_surplus", "share_unowned", "hp_holds_unowned", "immediate_launches",
+                    "timeslice_ms", "context_switch_us", "rightsize_slip"}));
   sched::EngineConfig& e = sc.engine;
   // Times: read as microseconds (or milliseconds), stored as Duration.
   const auto time_us = [&](std::string_view key, Duration& out, const NumRange& r) -> Status {
@@ -858,6 +859,7 @@ Status parse_scheduler_table(const Doc& doc, const toml::table& root, Scenario& 
   LITHOS_RETURN_IF_ERROR(f.number("pause_slowdown", e.policy.pause_slowdown, kPauseSlowdown));
   LITHOS_RETURN_IF_ERROR(time_us("steal_lookahead_us", e.policy.steal_lookahead, non_negative(kMaxUs)));
   LITHOS_RETURN_IF_ERROR(time_us("idle_grace_us", e.policy.idle_grace, non_negative(kMaxUs)));
+  LITHOS_RETURN_IF_ERROR(time_us("burst_gap_us", e.policy.burst_gap, non_negative(kMaxUs)));
   LITHOS_RETURN_IF_ERROR(f.boolean("lend_surplus", e.policy.lend_surplus));
   LITHOS_RETURN_IF_ERROR(f.boolean("share_unowned", e.policy.share_unowned));
   LITHOS_RETURN_IF_ERROR(f.boolean("hp_holds_unowned", e.policy.hp_holds_unowned));

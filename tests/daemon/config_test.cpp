@@ -399,6 +399,7 @@ throttle_unborrowed_us = 2000
 max_stolen_atoms = 1
 pause_slowdown = 1.5
 idle_grace_us = 300
+burst_gap_us = 0
 share_unowned = false
 hp_holds_unowned = false
 best_effort_runs_free = false
@@ -421,6 +422,8 @@ device = "all"
   EXPECT_DOUBLE_EQ(default_config().pause_slowdown, sched::PolicyConfig{}.pause_slowdown);
   EXPECT_DOUBLE_EQ(c->idle_grace_us, 300);
   EXPECT_DOUBLE_EQ(default_config().idle_grace_us, 20);
+  EXPECT_DOUBLE_EQ(c->burst_gap_us, 0);
+  EXPECT_DOUBLE_EQ(default_config().burst_gap_us, 150);
   EXPECT_FALSE(c->share_unowned);
   EXPECT_TRUE(default_config().share_unowned);
   EXPECT_FALSE(c->hp_holds_unowned);
@@ -444,6 +447,7 @@ device = "all"
       {"LITHOSD_MAX_STOLEN_ATOMS", "0"},
       {"LITHOSD_PAUSE_SLOWDOWN", "3"},
       {"LITHOSD_IDLE_GRACE_US", "150"},
+      {"LITHOSD_BURST_GAP_US", "300"},
       {"LITHOSD_BEST_EFFORT_RUNS_FREE", "on"},
       {"LITHOSD_STREAM_PRIORITIES", "off"},
       {"LITHOSD_MPS_MULTIUSER", "on"},
@@ -465,6 +469,7 @@ device = "all"
   EXPECT_EQ(all.max_stolen_atoms, 0U);
   EXPECT_DOUBLE_EQ(all.pause_slowdown, 3);
   EXPECT_DOUBLE_EQ(all.idle_grace_us, 150);
+  EXPECT_DOUBLE_EQ(all.burst_gap_us, 300);
   EXPECT_TRUE(all.share_unowned);
   EXPECT_TRUE(all.hp_holds_unowned);
   EXPECT_TRUE(all.best_effort_runs_free);
@@ -500,7 +505,7 @@ device = "all"
       {"LITHOSD_DEVICE", "every"},        {"LITHOSD_DEVICE", "0,"},
       {"LITHOSD_PAUSE_SLOWDOWN", "0.9"},  {"LITHOSD_PAUSE_SLOWDOWN", "lots"},
       {"LITHOSD_MPS_MULTIUSER", "2"},     {"LITHOSD_IDLE_GRACE_US", "-1"},
-      {"LITHOSD_IDLE_GRACE_US", "1e9"},
+      {"LITHOSD_IDLE_GRACE_US", "1e9"},   {"LITHOSD_BURST_GAP_US", "-3"},
   };
   for (const auto& [name, value] : bad) {
     const std::string& v = value;

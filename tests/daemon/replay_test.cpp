@@ -74,6 +74,7 @@ DaemonConfig config_for(const sim::Scenario& sc, const std::string& policy) {
   c.max_stolen_atoms = sc.engine.policy.max_stolen_atoms;
   c.pause_slowdown = sc.engine.policy.pause_slowdown;
   c.idle_grace_us = to_us(sc.engine.policy.idle_grace);
+  c.burst_gap_us = to_us(sc.engine.policy.burst_gap);
   c.share_unowned = sc.engine.policy.share_unowned;
   c.hp_holds_unowned = sc.engine.policy.hp_holds_unowned;
   for (const sim::TenantConfig& t : sc.tenants) {
