@@ -202,10 +202,13 @@ struct PolicyConfig {
   // request: it stays active after it drains for the longest of those short
   // gaps (so at most burst_gap), where that is longer than idle_grace.
   // Otherwise each of those gaps lends its TPCs, and its next kernel waits
-  // for the atoms that borrowed them (an eager GRU service on the H100: P50
-  // 1.3x alone with 20 us, 1.0x with 300 us; docs/daemon.md). Its gaps
-  // between requests, longer, stay lent after idle_grace. 0: off.
-  Duration burst_gap = us(150);
+  // for the atoms that borrowed them. Its gaps between requests, longer,
+  // stay lent after idle_grace. 0 (the default): off. Measured on the H100
+  // (docs/results/2026-11-27-h100-f85230d-eager-gaps): on an eager GRU
+  // service beside ViT training no change beyond the runs' spread at 150 or
+  // 300 us, and on module-example training 0.574x -> 0.451x with the
+  // service unchanged, so it stays off.
+  Duration burst_gap{0};
   bool lend_surplus = true;  // lithos: lend an active owner's TPCs beyond its peak demand
   bool runs_free = true;     // lithos: best effort runs free while no high-priority tenant has a queue
   // lithos: where launches that never wait (immediate_set; lithosd's

@@ -399,7 +399,7 @@ throttle_unborrowed_us = 2000
 max_stolen_atoms = 1
 pause_slowdown = 1.5
 idle_grace_us = 300
-burst_gap_us = 0
+burst_gap_us = 150
 share_unowned = false
 hp_holds_unowned = false
 best_effort_runs_free = false
@@ -422,8 +422,8 @@ device = "all"
   EXPECT_DOUBLE_EQ(default_config().pause_slowdown, sched::PolicyConfig{}.pause_slowdown);
   EXPECT_DOUBLE_EQ(c->idle_grace_us, 300);
   EXPECT_DOUBLE_EQ(default_config().idle_grace_us, 20);
-  EXPECT_DOUBLE_EQ(c->burst_gap_us, 0);
-  EXPECT_DOUBLE_EQ(default_config().burst_gap_us, 150);
+  EXPECT_DOUBLE_EQ(c->burst_gap_us, 150);
+  EXPECT_DOUBLE_EQ(default_config().burst_gap_us, 0);
   EXPECT_FALSE(c->share_unowned);
   EXPECT_TRUE(default_config().share_unowned);
   EXPECT_FALSE(c->hp_holds_unowned);

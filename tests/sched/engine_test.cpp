@@ -398,9 +398,9 @@ TEST(LithosRules, StealingGivesTpcsBackWhenTheOwnerWakes) {
 // the burst grace off, every short gap past idle_grace lends them.
 TEST(LithosRules, AnEagerServiceKeepsItsTpcsThroughItsShortGaps) {
   for (const bool burst : {true, false}) {
-    SCOPED_TRACE(burst ? "burst grace on (default)" : "burst grace off");
+    SCOPED_TRACE(burst ? "burst grace on (150 us)" : "burst grace off (the default)");
     EngineConfig cfg;
-    if (!burst) cfg.policy.burst_gap = Duration{0};
+    cfg.policy.burst_gap = burst ? us(150) : Duration{0};
     auto e = make_engine("lithos", cfg);
     const TenantId hp = *e->add_tenant(high("hp", 66));
     const TenantId be = *e->add_tenant(best_effort("be"));
@@ -455,7 +455,9 @@ TEST(LithosRules, AnEagerServiceKeepsItsTpcsThroughItsShortGaps) {
 
 // A service whose requests are far apart keeps the plain idle_grace.
 TEST(LithosRules, ASparseServiceGetsNoBurstGrace) {
-  auto e = make_engine("lithos");
+  EngineConfig cfg;
+  cfg.policy.burst_gap = us(150);
+  auto e = make_engine("lithos", cfg);
   const TenantId hp = *e->add_tenant(high("hp", 40));
   const QueueId qh = *e->add_queue(hp);
   Time t{};
