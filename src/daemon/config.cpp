@@ -770,35 +770,24 @@ Status validate(const DaemonConfig& c, int device_tpcs) {
   if (!policy_known(c.policy)) {
     return Status::invalid_argument("unknown policy " + quoted(c.policy) + " (valid: " + policy_names() + ")");
   }
-  if (!std::isfinite(c.atom_us) || c.atom_us < kMinAtomUs || c.atom_us > kMaxAtomUs) {
-    return Status::invalid_argument("atom_us = " + json_number(c.atom_us) + " is out of range [" +
-                                    json_number(kMinAtomUs) + ", " + json_number(kMaxAtomUs) + "]");
-  }
-  auto throttle_ok = [](const char* name, double v) {
-    if (std::isfinite(v) && v >= kMinThrottleUs && v <= kMaxThrottleUs) return Status::ok();
+  auto in_range = [](const char* name, double v, double lo, double hi) {
+    if (std::isfinite(v) && v >= lo && v <= hi) return Status::ok();
     return Status::invalid_argument(std::string(name) + " = " + json_number(v) + " is out of range [" +
-                                    json_number(kMinThrottleUs) + ", " + json_number(kMaxThrottleUs) + "]");
+                                    json_number(lo) + ", " + json_number(hi) + "]");
   };
-  LITHOS_RETURN_IF_ERROR(throttle_ok("throttle_us", c.throttle_us));
+  LITHOS_RETURN_IF_ERROR(in_range("atom_us", c.atom_us, kMinAtomUs, kMaxAtomUs));
+  LITHOS_RETURN_IF_ERROR(in_range("throttle_us", c.throttle_us, kMinThrottleUs, kMaxThrottleUs));
   // 0, the default: the same as throttle_us.
   if (c.throttle_unborrowed_us != 0)
-    LITHOS_RETURN_IF_ERROR(throttle_ok("throttle_unborrowed_us", c.throttle_unborrowed_us));
+    LITHOS_RETURN_IF_ERROR(
+        in_range("throttle_unborrowed_us", c.throttle_unborrowed_us, kMinThrottleUs, kMaxThrottleUs));
   if (c.max_stolen_atoms > kMaxStolenAtoms) {
     return Status::invalid_argument("max_stolen_atoms = " + std::to_string(c.max_stolen_atoms) +
                                     " is out of range [0, " + std::to_string(kMaxStolenAtoms) + "]");
   }
-  if (!(c.pause_slowdown >= kMinPauseSlowdown && c.pause_slowdown <= kMaxPauseSlowdown)) {
-    return Status::invalid_argument("pause_slowdown = " + json_number(c.pause_slowdown) + " is out of range [" +
-                                    json_number(kMinPauseSlowdown) + ", " + json_number(kMaxPauseSlowdown) + "]");
-  }
-  if (!(c.burst_gap_us >= 0 && c.burst_gap_us <= kMaxIdleGraceUs)) {
-    return Status::invalid_argument("burst_gap_us = " + json_number(c.burst_gap_us) + " is out of range [0, " +
-                                    json_number(kMaxIdleGraceUs) + "]");
-  }
-  if (!(c.idle_grace_us >= 0 && c.idle_grace_us <= kMaxIdleGraceUs)) {
-    return Status::invalid_argument("idle_grace_us = " + json_number(c.idle_grace_us) + " is out of range [0, " +
-                                    json_number(kMaxIdleGraceUs) + "]");
-  }
+  LITHOS_RETURN_IF_ERROR(in_range("pause_slowdown", c.pause_slowdown, kMinPauseSlowdown, kMaxPauseSlowdown));
+  LITHOS_RETURN_IF_ERROR(in_range("burst_gap_us", c.burst_gap_us, 0, kMaxIdleGraceUs));
+  LITHOS_RETURN_IF_ERROR(in_range("idle_grace_us", c.idle_grace_us, 0, kMaxIdleGraceUs));
   if (c.tenants.empty()) return Status::invalid_argument("no tenants");
   if (c.tenants.size() > kMaxTenants) {
     return Status::invalid_argument("at most " + std::to_string(kMaxTenants) + " tenants");
