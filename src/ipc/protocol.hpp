@@ -30,7 +30,9 @@
 namespace lithos::ipc {
 
 inline constexpr std::uint32_t kMagic = 0x4c495448;  // "LITH"
-inline constexpr std::uint32_t kVersion = 5;         // 4: Welcome::gpu; 5: Welcome::slot_map
+// 4: Welcome::gpu; 5: Welcome::slot_map; 6: ChannelHeader's client-written
+// line (client_beat_ns, client_fault)
+inline constexpr std::uint32_t kVersion = 6;
 inline constexpr std::uint32_t kMaxStreams = 256;    // completion slots per client
 inline constexpr std::uint32_t kRingSlots = 1024;    // messages per ring (power of two)
 inline constexpr std::size_t kNameBytes = 64;
@@ -273,6 +275,19 @@ struct ChannelHeader {
   std::atomic<std::uint64_t> fallback[2] = {0, 0};
   // Per stream slot: the last launch seq the client submitted (hp: launched).
   std::atomic<std::uint64_t> launched[kMaxStreams] = {};
+
+  // ---- written by the client (untrusted), on a cache line of its own so
+  // that its writes do not pull the allocation's line away from it.
+  // Its CLOCK_MONOTONIC time, refreshed by its tracker thread at least once
+  // a millisecond or so while the process runs (0: not yet). A client whose
+  // beat goes stale while it holds atoms has stopped (SIGSTOP, a debugger,
+  // a hung process): the daemon reclaims them after a bound.
+  alignas(64) std::atomic<std::uint64_t> client_beat_ns{0};
+  // The first sticky (context-destroying) CUresult the client's process
+  // saw on this GPU, and when (CLOCK_MONOTONIC); 0: none. Set once.
+  std::atomic<std::uint32_t> client_fault{0};
+  std::uint32_t client_reserved = 0;
+  std::atomic<std::uint64_t> client_fault_ns{0};
 };
 
 // Layout of one channel (offsets from the start of the mapping). The
