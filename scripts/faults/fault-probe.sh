@@ -22,13 +22,17 @@ python3 scripts/faults/xid_watch.py 150 >"$OUT/xid.jsonl" 2>&1 &
 XID=$!
 sleep 1
 
+PHASES=${PHASES:-plain mps outside}
+if [[ " $PHASES " == *" plain "* ]]; then
 echo "== plain" >&2
 timeout 30 "$P" victim 5 1 >"$OUT/plain-victim.jsonl" 2>&1 &
 V=$!
 sleep 1.5
 timeout 20 "$P" faulter 300 >"$OUT/plain-faulter.jsonl" 2>&1
 wait $V
+fi
 
+if [[ " $PHASES " == *" mps "* ]]; then
 echo "== mps" >&2
 export CUDA_MPS_PIPE_DIRECTORY=/tmp/lithos-fp-pipe CUDA_MPS_LOG_DIRECTORY=/tmp/lithos-fp-log
 mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
@@ -47,14 +51,18 @@ echo "{\"newclient_rc\":$?}" >>"$OUT/mps-new-while-lingering.jsonl"
   echo "servers: $servers"
   for s in $servers; do
     echo "clients of $s: $(echo "get_client_list $s" | timeout 10 nvidia-cuda-mps-control | tr '\n' ' ')"
-    # the victim's process as MPS names it: the probe itself
-    echo "terminate_client $s $V: $(date +%s.%N)"
-    echo "terminate_client $s $V" | timeout 20 nvidia-cuda-mps-control
-    echo "rc $? at $(date +%s.%N)"
+    # every client MPS lists (the victim's probe process, not its `timeout`)
+    for c in $(echo "get_client_list $s" | timeout 10 nvidia-cuda-mps-control); do
+      echo "terminate_client $s $c at $(date +%s.%N): $(echo "terminate_client $s $c" | timeout 20 nvidia-cuda-mps-control | tr '\n' ' ')"
+      echo "rc $? at $(date +%s.%N)"
+    done
     echo "clients of $s after: $(echo "get_client_list $s" | timeout 10 nvidia-cuda-mps-control | tr '\n' ' ')"
   done
 } >"$OUT/mps-control.txt" 2>&1
-sleep 2
+sleep 1
+timeout 20 "$P" newclient >"$OUT/mps-new-1s-after-terminate.jsonl" 2>&1
+echo "{\"newclient_rc\":$?}" >>"$OUT/mps-new-1s-after-terminate.jsonl"
+sleep 1
 echo "victim alive after terminate_client: $(kill -0 $V 2>/dev/null && echo yes || echo no)" >>"$OUT/mps-control.txt"
 timeout 20 "$P" newclient >"$OUT/mps-new-after-terminate.jsonl" 2>&1
 echo "{\"newclient_rc\":$?}" >>"$OUT/mps-new-after-terminate.jsonl"
@@ -62,7 +70,9 @@ kill $V 2>/dev/null
 wait $V 2>/dev/null
 timeout 20 "$P" newclient >"$OUT/mps-new-after-victim-gone.jsonl" 2>&1
 echo "{\"newclient_rc\":$?}" >>"$OUT/mps-new-after-victim-gone.jsonl"
+fi
 
+if [[ " $PHASES " == *" outside "* ]]; then
 echo "== outside" >&2
 timeout 30 "$P" victim 5 1 >"$OUT/outside-victim.jsonl" 2>&1 &
 V=$!
@@ -71,6 +81,7 @@ mkdir -p /tmp/lithos-fp-nompss
 CUDA_MPS_PIPE_DIRECTORY=/tmp/lithos-fp-nompss timeout 20 "$P" faulter 300 >"$OUT/outside-faulter.jsonl" 2>&1
 wait $V
 timeout 20 "$P" newclient >"$OUT/outside-new.jsonl" 2>&1
+fi
 
 echo quit | timeout 20 nvidia-cuda-mps-control
 sleep 2
