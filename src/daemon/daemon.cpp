@@ -15,6 +15,7 @@
 #include <system_error>
 
 #include "daemon/predictor_cache.hpp"
+#include "ipc/safe_file.hpp"
 #include "ipc/socket.hpp"
 #include "sched/policy.hpp"
 
@@ -151,6 +152,15 @@ Result<std::unique_ptr<Daemon>> Daemon::create(DaemonOptions options) {
   // reported and the daemon starts cold (and overwrites it later).
   std::string predictions;
   if (!cfg.state_dir.empty()) {
+    // The state folder, made when missing: refused (the daemon does not
+    // start) when another user could change it or a link planted by one
+    // leads to it (ipc/safe_file.hpp). One that cannot be made is said, and
+    // the cache's writes say it again.
+    if (auto dir = ipc::SafeDir::open(cfg.state_dir, /*create=*/true); !dir) {
+      if (dir.status().code() == StatusCode::kFailedPrecondition)
+        return Status::failed_precondition("state_dir: " + dir.status().message());
+      std::fprintf(stderr, "lithosd: state_dir: %s\n", dir.status().message().c_str());
+    }
     d->cache_.path = predictor_cache_path(cfg.state_dir);
     auto text = read_predictor_cache(d->cache_.path, d->options_.device);
     Status s = text.is_ok() ? d->engine_->load_predictions(*text) : text.status();

@@ -16,6 +16,8 @@
 #include <cstring>
 #include <thread>
 
+#include "ipc/safe_file.hpp"
+
 namespace lithos::ipc {
 
 namespace {
@@ -190,6 +192,9 @@ Result<int> listen_socket(const std::string& path, mode_t mode) {
   const std::string lock_path = path + ".lock";
   const FdGuard lock(::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
   if (lock.get() < 0) return Status::unavailable(errno_text("open " + lock_path, errno));
+  // Opened without following a link; whatever is there must be this user's
+  // own file (another user's, in a sticky folder, could be held to block us).
+  LITHOS_RETURN_IF_ERROR(check_own_regular_file(lock.get(), lock_path));
   // Whoever holds it only checks a file and binds: a few milliseconds. Wait
   // a bounded time rather than forever behind a stopped process.
   for (int tries = 0;; ++tries) {

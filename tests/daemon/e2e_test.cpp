@@ -1300,6 +1300,34 @@ TEST_F(DaemonE2E, StartedMpsIsMultiUser) {
   daemon_env_.clear();
 }
 
+// An MPS pipe folder that is a link (another user could have made it in
+// /tmp before MPS ran): lithosd does not start MPS there.
+TEST_F(DaemonE2E, MpsIsNotStartedInAFolderThatIsALink) {
+  const fs::path bin = dir_ / "fake-mps-bin";
+  fs::create_directories(bin);
+  const fs::path calls = dir_ / "mps-calls.txt";
+  std::ofstream(bin / "nvidia-cuda-mps-control") << "#!/bin/sh\n"
+                                                    "echo \"args: $*\" >> \"$FAKE_MPS_CALLS\"\n"
+                                                    "[ $# -gt 0 ] && exit 0\n"
+                                                    "while read -r cmd; do :; done\n"
+                                                    "exit 1\n";
+  fs::permissions(bin / "nvidia-cuda-mps-control", fs::perms::owner_all);
+  fs::create_directories(dir_ / "elsewhere");
+  fs::create_directory_symlink(dir_ / "elsewhere", dir_ / "mps-pipe");
+  const std::vector<std::string> env = {"PATH=" + bin.string() + ":" + (std::getenv("PATH") ? std::getenv("PATH") : ""),
+                                        "FAKE_MPS_CALLS=" + calls.string(),
+                                        "CUDA_MPS_PIPE_DIRECTORY=" + (dir_ / "mps-pipe").string()};
+  Proc d = Proc::spawn({LITHOS_EXE, "daemon", "--slot-map", slot_map_, "--config", config_, "--socket", sock_,
+                        "--state-dir", (dir_ / "state").string(), "--mps", "start"},
+                       env, (dir_ / "daemon-mps-link.log").string());
+  EXPECT_EQ(d.wait(20), 1) << d.err();
+  EXPECT_NE(d.err().find("cannot start MPS: MPS's folder (CUDA_MPS_PIPE_DIRECTORY): " + (dir_ / "mps-pipe").string() +
+                         " is a symbolic link"),
+            std::string::npos)
+      << d.err();
+  EXPECT_EQ(read_all(calls.string()).find("args: -d"), std::string::npos) << read_all(calls.string());
+}
+
 // A tenant this uid may not claim: refused; the program runs pass-through.
 TEST_F(DaemonE2E, OtherUidRefused) {
   start_daemon();
