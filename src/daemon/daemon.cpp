@@ -473,12 +473,22 @@ void Daemon::welcome(int sock, const ipc::Hello& hello_in, std::uint64_t now) {
   auto cred = ipc::peer_credentials(sock);
   if (!cred)
     return refuse(ipc::WelcomeStatus::kRefused, "cannot read the peer's credentials: " + cred.status().message());
-  std::vector<gid_t> groups;  // supplementary groups are not visible through SO_PEERCRED
+  // Its supplementary groups as the kernel saw them when it connected
+  // (SO_PEERGROUPS); where the kernel cannot tell them, none, and a refusal
+  // says so.
+  auto groups = ipc::peer_groups(sock);
   auto res = resolve_tenant(options_.config, text_of(hello.tenant, sizeof hello.tenant),
-                            text_of(hello.program, sizeof hello.program), cred->uid, cred->gid, groups);
+                            text_of(hello.program, sizeof hello.program), cred->uid, cred->gid,
+                            groups ? *groups : std::vector<gid_t>{});
   if (!res) {
     const bool unknown = res.status().code() == StatusCode::kNotFound;
-    return refuse(unknown ? ipc::WelcomeStatus::kNoTenant : ipc::WelcomeStatus::kRefused, res.status().message());
+    std::string why = res.status().message();
+    if (!groups && !unknown) {
+      std::fprintf(stderr, "lithosd: pid %d: %s (%s)\n", static_cast<int>(cred->pid), why.c_str(),
+                   groups.status().message().c_str());
+      why = "supplementary groups unknown (SO_PEERGROUPS): " + why;
+    }
+    return refuse(unknown ? ipc::WelcomeStatus::kNoTenant : ipc::WelcomeStatus::kRefused, why);
   }
   const auto tenant = static_cast<sched::TenantId>(res->index);
   const TenantConfig& tc = options_.config.tenants[res->index];

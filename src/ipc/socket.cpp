@@ -379,4 +379,30 @@ Result<PeerCred> peer_credentials(int fd) {
   return PeerCred{c.pid, c.uid, c.gid};
 }
 
+Result<std::vector<gid_t>> peer_groups(int fd) {
+#ifndef SO_PEERGROUPS
+  constexpr int SO_PEERGROUPS = 59;  // Linux 4.13 (asm-generic/socket.h); older headers lack it
+#endif
+  // A guess that holds most processes' groups; the kernel says how many
+  // bytes it needs when it does not (ERANGE), up to NGROUPS_MAX (65536).
+  std::vector<gid_t> groups(64);
+  for (int tries = 0; tries < 4; ++tries) {
+    auto len = static_cast<socklen_t>(groups.size() * sizeof(gid_t));
+    if (::getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups.data(), &len) == 0) {
+      groups.resize(len / sizeof(gid_t));
+      return groups;
+    }
+    if (errno == ERANGE && len > groups.size() * sizeof(gid_t) && len <= 65536 * sizeof(gid_t)) {
+      groups.resize(len / sizeof(gid_t));
+      continue;
+    }
+    if (errno == ENOPROTOOPT) {
+      return Status::unavailable(
+          "this kernel does not tell a socket's peer's supplementary groups (SO_PEERGROUPS, Linux 4.13)");
+    }
+    return Status::unavailable(errno_text("getsockopt(SO_PEERGROUPS)", errno));
+  }
+  return Status::unavailable("getsockopt(SO_PEERGROUPS): the peer's groups kept growing");
+}
+
 }  // namespace lithos::ipc

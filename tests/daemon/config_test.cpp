@@ -560,6 +560,8 @@ TEST(DaemonConfig, ResolvesAnExplicitNameForAnAllowedProcess) {
   // Allowed through the primary group, or a supplementary one.
   EXPECT_TRUE(resolve_tenant(*c, "svc", "python3", 2000, 1005, {}));
   EXPECT_TRUE(resolve_tenant(*c, "svc", "python3", 2000, 100, {27, 1005}));
+  // ...but not through supplementary groups it is not listed by.
+  EXPECT_FALSE(resolve_tenant(*c, "svc", "python3", 2000, 100, {27, 1006}));
   // A tenant without users or groups admits anyone.
   auto open = resolve_tenant(*c, "open-hp", "", 4242, 4242, {});
   ASSERT_TRUE(open);

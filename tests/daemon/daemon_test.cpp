@@ -1,8 +1,10 @@
 // lithosd in this process (Daemon::create, step()), with raw clients on its
 // socket: what it writes (state folder, trace, predictor cache: never
 // through a planted link or temporary name, never into a folder another user
-// can change). Cases that need another user run as root only and are
-// skipped with the reason otherwise.
+// can change) and who a tenant admits by supplementary group
+// (SO_PEERGROUPS). Cases that need another user or group run as root only
+// (a child that setgroups/setgid/setuid) and are skipped with the reason
+// otherwise.
 #include <dirent.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -240,6 +242,60 @@ TEST_F(DaemonInProcess, AStateFolderLinkPlantedByAnotherUserIsRefused) {
   while (::readdir(h) != nullptr) ++entries;
   ::closedir(h);
   EXPECT_EQ(entries, 2) << "nothing written where the link points";
+}
+
+// ---- supplementary groups -----------------------------------------------------------
+
+constexpr const char* kGroupTenants = R"(
+[[tenant]]
+name = "by-group"
+groups = [4343]
+
+[[tenant]]
+name = "other-group"
+groups = [4545]
+)";
+
+TEST_F(DaemonInProcess, ASupplementaryGroupAdmitsAndAnotherDoesNot) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root: a client of another uid with supplementary groups (setgroups)";
+  auto d = Daemon::create(options(kGroupTenants));
+  ASSERT_TRUE(d.is_ok()) << d.status().to_string();
+  Daemon& daemon = **d;
+  // A child of uid 4242, primary group 4444, supplementary group 4343 only:
+  // its Welcome's status (and message, on the pipe) for `tenant`.
+  const auto ask = [&](const std::string& tenant, std::string* message) {
+    int p[2];
+    EXPECT_EQ(::pipe(p), 0);
+    const int rc = in_child(daemon, [&]() -> int {
+      ::close(p[0]);
+      const gid_t groups[] = {kGroup};
+      if (::setgroups(1, groups) != 0 || ::setgid(kOtherGid) != 0 || ::setuid(kOtherUid) != 0) return 90;
+      auto c = ipc::connect_socket(daemon.socket_path(), 5000);
+      if (!c.is_ok()) return 91;
+      ipc::Hello h;
+      set_text(h.tenant, tenant);
+      set_text(h.program, "grouped");
+      if (!ipc::send_packet(*c, &h, sizeof h).is_ok()) return 92;
+      ipc::Welcome w;
+      int passed = -1;
+      auto r = ipc::recv_packet(*c, &w, sizeof w, &passed, 20000);
+      if (!r.is_ok() || *r != sizeof w) return 93;
+      (void)!::write(p[1], w.message, std::strlen(w.message));
+      return static_cast<int>(w.status);
+    });
+    ::close(p[1]);
+    char buf[256] = {};
+    (void)!::read(p[0], buf, sizeof buf - 1);
+    ::close(p[0]);
+    *message = buf;
+    return rc;
+  };
+  std::string why;
+  EXPECT_EQ(ask("by-group", &why), static_cast<int>(ipc::WelcomeStatus::kOk)) << why;
+  EXPECT_EQ(ask("other-group", &why), static_cast<int>(ipc::WelcomeStatus::kRefused)) << why;
+  EXPECT_TRUE(contains(why, "uid 4242 (gid 4444) may not claim tenant 'other-group'")) << why;
+  EXPECT_EQ(daemon.counters().clients_accepted, 1U);
+  EXPECT_EQ(daemon.counters().clients_refused, 1U);
 }
 
 }  // namespace

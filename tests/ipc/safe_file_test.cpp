@@ -1,13 +1,17 @@
 // How lithosd writes files (ipc/safe_file.hpp): never through a link or a
 // temporary name someone planted, only into folders no other user can
-// change; and the socket's lock file. Cases that need another user's files
-// run as root only and are skipped with the reason otherwise.
+// change; the socket's lock file; and the peer's supplementary groups
+// (SO_PEERGROUPS). Cases that need another user's files or groups run as
+// root only and are skipped with the reason otherwise.
 #include "ipc/safe_file.hpp"
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <gtest/gtest.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -293,6 +297,53 @@ TEST_F(SafeFile, AnotherUsersFolderLinkOrFileIsRefused) {
   ASSERT_EQ(::symlink(victim_.c_str(), (theirs + "/y").c_str()), 0);
   EXPECT_FALSE(write_file_safely(theirs + "/y", "x", 0644, false, false, FolderCheck::kAnyOwner).is_ok());
   EXPECT_EQ(read_text(victim_), "precious\n");
+}
+
+// ---- SO_PEERGROUPS -----------------------------------------------------------
+
+std::vector<gid_t> sorted(std::vector<gid_t> v) {
+  std::sort(v.begin(), v.end());
+  return v;
+}
+
+std::vector<gid_t> own_groups() {
+  std::vector<gid_t> g(static_cast<std::size_t>(std::max(0, ::getgroups(0, nullptr))));
+  g.resize(static_cast<std::size_t>(std::max(0, ::getgroups(static_cast<int>(g.size()), g.data()))));
+  return g;
+}
+
+TEST(IpcPeerGroups, ASocketpairTellsItsCreatorsGroups) {
+  int sv[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
+  auto g = peer_groups(sv[0]);
+  ::close(sv[0]);
+  ::close(sv[1]);
+  if (!g.is_ok() && contains(g.status().message(), "SO_PEERGROUPS, Linux 4.13")) GTEST_SKIP() << g.status().message();
+  ASSERT_TRUE(g.is_ok()) << g.status().to_string();
+  EXPECT_EQ(sorted(*g), sorted(own_groups()));
+  EXPECT_FALSE(peer_groups(-1).is_ok());
+}
+
+TEST(IpcPeerGroups, ManyGroupsAreAllTold) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root: sets a process's supplementary groups (setgroups)";
+  // In a child, 100 groups (more than the first guess of 64): the kernel asks
+  // for a larger buffer, and every one of them comes back.
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    std::vector<gid_t> want;
+    for (gid_t g = 5000; g < 5100; ++g) want.push_back(g);
+    if (::setgroups(want.size(), want.data()) != 0) ::_exit(2);
+    int sv[2];
+    if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) ::_exit(3);
+    auto g = peer_groups(sv[0]);
+    if (!g.is_ok()) ::_exit(4);
+    ::_exit(sorted(*g) == want ? 0 : 5);
+  }
+  int st = 0;
+  ASSERT_EQ(::waitpid(pid, &st, 0), pid);
+  ASSERT_TRUE(WIFEXITED(st));
+  EXPECT_EQ(WEXITSTATUS(st), 0);
 }
 
 }  // namespace
