@@ -613,13 +613,22 @@ void print_human(std::FILE* f, const nlohmann::json& j) {
   }
   std::fprintf(f, "\n%-6s %-8s %-16s %-16s %4s %7s %10s %10s\n", "client", "pid", "program", "tenant", "MPS", "streams",
                "launches", "grants");
+  // "-" where the daemon leaves a field out (null: another user's client).
+  const auto cell = [](const nlohmann::json& c, const char* key) {
+    if (!c.contains(key) || c[key].is_null()) return std::string("-");
+    return c[key].is_string() ? c[key].get<std::string>() : c[key].dump();
+  };
   for (const auto& c : j["clients"]) {
     const nlohmann::json mps = c.value("mps", nlohmann::json());
-    std::fprintf(f, "%-6u %-8d %-16s %-16s %4s %7d %10llu %10llu\n", c.value("id", 0U), c.value("pid", 0),
-                 c.value("program", std::string()).c_str(), c.value("tenant", std::string()).c_str(),
+    std::fprintf(f, "%-6u %-8s %-16s %-16s %4s %7d %10llu %10llu\n", c.value("id", 0U), cell(c, "pid").c_str(),
+                 cell(c, "program").c_str(), c.value("tenant", std::string()).c_str(),
                  mps.is_boolean() ? (mps.get<bool>() ? "yes" : "no") : "-", c.value("streams", 0),
                  static_cast<unsigned long long>(c.value("launches", 0ULL)),
                  static_cast<unsigned long long>(c.value("grants", 0ULL)));
+  }
+  if (j.value("view", std::string("all")) == "own") {
+    std::fprintf(f,
+                 "(other users' clients without pid and program: root sees them; docs/daemon.md, \"Observing it\")\n");
   }
   if (j.contains("warnings") && j["warnings"].is_array()) {
     for (const auto& w : j["warnings"]) {

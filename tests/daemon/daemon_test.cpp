@@ -1,10 +1,10 @@
 // lithosd in this process (Daemon::create, step()), with raw clients on its
 // socket: what it writes (state folder, trace, predictor cache: never
 // through a planted link or temporary name, never into a folder another user
-// can change) and who a tenant admits by supplementary group
-// (SO_PEERGROUPS). Cases that need another user or group run as root only
-// (a child that setgroups/setgid/setuid) and are skipped with the reason
-// otherwise.
+// can change), who a tenant admits by supplementary group (SO_PEERGROUPS),
+// and what `lithos status` shows to whom. Cases that need another user or
+// group run as root only (a child that setgroups/setgid/setuid) and are
+// skipped with the reason otherwise.
 #include <dirent.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -296,6 +296,125 @@ TEST_F(DaemonInProcess, ASupplementaryGroupAdmitsAndAnotherDoesNot) {
   EXPECT_TRUE(contains(why, "uid 4242 (gid 4444) may not claim tenant 'other-group'")) << why;
   EXPECT_EQ(daemon.counters().clients_accepted, 1U);
   EXPECT_EQ(daemon.counters().clients_refused, 1U);
+}
+
+// ---- what `lithos status` shows to whom ----------------------------------------------
+
+TEST_F(DaemonInProcess, StatusShowsOtherUsersClientsWithoutPidAndProgram) {
+  auto d = Daemon::create(options());
+  ASSERT_TRUE(d.is_ok()) << d.status().to_string();
+  Daemon& daemon = **d;
+  int in_mps = -1, outside = -1;
+  // Two clients of this process: one an MPS client, one outside MPS (a
+  // warning names it).
+  ASSERT_EQ(hello(daemon, "", "secretprog", ipc::kHelloMpsKnown | ipc::kHelloMpsClient, &in_mps).status,
+            ipc::WelcomeStatus::kOk);
+  ASSERT_EQ(hello(daemon, "", "hiddenprog", ipc::kHelloMpsKnown, &outside).status, ipc::WelcomeStatus::kOk);
+  const uid_t me = ::geteuid();
+  const uid_t stranger = me + 4242;
+
+  const json full = json::parse(daemon.status_json(Daemon::now_ns()));
+  EXPECT_EQ(full["view"], "all");
+  ASSERT_EQ(full["clients"].size(), 2U);
+  EXPECT_EQ(full["clients"][0]["pid"], ::getpid());
+  EXPECT_EQ(full["clients"][0]["uid"], me);
+  EXPECT_EQ(full["clients"][0]["program"], "secretprog");
+  ASSERT_EQ(full["warnings"].size(), 1U);
+  EXPECT_TRUE(contains(full["warnings"][0].get<std::string>(), "hiddenprog")) << full["warnings"];
+
+  // The daemon's own uid (and root) see everything; so does the clients' own.
+  for (const uid_t viewer : {me, static_cast<uid_t>(0)}) {
+    const json j = json::parse(daemon.status_json(Daemon::now_ns(), viewer));
+    EXPECT_EQ(j["view"], "all") << viewer;
+    EXPECT_EQ(j["clients"][1]["program"], "hiddenprog") << viewer;
+  }
+
+  // Another uid: its own clients in full (it has none here), others' without
+  // pid, uid and program; tenants, counters and the rest as before.
+  const json other = json::parse(daemon.status_json(Daemon::now_ns(), stranger));
+  EXPECT_EQ(other["view"], "own");
+  ASSERT_EQ(other["clients"].size(), 2U);
+  for (const json& c : other["clients"]) {
+    EXPECT_TRUE(c["pid"].is_null()) << c;
+    EXPECT_TRUE(c["uid"].is_null()) << c;
+    EXPECT_TRUE(c["program"].is_null()) << c;
+    EXPECT_EQ(c["tenant"], "default");
+    EXPECT_TRUE(c["launches"].is_number());
+  }
+  EXPECT_EQ(other["tenants"], full["tenants"]);
+  EXPECT_EQ(other["counters"]["clients_accepted"], 2);
+  ASSERT_EQ(other["warnings"].size(), 1U);
+  const std::string warning = other["warnings"][0].get<std::string>();
+  EXPECT_TRUE(contains(warning, "another user's")) << warning;
+  EXPECT_FALSE(contains(warning, "hiddenprog")) << warning;
+  EXPECT_FALSE(contains(warning, "pid ")) << warning;
+  const std::string text = other.dump();
+  EXPECT_FALSE(contains(text, "secretprog")) << text;
+  EXPECT_FALSE(contains(text, "hiddenprog")) << text;
+  ::close(in_mps);
+  ::close(outside);
+}
+
+TEST_F(DaemonInProcess, StatusShowsEverythingToEveryoneWhenConfigured) {
+  DaemonOptions o = options();
+  o.config.status_shows_all = true;
+  auto d = Daemon::create(o);
+  ASSERT_TRUE(d.is_ok()) << d.status().to_string();
+  int fd = -1;
+  ASSERT_EQ(hello(**d, "", "secretprog", 0, &fd).status, ipc::WelcomeStatus::kOk);
+  const json j = json::parse((*d)->status_json(Daemon::now_ns(), ::geteuid() + 4242));
+  EXPECT_EQ(j["view"], "all");
+  EXPECT_EQ(j["clients"][0]["program"], "secretprog");
+  EXPECT_EQ(j["clients"][0]["pid"], ::getpid());
+  ::close(fd);
+}
+
+TEST_F(DaemonInProcess, StatusAskedOverTheSocketByAnotherUidHidesOthersClients) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root: asks for the status as another uid (setuid)";
+  auto d = Daemon::create(options());
+  ASSERT_TRUE(d.is_ok()) << d.status().to_string();
+  Daemon& daemon = **d;
+  int fd = -1;
+  ASSERT_EQ(hello(daemon, "", "secretprog", 0, &fd).status, ipc::WelcomeStatus::kOk);
+  // The status as uid 4242 sees it: on a pipe back to this process.
+  int p[2];
+  ASSERT_EQ(::pipe(p), 0);
+  const int rc = in_child(daemon, [&]() -> int {
+    ::close(p[0]);
+    if (::setgroups(0, nullptr) != 0 || ::setgid(kOtherGid) != 0 || ::setuid(kOtherUid) != 0) return 90;
+    auto c = ipc::connect_socket(daemon.socket_path(), 5000);
+    if (!c.is_ok()) return 91;
+    ipc::Hello h;
+    h.kind = ipc::HelloKind::kStatus;
+    if (!ipc::send_packet(*c, &h, sizeof h).is_ok()) return 92;
+    std::string buf(1 << 20, '\0');
+    auto r = ipc::recv_packet(*c, buf.data(), buf.size(), nullptr, 20000);
+    if (!r.is_ok() || *r == 0) return 93;
+    std::size_t done = 0;
+    while (done < *r) {
+      const ssize_t n = ::write(p[1], buf.data() + done, *r - done);
+      if (n <= 0) return 94;
+      done += static_cast<std::size_t>(n);
+    }
+    return 0;
+  });
+  ::close(p[1]);
+  std::string answer;
+  char buf[4096];
+  for (ssize_t n; (n = ::read(p[0], buf, sizeof buf)) > 0;) answer.append(buf, static_cast<std::size_t>(n));
+  ::close(p[0]);
+  ASSERT_EQ(rc, 0);
+  const json j = json::parse(answer, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << answer;
+  EXPECT_EQ(j["view"], "own");
+  ASSERT_EQ(j["clients"].size(), 1U);
+  EXPECT_TRUE(j["clients"][0]["pid"].is_null());
+  EXPECT_TRUE(j["clients"][0]["program"].is_null());
+  EXPECT_FALSE(contains(answer, "secretprog"));
+  // Root, over the socket, sees it all.
+  const json root = json::parse(daemon.status_json(Daemon::now_ns(), 0));
+  EXPECT_EQ(root["clients"][0]["program"], "secretprog");
+  ::close(fd);
 }
 
 }  // namespace
