@@ -21,6 +21,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -32,6 +33,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "bench/mps.hpp"
@@ -44,6 +46,7 @@
 #include "gpu/cuda_probe.hpp"
 #include "gpu/slot_map.hpp"
 #include "ipc/protocol.hpp"
+#include "ipc/safe_file.hpp"
 #include "ipc/socket.hpp"
 
 namespace lithos::cli {
@@ -127,6 +130,32 @@ class SlowStep {
   std::thread thread_;
 };
 
+// The folders an MPS control daemon started now would use for its pipes and
+// its log (CUDA_MPS_PIPE_DIRECTORY and CUDA_MPS_LOG_DIRECTORY, else NVIDIA's
+// defaults): started by root, it takes whatever is there, so one that is a
+// link or belongs to another user (made in /tmp before MPS ran) is refused.
+// A missing one is made by nvidia-cuda-mps-control itself.
+Status check_mps_folders() {
+  const std::pair<const char*, const char*> folders[] = {{"CUDA_MPS_PIPE_DIRECTORY", "/tmp/nvidia-mps"},
+                                                         {"CUDA_MPS_LOG_DIRECTORY", "/var/log/nvidia-mps"}};
+  for (const auto& [var, fallback] : folders) {
+    const char* set = std::getenv(var);  // NOLINT(concurrency-mt-unsafe): before any thread
+    std::string dir = set != nullptr && *set != '\0' ? set : fallback;
+    while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+    std::string parent, name;
+    if (!ipc::split_file_path(dir, &parent, &name).is_ok()) continue;
+    // Its parent as named (/var/log may be a group's); the folder itself
+    // without following a link.
+    auto in = ipc::SafeDir::open(parent, /*create=*/false, ipc::FolderCheck::kAnyOwner);
+    if (!in) continue;  // nothing there: MPS says what it misses
+    if (Status s = in->check_subfolder(name); s.code() == StatusCode::kFailedPrecondition) {
+      return Status::failed_precondition("MPS's folder (" + std::string(var) + "): " + s.message() + ", or set " + var +
+                                         " to a folder of root's");
+    }
+  }
+  return Status::ok();
+}
+
 // MPS as configured; returns whether this daemon started it (and must stop it).
 // `multiuser`: start it in multi-user mode (-M); where the control program
 // has no such mode, it is started without, and lithosd says so
@@ -146,6 +175,14 @@ Result<bool> prepare_mps(daemon::MpsMode mode, bool multiuser, bool* multiuser_o
         "no MPS control daemon answers (" +
         std::string(answers ? "it exited with " + std::to_string(*answers) : answers.status().message()) +
         "); start one, or run with --mps start or --mps off");
+  }
+  if (Status s = check_mps_folders(); !s.is_ok()) {
+    if (mode == daemon::MpsMode::kAuto) {
+      std::fprintf(stderr, "lithosd: MPS not started: %s; clients will share the GPU without it\n",
+                   s.message().c_str());
+      return false;
+    }
+    return Status::failed_precondition("cannot start MPS: " + s.message());
   }
   auto rc = bench::run_command(
       multiuser ? std::vector<std::string>{control, "-d", "-M"} : std::vector<std::string>{control, "-d"}, {}, "", 30.0,
@@ -576,13 +613,22 @@ void print_human(std::FILE* f, const nlohmann::json& j) {
   }
   std::fprintf(f, "\n%-6s %-8s %-16s %-16s %4s %7s %10s %10s\n", "client", "pid", "program", "tenant", "MPS", "streams",
                "launches", "grants");
+  // "-" where the daemon leaves a field out (null: another user's client).
+  const auto cell = [](const nlohmann::json& c, const char* key) {
+    if (!c.contains(key) || c[key].is_null()) return std::string("-");
+    return c[key].is_string() ? c[key].get<std::string>() : c[key].dump();
+  };
   for (const auto& c : j["clients"]) {
     const nlohmann::json mps = c.value("mps", nlohmann::json());
-    std::fprintf(f, "%-6u %-8d %-16s %-16s %4s %7d %10llu %10llu\n", c.value("id", 0U), c.value("pid", 0),
-                 c.value("program", std::string()).c_str(), c.value("tenant", std::string()).c_str(),
+    std::fprintf(f, "%-6u %-8s %-16s %-16s %4s %7d %10llu %10llu\n", c.value("id", 0U), cell(c, "pid").c_str(),
+                 cell(c, "program").c_str(), c.value("tenant", std::string()).c_str(),
                  mps.is_boolean() ? (mps.get<bool>() ? "yes" : "no") : "-", c.value("streams", 0),
                  static_cast<unsigned long long>(c.value("launches", 0ULL)),
                  static_cast<unsigned long long>(c.value("grants", 0ULL)));
+  }
+  if (j.value("view", std::string("all")) == "own") {
+    std::fprintf(f,
+                 "(other users' clients without pid and program: root sees them; docs/daemon.md, \"Observing it\")\n");
   }
   if (j.contains("warnings") && j["warnings"].is_array()) {
     for (const auto& w : j["warnings"]) {
@@ -658,21 +704,28 @@ int write_status(std::FILE* f, const StatusArgs& a, const Result<std::string>& a
   return kFailure;
 }
 
-// Runs `write` on a temporary file beside `path` and renames it over `path`
-// once complete, so that a reader (node_exporter's textfile collector, a
-// script) never sees half of one round. Returns what `write` returned.
+// Runs `write` into memory, then writes that to a temporary file beside
+// `path` and renames it over `path`, so that a reader (node_exporter's
+// textfile collector, a script) never sees half of one round. The temporary
+// file has an unpredictable name and is made with O_EXCL | O_NOFOLLOW, and a
+// link at `path` is refused, not followed (ipc/safe_file.hpp): this may run as
+// root, in a folder of the collector's user, whoever owns it. Returns what
+// `write` returned.
 Result<int> write_file_atomically(const std::string& path, const std::function<int(std::FILE*)>& write) {
-  const std::filesystem::path p(path);
-  const std::string tmp =
-      (p.parent_path() / ("." + p.filename().string() + ".tmp-" + std::to_string(::getpid()))).string();
-  std::FILE* f = std::fopen(tmp.c_str(), "w");
-  if (f == nullptr) return Status::unavailable("cannot write " + tmp + ": " + std::strerror(errno));
+  char* buf = nullptr;
+  std::size_t len = 0;
+  std::FILE* f = ::open_memstream(&buf, &len);
+  if (f == nullptr) return Status::unavailable("cannot write " + path + ": " + std::strerror(errno));
   const int rc = write(f);
   const bool written = std::ferror(f) == 0;
-  if (std::fclose(f) != 0 || !written || std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const std::string err = std::strerror(errno);
-    ::unlink(tmp.c_str());
-    return Status::unavailable("cannot write " + path + ": " + err);
+  const bool closed = std::fclose(f) == 0;
+  const std::string text = buf != nullptr ? std::string(buf, len) : std::string();
+  std::free(buf);  // NOLINT(cppcoreguidelines-no-malloc): open_memstream's buffer
+  if (!written || !closed) return Status::unavailable("cannot write " + path + ": out of memory");
+  if (Status s = ipc::write_file_safely(path, text, 0644, /*create_folders=*/false, /*sync=*/false,
+                                        ipc::FolderCheck::kAnyOwner);
+      !s.is_ok()) {
+    return Status(s.code(), "cannot write " + path + ": " + s.message());
   }
   return rc;
 }
@@ -837,11 +890,14 @@ CommandRunner add_daemon_command(CLI::App& app) {
       ->check(CLI::IsMember({"true", "false", "1", "0", "yes", "no", "on", "off"}));
   sub->add_option("--state-dir", args->state_dir,
                   "Where the daemon keeps its state: predictor.cache, what the latency predictor learnt, loaded at "
-                  "start and written every 30 s and at exit (%g: the GPU's UUID)");
+                  "start and written every 30 s and at exit (%g: the GPU's UUID). Made when missing; it and the "
+                  "folders above it must belong to root or this user and not be writable by others "
+                  "(docs/daemon.md, \"Files lithosd writes\")");
   sub->add_option(
       "--trace", args->trace,
       "Write every scheduling event (launches, decisions, completions) to this file, one JSON object per line "
-      "(%g: the GPU's UUID)");
+      "(%g: the GPU's UUID); a new file replaces an old one, never through a link, in a folder that belongs to "
+      "root or this user and no other user can write (docs/daemon.md, \"Files lithosd writes\")");
   sub->add_option("--device", args->device,
                   "CUDA device served (default: the configuration's `device`, else 0); a list (0,1) or all: one "
                   "process serves each of them, with "

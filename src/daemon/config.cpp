@@ -310,6 +310,7 @@ struct Parser {
                                        "best_effort_runs_free",
                                        "stream_priorities",
                                        "mps_multiuser",
+                                       "status_shows_all",
                                        "device",
                                        "state_dir",
                                        "trace",
@@ -374,6 +375,10 @@ struct Parser {
     if (const toml::node* n = d.get("mps_multiuser")) {
       if (!n->is_boolean()) return error(*n, "'mps_multiuser' must be true or false");
       c.mps_multiuser = n->as_boolean()->get();
+    }
+    if (const toml::node* n = d.get("status_shows_all")) {
+      if (!n->is_boolean()) return error(*n, "'status_shows_all' must be true or false");
+      c.status_shows_all = n->as_boolean()->get();
     }
     if (const toml::node* n = d.get("stream_priorities")) {
       if (!n->is_boolean()) return error(*n, "'stream_priorities' must be true or false");
@@ -918,6 +923,7 @@ std::string config_json(const DaemonConfig& c) {
   j += std::string(",\"best_effort_runs_free\":") + (c.best_effort_runs_free ? "true" : "false");
   j += std::string(",\"stream_priorities\":") + (c.stream_priorities ? "true" : "false");
   j += std::string(",\"mps_multiuser\":") + (c.mps_multiuser ? "true" : "false");
+  j += std::string(",\"status_shows_all\":") + (c.status_shows_all ? "true" : "false");
   j += ",\"device\":" + json_string(c.device);
   j += ",\"state_dir\":" + json_string(c.state_dir);
   j += ",\"trace\":" + json_string(c.trace);

@@ -145,6 +145,10 @@ struct DaemonConfig {
   // uid at a time and a second uid's job waits until the first's are done
   // (measured on the H100, docs/daemon.md "Failure handling").
   bool mps_multiuser = true;
+  // `lithos status` shows every client's pid, uid and program to every
+  // user. Off: a user other than root and the daemon's own sees those of
+  // its own clients only (Daemon::status_json).
+  bool status_shows_all = false;
   // The CUDA devices served: "0", a list ("0,1") or "all"; with several,
   // one process runs an Engine, a socket and a state folder per GPU
   // (docs/daemon.md, "Nodes with several GPUs").

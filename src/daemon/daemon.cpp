@@ -15,6 +15,7 @@
 #include <system_error>
 
 #include "daemon/predictor_cache.hpp"
+#include "ipc/safe_file.hpp"
 #include "ipc/socket.hpp"
 #include "sched/policy.hpp"
 
@@ -151,6 +152,15 @@ Result<std::unique_ptr<Daemon>> Daemon::create(DaemonOptions options) {
   // reported and the daemon starts cold (and overwrites it later).
   std::string predictions;
   if (!cfg.state_dir.empty()) {
+    // The state folder, made when missing: refused (the daemon does not
+    // start) when another user could change it or a link planted by one
+    // leads to it (ipc/safe_file.hpp). One that cannot be made is said, and
+    // the cache's writes say it again.
+    if (auto dir = ipc::SafeDir::open(cfg.state_dir, /*create=*/true); !dir) {
+      if (dir.status().code() == StatusCode::kFailedPrecondition)
+        return Status::failed_precondition("state_dir: " + dir.status().message());
+      std::fprintf(stderr, "lithosd: state_dir: %s\n", dir.status().message().c_str());
+    }
     d->cache_.path = predictor_cache_path(cfg.state_dir);
     auto text = read_predictor_cache(d->cache_.path, d->options_.device);
     Status s = text.is_ok() ? d->engine_->load_predictions(*text) : text.status();
@@ -455,7 +465,10 @@ void Daemon::welcome(int sock, const ipc::Hello& hello_in, std::uint64_t now) {
   if (Status s = ipc::validate_hello(hello); !s.is_ok()) return refuse(ipc::WelcomeStatus::kBadHello, s.message());
   if (hello.kind == ipc::HelloKind::kStatus) {
     ++counters_.status_requests;
-    const std::string js = status_json(now);
+    // What the asker sees depends on who it is (status_json); a peer whose
+    // uid cannot be read sees no one's clients in full.
+    auto asker = ipc::peer_credentials(sock);
+    const std::string js = status_json(now, asker ? asker->uid : static_cast<uid_t>(-1));
     (void)ipc::send_packet(sock, js.data(), js.size());
     ::close(sock);
     return;
@@ -463,12 +476,22 @@ void Daemon::welcome(int sock, const ipc::Hello& hello_in, std::uint64_t now) {
   auto cred = ipc::peer_credentials(sock);
   if (!cred)
     return refuse(ipc::WelcomeStatus::kRefused, "cannot read the peer's credentials: " + cred.status().message());
-  std::vector<gid_t> groups;  // supplementary groups are not visible through SO_PEERCRED
+  // Its supplementary groups as the kernel saw them when it connected
+  // (SO_PEERGROUPS); where the kernel cannot tell them, none, and a refusal
+  // says so.
+  auto groups = ipc::peer_groups(sock);
   auto res = resolve_tenant(options_.config, text_of(hello.tenant, sizeof hello.tenant),
-                            text_of(hello.program, sizeof hello.program), cred->uid, cred->gid, groups);
+                            text_of(hello.program, sizeof hello.program), cred->uid, cred->gid,
+                            groups ? *groups : std::vector<gid_t>{});
   if (!res) {
     const bool unknown = res.status().code() == StatusCode::kNotFound;
-    return refuse(unknown ? ipc::WelcomeStatus::kNoTenant : ipc::WelcomeStatus::kRefused, res.status().message());
+    std::string why = res.status().message();
+    if (!groups && !unknown) {
+      std::fprintf(stderr, "lithosd: pid %d: %s (%s)\n", static_cast<int>(cred->pid), why.c_str(),
+                   groups.status().message().c_str());
+      why = "supplementary groups unknown (SO_PEERGROUPS): " + why;
+    }
+    return refuse(unknown ? ipc::WelcomeStatus::kNoTenant : ipc::WelcomeStatus::kRefused, why);
   }
   const auto tenant = static_cast<sched::TenantId>(res->index);
   const TenantConfig& tc = options_.config.tenants[res->index];
@@ -523,7 +546,7 @@ void Daemon::welcome(int sock, const ipc::Hello& hello_in, std::uint64_t now) {
   }
 }
 
-std::vector<std::string> Daemon::mps_warnings(std::optional<std::uint32_t> only) const {
+std::vector<std::string> Daemon::mps_warnings(std::optional<std::uint32_t> only, std::optional<uid_t> viewer) const {
   std::size_t inside = 0;
   for (const auto& c : clients_) inside += c->mps == 1 ? 1U : 0U;
   std::vector<std::string> out;
@@ -531,8 +554,10 @@ std::vector<std::string> Daemon::mps_warnings(std::optional<std::uint32_t> only)
   const sched::EngineState& st = engine_->state();
   for (const auto& c : clients_) {
     if (c->mps != 0 || (only && c->id != *only)) continue;
-    out.push_back("client " + std::to_string(c->id) + " (pid " + std::to_string(c->pid) + ", uid " +
-                  std::to_string(c->uid) + ", " + c->program + ", tenant " + st.tenants[c->tenant].spec.name +
+    const std::string who = shows_in_full(*c, viewer) ? "pid " + std::to_string(c->pid) + ", uid " +
+                                                            std::to_string(c->uid) + ", " + c->program
+                                                      : std::string("another user's");
+    out.push_back("client " + std::to_string(c->id) + " (" + who + ", tenant " + st.tenants[c->tenant].spec.name +
                   ") runs outside MPS beside " + std::to_string(inside) +
                   " MPS client(s): its kernels time-slice with theirs and no TPC mask keeps them apart (MPS "
                   "serves one user id at a time: docs/daemon.md, \"Failure handling\")");
@@ -808,11 +833,22 @@ void Daemon::publish_allocations() {
 // ---------------------------------------------------------------------------
 // Status
 
-std::string Daemon::status_json(std::uint64_t now) const {
+bool Daemon::shows_everything_to(std::optional<uid_t> viewer) const {
+  return !viewer || *viewer == 0 || *viewer == ::geteuid() || options_.config.status_shows_all;
+}
+
+bool Daemon::shows_in_full(const Client& c, std::optional<uid_t> viewer) const {
+  return shows_everything_to(viewer) || c.uid == *viewer;
+}
+
+std::string Daemon::status_json(std::uint64_t now, std::optional<uid_t> viewer) const {
   using nlohmann::json;
   const sched::EngineState& st = engine_->state();
   json j;
   j["schema"] = "lithos.status/1";
+  // "all": every client in full; "own": the asker's own clients in full,
+  // other users' without pid, uid and program (null).
+  j["view"] = shows_everything_to(viewer) ? "all" : "own";
   j["pid"] = ::getpid();
   j["epoch"] = epoch_;
   j["socket"] = options_.config.socket;
@@ -887,10 +923,11 @@ std::string Daemon::status_json(std::uint64_t now) const {
   for (const auto& c : clients_) {
     int streams = 0;
     for (const Stream& s : c->streams) streams += s.open ? 1 : 0;
+    const bool full = shows_in_full(*c, viewer);
     clients.push_back({{"id", c->id},
-                       {"pid", c->pid},
-                       {"uid", c->uid},
-                       {"program", c->program},
+                       {"pid", full ? json(c->pid) : json(nullptr)},
+                       {"uid", full ? json(c->uid) : json(nullptr)},
+                       {"program", full ? json(c->program) : json(nullptr)},
                        {"mps", c->mps < 0 ? json(nullptr) : json(c->mps == 1)},
                        {"tenant", st.tenants[c->tenant].spec.name},
                        {"streams", streams},
@@ -899,7 +936,7 @@ std::string Daemon::status_json(std::uint64_t now) const {
                        {"since_s", static_cast<double>(now - c->since_ns) / 1e9}});
   }
   j["clients"] = clients;
-  j["warnings"] = mps_warnings();
+  j["warnings"] = mps_warnings(std::nullopt, viewer);
   const double up = std::max(1e-9, static_cast<double>(now - started_ns_) / 1e9);
   j["counters"] = {{"clients_accepted", counters_.clients_accepted},
                    {"clients_refused", counters_.clients_refused},

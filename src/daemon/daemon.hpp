@@ -23,6 +23,8 @@
 // inside step()).
 #pragma once
 
+#include <sys/types.h>
+
 #include <atomic>
 #include <cstdint>
 #include <deque>
@@ -123,8 +125,12 @@ class Daemon {
   // anything (a message, a completion, a grant, a connection).
   bool step(std::uint64_t now_ns);
 
-  // The status `lithos status --json` prints (schema lithos.status/1).
-  std::string status_json(std::uint64_t now_ns) const;
+  // The status `lithos status --json` prints (schema lithos.status/1), as
+  // `viewer` (the asker's uid) may see it: root, this daemon's own uid and,
+  // with [daemon] status_shows_all, everyone see every client in full;
+  // another uid sees its own clients in full and other users' without pid,
+  // uid and program (null; "view": "own"). No viewer: everything.
+  std::string status_json(std::uint64_t now_ns, std::optional<uid_t> viewer = std::nullopt) const;
   const DaemonCounters& counters() const { return counters_; }
   const sched::Engine& engine() const { return *engine_; }
   std::uint64_t epoch() const { return epoch_; }
@@ -181,7 +187,12 @@ class Daemon {
   // Clients outside MPS while others are MPS clients: they time-slice with
   // them, and no TPC mask isolates them. One line each (client `only`'s
   // alone, if given), empty when none.
-  std::vector<std::string> mps_warnings(std::optional<std::uint32_t> only = std::nullopt) const;
+  // Other users' clients are named without pid, uid and program for a
+  // `viewer` that may not see them (status_json).
+  std::vector<std::string> mps_warnings(std::optional<std::uint32_t> only = std::nullopt,
+                                        std::optional<uid_t> viewer = std::nullopt) const;
+  bool shows_everything_to(std::optional<uid_t> viewer) const;
+  bool shows_in_full(const Client& c, std::optional<uid_t> viewer) const;
   bool drain_submits(Client& c, std::uint64_t now);
   Status handle_submit(Client& c, const ipc::SubmitMsg& m, std::uint64_t now);
   bool poll_completions(Client& c, std::uint64_t now);

@@ -7,6 +7,7 @@
 // A cache of another GPU (name or TPC count) is not loaded.
 #pragma once
 
+#include <cstddef>
 #include <string>
 #include <string_view>
 
@@ -21,11 +22,19 @@ std::string predictor_cache_path(const std::string& state_dir);
 
 // The entries of the cache at `path` (the text after its first line):
 // kNotFound when there is no file; invalid_argument when its first line is
-// not this format or names another device (the message says which).
+// not this format or names another device (the message says which), or the
+// file or its folder may not be trusted (a link, another user's).
 Result<std::string> read_predictor_cache(const std::string& path, const sched::DeviceShape& device);
 
+// A cache larger than this is not read (a few MiB hold every kernel of a
+// busy node).
+inline constexpr std::size_t kMaxPredictorCacheBytes = 256U << 20;
+
 // Writes `entries` under the header for `device`, creating the directory
-// (0755) when missing; atomic (a temporary file renamed over the old one).
+// (0755) when missing; atomic (a temporary file of an unpredictable name
+// renamed over the old one), never through a link, and only into a folder
+// that belongs to root or the daemon's user and no one else can write
+// (ipc/safe_file.hpp).
 Status write_predictor_cache(const std::string& path, const sched::DeviceShape& device, std::string_view entries);
 
 }  // namespace lithos::daemon

@@ -1,11 +1,16 @@
 #include "daemon/trace.hpp"
 
+#include <stdio.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstring>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <stdexcept>
 #include <utility>
+
+#include "ipc/safe_file.hpp"
 
 namespace lithos::daemon {
 
@@ -395,8 +400,16 @@ TraceWriter::~TraceWriter() { close(); }
 Status TraceWriter::open(const std::string& path, const std::string& config_json, const sched::DeviceShape& device,
                          const std::string& predictions) {
   close();
-  f_ = std::fopen(path.c_str(), "we");
-  if (f_ == nullptr) return Status::invalid_argument("trace " + path + ": " + std::strerror(errno));
+  // A new file put in place of any old one, never opened through a link,
+  // in a folder no other user can change (ipc/safe_file.hpp).
+  auto fd = ipc::create_file_safely(path, 0644, /*create_folders=*/false);
+  if (!fd) return Status(fd.status().code(), "trace: " + fd.status().message());
+  f_ = ::fdopen(*fd, "w");
+  if (f_ == nullptr) {
+    const int e = errno;
+    ::close(*fd);
+    return Status::invalid_argument("trace " + path + ": " + std::strerror(e));
+  }
   path_ = path;
   json header = {{"schema", kTraceSchema}};
   header["config"] = json::parse(config_json, nullptr, false);

@@ -293,7 +293,7 @@ Result<CalibrateRunResult> calibrate_device_in_process(const CalibrateRunOptions
   const std::string dir = options.cache_dir.empty() ? default_cache_dir() : options.cache_dir;
   out.cache_path = slot_map_cache_path(dir, info->uuid, info->driver_version);
   if (!options.force) {
-    auto cached = slot_map_load(out.cache_path);
+    auto cached = slot_map_load_cached(out.cache_path);  // never a map someone else put there
     const bool same = cached && cached->gpu_uuid == info->uuid && cached->driver_version == info->driver_version &&
                       cached->sm_count == info->sm_count;
     // Thread-block clusters exist from sm_90 on; without them the topology

@@ -8,6 +8,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "ipc/safe_file.hpp"
+
 namespace lithos::gpu {
 
 namespace {
@@ -51,17 +53,6 @@ bool has_space(std::string_view s) {
     if (c == ' ' || c == '\t' || c == '\n' || c == '\r') return true;
   }
   return false;
-}
-
-// mkdir -p for the parent directories of `path`.
-Status make_parents(const std::string& path) {
-  for (std::size_t pos = path.find('/', 1); pos != std::string::npos; pos = path.find('/', pos + 1)) {
-    const std::string dir = path.substr(0, pos);
-    if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
-      return Status::unavailable("cannot create directory " + dir + ": " + errno_text(errno));
-    }
-  }
-  return Status::ok();
 }
 
 }  // namespace
@@ -298,35 +289,21 @@ Result<SlotMap> slot_map_load(const std::string& path) {
 
 Status slot_map_save(const std::string& path, const SlotMap& map) {
   if (path.empty()) return Status::invalid_argument("slot_map_save: empty path");
-  LITHOS_RETURN_IF_ERROR(make_parents(path));
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return Status::unavailable("cannot write " + tmp + ": " + errno_text(errno));
-  const std::string text = slot_map_serialize(map);
-  std::size_t done = 0;
-  while (done < text.size()) {
-    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      const int e = errno;
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      return Status::unavailable("cannot write " + tmp + ": " + errno_text(e));
-    }
-    done += static_cast<std::size_t>(n);
+  // lithosd's calibration child runs as root: a temporary file of an
+  // unpredictable name, renamed into place, in a folder (made when missing)
+  // that no other user can change (ipc/safe_file.hpp).
+  return ipc::write_file_safely(path, slot_map_serialize(map), 0644, /*create_folders=*/true, /*sync=*/true);
+}
+
+Result<SlotMap> slot_map_load_cached(const std::string& path) {
+  auto text = ipc::read_file_safely(path, 1U << 20);
+  if (!text) {
+    if (text.status().code() == StatusCode::kNotFound) return Status::not_found("no slot map cached at " + path);
+    return text.status();
   }
-  int sync_errno = ::fsync(fd) == 0 ? 0 : errno;
-  if (::close(fd) != 0 && sync_errno == 0) sync_errno = errno;
-  if (sync_errno != 0) {
-    ::unlink(tmp.c_str());
-    return Status::unavailable("cannot write " + tmp + ": " + errno_text(sync_errno));
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int e = errno;
-    ::unlink(tmp.c_str());
-    return Status::unavailable("cannot rename " + tmp + " to " + path + ": " + errno_text(e));
-  }
-  return Status::ok();
+  auto map = slot_map_parse(*text);
+  if (!map) return map.status().with_context(path);
+  return map;
 }
 
 std::string default_cache_dir() {

@@ -93,8 +93,15 @@ std::string uuid_text(const void* bytes16);
 std::string slot_map_cache_path(std::string_view cache_dir, std::string_view uuid, std::string_view driver);
 // kNotFound when the file does not exist; kInvalidArgument when it is malformed.
 Result<SlotMap> slot_map_load(const std::string& path);
-// Writes atomically (temporary file in the same directory, then rename);
-// creates missing parent directories.
+// A map of the calibration cache: slot_map_load, but only a regular file of
+// root or this uid, not reached through a link, in a folder no other user
+// can change (ipc/safe_file.hpp; kFailedPrecondition otherwise): a map
+// someone else put there would decide where lithos confines launches.
+Result<SlotMap> slot_map_load_cached(const std::string& path);
+// Writes atomically (a temporary file of an unpredictable name in the same
+// directory, then rename), never through a link and only into a folder no
+// other user can change (ipc/safe_file.hpp); creates missing parent
+// directories (0755).
 Status slot_map_save(const std::string& path, const SlotMap& map);
 
 // $LITHOS_CACHE_DIR, else $XDG_CACHE_HOME/lithos, else $HOME/.cache/lithos,

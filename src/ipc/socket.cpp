@@ -16,6 +16,8 @@
 #include <cstring>
 #include <thread>
 
+#include "ipc/safe_file.hpp"
+
 namespace lithos::ipc {
 
 namespace {
@@ -190,6 +192,9 @@ Result<int> listen_socket(const std::string& path, mode_t mode) {
   const std::string lock_path = path + ".lock";
   const FdGuard lock(::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
   if (lock.get() < 0) return Status::unavailable(errno_text("open " + lock_path, errno));
+  // Opened without following a link; whatever is there must be this user's
+  // own file (another user's, in a sticky folder, could be held to block us).
+  LITHOS_RETURN_IF_ERROR(check_own_regular_file(lock.get(), lock_path));
   // Whoever holds it only checks a file and binds: a few milliseconds. Wait
   // a bounded time rather than forever behind a stopped process.
   for (int tries = 0;; ++tries) {
@@ -372,6 +377,32 @@ Result<PeerCred> peer_credentials(int fd) {
     return Status::unavailable(errno_text("getsockopt(SO_PEERCRED)", errno));
   if (len != sizeof c) return Status::internal("SO_PEERCRED returned " + std::to_string(len) + " bytes");
   return PeerCred{c.pid, c.uid, c.gid};
+}
+
+Result<std::vector<gid_t>> peer_groups(int fd) {
+#ifndef SO_PEERGROUPS
+  constexpr int SO_PEERGROUPS = 59;  // Linux 4.13 (asm-generic/socket.h); older headers lack it
+#endif
+  // A guess that holds most processes' groups; the kernel says how many
+  // bytes it needs when it does not (ERANGE), up to NGROUPS_MAX (65536).
+  std::vector<gid_t> groups(64);
+  for (int tries = 0; tries < 4; ++tries) {
+    auto len = static_cast<socklen_t>(groups.size() * sizeof(gid_t));
+    if (::getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups.data(), &len) == 0) {
+      groups.resize(len / sizeof(gid_t));
+      return groups;
+    }
+    if (errno == ERANGE && len > groups.size() * sizeof(gid_t) && len <= 65536 * sizeof(gid_t)) {
+      groups.resize(len / sizeof(gid_t));
+      continue;
+    }
+    if (errno == ENOPROTOOPT) {
+      return Status::unavailable(
+          "this kernel does not tell a socket's peer's supplementary groups (SO_PEERGROUPS, Linux 4.13)");
+    }
+    return Status::unavailable(errno_text("getsockopt(SO_PEERGROUPS)", errno));
+  }
+  return Status::unavailable("getsockopt(SO_PEERGROUPS): the peer's groups kept growing");
 }
 
 }  // namespace lithos::ipc

@@ -93,4 +93,11 @@ struct PeerCred {
 };
 Result<PeerCred> peer_credentials(int fd);
 
+// The supplementary groups of that process, as the kernel saw them when it
+// connected (SO_PEERGROUPS, Linux 4.13 and later; for a socketpair, its
+// creator's getgroups()). kUnavailable where the kernel does not tell them
+// (the message says so: tenants that admit a process by a supplementary
+// group then admit it only by its uid or primary gid).
+Result<std::vector<gid_t>> peer_groups(int fd);
+
 }  // namespace lithos::ipc

@@ -295,6 +295,8 @@ TEST(DaemonConfig, ParseErrorsNameFileAndLine) {
        "f.toml:2:", "'stream_priorities' must be true or false"},
       {"mps_multiuser not a boolean", "[daemon]\nmps_multiuser = \"yes\"\n",
        "f.toml:2:", "'mps_multiuser' must be true or false"},
+      {"status_shows_all not a boolean", "[daemon]\nstatus_shows_all = 1\n",
+       "f.toml:2:", "'status_shows_all' must be true or false"},
       {"socket too long", "[daemon]\nsocket = \"/" + std::string(200, 's') + "\"\n", "f.toml:2:", "at most 107 bytes"},
       {"empty state_dir", "[daemon]\nstate_dir = \"\"\n", "f.toml:2:", "'state_dir' is empty"},
       {"default_tenant naming nothing", "[daemon]\ndefault_tenant = \"nobody\"\n[[tenant]]\nname = \"a\"\n",
@@ -405,6 +407,7 @@ hp_holds_unowned = false
 best_effort_runs_free = false
 stream_priorities = true
 mps_multiuser = false
+status_shows_all = true
 state_dir = "/tmp/file-state"
 trace = "/tmp/file-trace.jsonl"
 device = "all"
@@ -434,6 +437,10 @@ device = "all"
   EXPECT_FALSE(default_config().stream_priorities);
   EXPECT_FALSE(c->mps_multiuser);
   EXPECT_TRUE(default_config().mps_multiuser);
+  EXPECT_TRUE(c->status_shows_all);
+  EXPECT_FALSE(default_config().status_shows_all);
+  EXPECT_EQ(nlohmann::json::parse(config_json(*c))["status_shows_all"], true);
+  EXPECT_EQ(nlohmann::json::parse(config_json(default_config()))["status_shows_all"], false);
   std::map<std::string, std::string> env{
       {"LITHOSD_SOCKET", "/tmp/env.sock"},
       {"LITHOSD_POLICY", "static-partition"},
@@ -560,6 +567,8 @@ TEST(DaemonConfig, ResolvesAnExplicitNameForAnAllowedProcess) {
   // Allowed through the primary group, or a supplementary one.
   EXPECT_TRUE(resolve_tenant(*c, "svc", "python3", 2000, 1005, {}));
   EXPECT_TRUE(resolve_tenant(*c, "svc", "python3", 2000, 100, {27, 1005}));
+  // ...but not through supplementary groups it is not listed by.
+  EXPECT_FALSE(resolve_tenant(*c, "svc", "python3", 2000, 100, {27, 1006}));
   // A tenant without users or groups admits anyone.
   auto open = resolve_tenant(*c, "open-hp", "", 4242, 4242, {});
   ASSERT_TRUE(open);

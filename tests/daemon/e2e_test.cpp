@@ -1062,6 +1062,43 @@ TEST_F(DaemonE2E, StatusFeedsAFileEveryFewSeconds) {
   EXPECT_NE(unwritable.err().find("cannot write "), std::string::npos) << unwritable.err();
 }
 
+// `lithos status` run by another uid: the clients' table shows other
+// users' clients without pid and program ("-"), and says why; root's shows
+// them. Needs root (setpriv runs the command as uid 4242).
+TEST_F(DaemonE2E, StatusTableOfAnotherUidHidesOthersPidsAndPrograms) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root: runs `lithos status` as another uid";
+  if (::access("/usr/bin/setpriv", X_OK) != 0) GTEST_SKIP() << "needs setpriv (util-linux)";
+  fs::permissions(dir_, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec | fs::perms::others_read |
+                            fs::perms::others_exec);
+  start_daemon();
+  Proc c = client("train", 1000, 2, 0);  // registered for a few seconds
+  ASSERT_TRUE(wait_for([](const json& st) { return st["clients"].size() == 1; }, 20));
+  const std::string program = status()["clients"][0]["program"].get<std::string>();
+  ASSERT_FALSE(program.empty());
+  Proc root = Proc::spawn({LITHOS_EXE, "status", "--socket", sock_}, {}, (dir_ / "status-root.txt").string());
+  ASSERT_EQ(root.wait(), 0) << root.err();
+  EXPECT_NE(read_all(root.out).find(program), std::string::npos) << read_all(root.out);
+  Proc other = Proc::spawn(
+      {"/usr/bin/setpriv", "--reuid=4242", "--regid=4242", "--clear-groups", LITHOS_EXE, "status", "--socket", sock_},
+      {}, (dir_ / "status-other.txt").string());
+  ASSERT_EQ(other.wait(), 0) << other.err();
+  const std::string table = read_all(other.out);
+  EXPECT_EQ(table.find(program), std::string::npos) << table;
+  EXPECT_NE(table.find("train"), std::string::npos) << table;
+  EXPECT_NE(table.find("other users' clients without pid and program"), std::string::npos) << table;
+  // The client's row: its id, then "-" for pid and program.
+  EXPECT_NE(table.find("\n1      -        -                train "), std::string::npos) << table;
+  Proc js = Proc::spawn({"/usr/bin/setpriv", "--reuid=4242", "--regid=4242", "--clear-groups", LITHOS_EXE, "status",
+                         "--socket", sock_, "--json"},
+                        {}, (dir_ / "status-other.json").string());
+  ASSERT_EQ(js.wait(), 0) << js.err();
+  const json j = json::parse(read_all(js.out));
+  EXPECT_EQ(j["view"], "own");
+  EXPECT_TRUE(j["clients"][0]["pid"].is_null());
+  c.signal(SIGKILL);
+  c.wait();
+}
+
 // An hp launch never waits for the daemon, even a stalled one: once the
 // submit ring is full, its reports queue in the client (they waited 1 ms
 // each and were then dropped) and reach the daemon in order when it reads
@@ -1298,6 +1335,34 @@ TEST_F(DaemonE2E, StartedMpsIsMultiUser) {
     EXPECT_NE(daemon_.err().find(c.said), std::string::npos) << daemon_.err();
   }
   daemon_env_.clear();
+}
+
+// An MPS pipe folder that is a link (another user could have made it in
+// /tmp before MPS ran): lithosd does not start MPS there.
+TEST_F(DaemonE2E, MpsIsNotStartedInAFolderThatIsALink) {
+  const fs::path bin = dir_ / "fake-mps-bin";
+  fs::create_directories(bin);
+  const fs::path calls = dir_ / "mps-calls.txt";
+  std::ofstream(bin / "nvidia-cuda-mps-control") << "#!/bin/sh\n"
+                                                    "echo \"args: $*\" >> \"$FAKE_MPS_CALLS\"\n"
+                                                    "[ $# -gt 0 ] && exit 0\n"
+                                                    "while read -r cmd; do :; done\n"
+                                                    "exit 1\n";
+  fs::permissions(bin / "nvidia-cuda-mps-control", fs::perms::owner_all);
+  fs::create_directories(dir_ / "elsewhere");
+  fs::create_directory_symlink(dir_ / "elsewhere", dir_ / "mps-pipe");
+  const std::vector<std::string> env = {"PATH=" + bin.string() + ":" + (std::getenv("PATH") ? std::getenv("PATH") : ""),
+                                        "FAKE_MPS_CALLS=" + calls.string(),
+                                        "CUDA_MPS_PIPE_DIRECTORY=" + (dir_ / "mps-pipe").string()};
+  Proc d = Proc::spawn({LITHOS_EXE, "daemon", "--slot-map", slot_map_, "--config", config_, "--socket", sock_,
+                        "--state-dir", (dir_ / "state").string(), "--mps", "start"},
+                       env, (dir_ / "daemon-mps-link.log").string());
+  EXPECT_EQ(d.wait(20), 1) << d.err();
+  EXPECT_NE(d.err().find("cannot start MPS: MPS's folder (CUDA_MPS_PIPE_DIRECTORY): " + (dir_ / "mps-pipe").string() +
+                         " is a symbolic link"),
+            std::string::npos)
+      << d.err();
+  EXPECT_EQ(read_all(calls.string()).find("args: -d"), std::string::npos) << read_all(calls.string());
 }
 
 // A tenant this uid may not claim: refused; the program runs pass-through.

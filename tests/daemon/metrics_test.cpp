@@ -126,6 +126,27 @@ TEST(Metrics, StatusBecomesPrometheusText) {
   EXPECT_EQ(s.at("lithos_predictor_entries"), 77);
 }
 
+// The answer another user gets (Daemon::status_json, "view": "own"): other
+// users' clients without pid, uid and program. The metrics, which name no
+// client, are the same.
+TEST(Metrics, AnAnswerWithHiddenClientsGivesTheSameMetrics) {
+  std::string hidden = kStatus;
+  const std::string all =
+      R"("clients": [{"id": 1, "mps": true}, {"id": 2, "mps": true}, {"id": 3, "mps": false}, {"id": 4, "mps": null}],)";
+  const auto at = hidden.find(all);
+  ASSERT_NE(at, std::string::npos);
+  hidden.replace(at, all.size(),
+                 R"("view": "own", "clients": [{"id": 1, "pid": null, "uid": null, "program": null, "mps": true},
+                    {"id": 2, "pid": 7, "uid": 1000, "program": "mine", "mps": true},
+                    {"id": 3, "pid": null, "uid": null, "program": null, "mps": false},
+                    {"id": 4, "pid": null, "uid": null, "program": null, "mps": null}],)");
+  const auto a = prometheus_text(kStatus);
+  const auto b = prometheus_text(hidden);
+  ASSERT_TRUE(a.is_ok()) << a.status().to_string();
+  ASSERT_TRUE(b.is_ok()) << b.status().to_string();
+  EXPECT_EQ(samples(*b), samples(*a));
+}
+
 TEST(Metrics, AnythingButAStatusAnswerIsAnError) {
   for (const char* bad : {"", "not json", "[1, 2]", "{\"schema\": \"lithos.bench/1\"}", "{}"}) {
     const auto text = prometheus_text(bad);

@@ -345,7 +345,33 @@ TEST_F(SlotMapFiles, SaveToAnUnwritablePlaceIsAnError) {
   std::ofstream(file) << "x";
   const Status s = slot_map_save(file + "/sub/map.txt", h100_slot_map());
   EXPECT_FALSE(s.is_ok());
-  EXPECT_EQ(s.code(), StatusCode::kUnavailable);
+  EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(s.message().find(file + " is not a folder"), std::string::npos) << s.message();
+}
+
+// The calibration cache is written by lithosd's calibration child, as root:
+// never through a link planted at the map's name, never into a folder others
+// can write, and a map behind a link is not loaded from the cache.
+TEST_F(SlotMapFiles, TheCacheIsNeverWrittenOrReadThroughALink) {
+  const std::string victim = dir_ + "/victim";
+  std::ofstream(victim) << "precious\n";
+  const std::string map = dir_ + "/slot-map-x.txt";
+  ASSERT_EQ(::symlink(victim.c_str(), map.c_str()), 0);
+  const Status s = slot_map_save(map, h100_slot_map());
+  EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition) << s.to_string();
+  std::ifstream in(victim);
+  std::string line;
+  std::getline(in, line);
+  EXPECT_EQ(line, "precious");
+  EXPECT_EQ(slot_map_load_cached(map).status().code(), StatusCode::kFailedPrecondition);
+  ASSERT_EQ(::unlink(map.c_str()), 0);
+  ASSERT_TRUE(slot_map_save(map, h100_slot_map()).is_ok());
+  EXPECT_TRUE(slot_map_load_cached(map).is_ok());
+  EXPECT_EQ(slot_map_load_cached(dir_ + "/none.txt").status().code(), StatusCode::kNotFound);
+  const std::string open = dir_ + "/open";
+  ASSERT_EQ(::mkdir(open.c_str(), 0700), 0);
+  ASSERT_EQ(::chmod(open.c_str(), 0777), 0);
+  EXPECT_EQ(slot_map_save(open + "/m.txt", h100_slot_map()).code(), StatusCode::kFailedPrecondition);
 }
 
 TEST(DefaultCacheDir, FollowsTheEnvironment) {
