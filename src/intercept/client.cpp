@@ -309,8 +309,10 @@ void DaemonClient::start() noexcept {
   // The first launch waits a short bound for the registration it started,
   // so that a process under a healthy daemon is scheduled from its first
   // launch; one under a daemon that does not answer goes on without it.
+  // From before the thread was made: on a busy machine the new thread may
+  // run (and register) before this one returns from making it.
   if (register_wait_ns_ == 0) return;
-  const std::uint64_t t0 = now_ns();
+  const std::uint64_t t0 = first_launch_ns_.load(std::memory_order_relaxed);
   const std::uint64_t deadline = t0 + register_wait_ns_;
   register_waits_.fetch_add(1, std::memory_order_relaxed);
   while (attempts_done_.load(std::memory_order_acquire) == 0) {
