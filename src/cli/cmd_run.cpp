@@ -13,6 +13,7 @@
 // execs the program untouched (no LD_PRELOAD, no LITHOS_* added): it runs, or
 // fails, exactly as it would without lithos.
 #include <limits.h>
+#include <pwd.h>
 #include <stdlib.h>
 #include <unistd.h>
 #include <CLI/CLI.hpp>
@@ -52,6 +53,7 @@ struct RunArgs {
   std::string atom_report;
   std::string tenant;      // lithosd: the tenant to claim
   std::string daemon;      // lithosd: its socket
+  std::string daemon_uid;  // lithosd: the uid it runs as, trusted besides root and this user (name or number)
   bool print_env = false;  // print the environment instead of running a program
   std::vector<std::string> command;
 };
@@ -168,6 +170,28 @@ int run(RunArgs a) {
                  "lithos run: --tenant/--daemon and --tpcs/--tpc-set exclude each other: lithosd decides "
                  "the TPCs of a tenant's launches\n");
     return kBadInput;
+  }
+  // The daemon's uid by number, for LITHOS_DAEMON_UID ("" : none given).
+  std::string daemon_uid;
+  if (!a.daemon_uid.empty()) {
+    if (!daemon) {
+      std::fprintf(stderr, "lithos run: --daemon-uid goes with --tenant or --daemon\n");
+      return kBadInput;
+    }
+    if (a.daemon_uid.find_first_not_of("0123456789") == std::string::npos && a.daemon_uid.size() <= 10 &&
+        std::stoull(a.daemon_uid) < UINT32_MAX) {
+      daemon_uid = std::to_string(std::stoull(a.daemon_uid));
+    } else {
+      passwd pw{};
+      passwd* found = nullptr;
+      std::vector<char> buf(16384);
+      if (::getpwnam_r(a.daemon_uid.c_str(), &pw, buf.data(), buf.size(), &found) != 0 || found == nullptr) {
+        std::fprintf(stderr, "lithos run: --daemon-uid %s: no such user (give a user name or a numeric uid)\n",
+                     a.daemon_uid.c_str());
+        return kBadInput;
+      }
+      daemon_uid = std::to_string(found->pw_uid);
+    }
   }
   const bool masks = a.tpcs > 0 || set.has_value() || daemon;
   const auto library = find_library();
@@ -293,6 +317,12 @@ int run(RunArgs a) {
                                       : sock != nullptr && *sock != '\0' ? std::string(sock)
                                                                          : ipc::default_socket_path());
     if (!a.tenant.empty()) env.emplace_back("LITHOS_TENANT", a.tenant);
+    const char* uid = std::getenv("LITHOS_DAEMON_UID");
+    if (!daemon_uid.empty()) {
+      env.emplace_back("LITHOS_DAEMON_UID", daemon_uid);
+    } else if (uid != nullptr && *uid != '\0') {
+      env.emplace_back("LITHOS_DAEMON_UID", uid);  // as given (liblithos.so checks it), so that --print-env shows it
+    }
   }
   if (a.print_env) {
     // For a job that cannot be started through `lithos run` (a container's
@@ -336,8 +366,8 @@ CommandRunner add_run_command(CLI::App& app) {
       "\n"
       "Environment (set for the program; docs/interposer.md has them all): LD_PRELOAD (liblithos.so first),\n"
       "LITHOS_TPCS, LITHOS_TPC_SET, LITHOS_SLOT_MAP, LITHOS_STATS, LITHOS_STATS_FILE, LITHOS_LOG,\n"
-      "LITHOS_BACKEND, LITHOS_ATOMIZE, LITHOS_ATOM_US, LITHOS_ATOM_REPORT. LITHOS_LIBRARY overrides where liblithos.so "
-      "is found. Use `--` before the program\n"
+      "LITHOS_BACKEND, LITHOS_ATOMIZE, LITHOS_ATOM_US, LITHOS_ATOM_REPORT, LITHOS_DAEMON, LITHOS_TENANT,\n"
+      "LITHOS_DAEMON_UID. LITHOS_LIBRARY overrides where liblithos.so is found. Use `--` before the program\n"
       "when its arguments start with '-'.");
   auto* n = sub->add_option("--tpcs", args->tpcs, "Confine every launch to the first N live logical TPCs")
                 ->check(CLI::Range(1, sched::kMaxTpcs));
@@ -369,6 +399,10 @@ CommandRunner add_run_command(CLI::App& app) {
   sub->add_option("--daemon", args->daemon,
                   "lithosd's socket (default $LITHOS_DAEMON, else the default path of docs/daemon.md); implies "
                   "registering, as the tenant the daemon's match rules give");
+  sub->add_option("--daemon-uid", args->daemon_uid,
+                  "The user (name or uid) lithosd runs as when that is neither root nor you: the program trusts a "
+                  "daemon only when the process listening on the socket runs as root, as you, or as this user "
+                  "(LITHOS_DAEMON_UID; default $LITHOS_DAEMON_UID)");
   sub->add_option("--device", args->device,
                   "CUDA device whose slot map checks --tpcs/--tpc-set (default 0). The maps of every GPU the "
                   "program sees are cached too: a process is confined and scheduled on the GPU of its first launch")

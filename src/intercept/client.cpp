@@ -124,8 +124,14 @@ void futex_nap(std::atomic<std::uint32_t>* word, std::uint32_t expected, long ns
   ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(word), FUTEX_WAIT_PRIVATE, expected, &t, nullptr, 0);
 }
 
-void futex_wake(std::atomic<std::uint32_t>* word) {
-  ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(word), FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
+void futex_wake(std::atomic<std::uint32_t>* word, int waiters = 1) {
+  ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(word), FUTEX_WAKE_PRIVATE, waiters, nullptr, nullptr, 0);
+}
+
+// Sleeps up to `ns` (any length) unless *word != expected, or until futex_wake.
+void futex_wait_ns(std::atomic<std::uint32_t>* word, std::uint32_t expected, std::uint64_t ns) {
+  const timespec t{static_cast<time_t>(ns / 1'000'000'000ULL), static_cast<long>(ns % 1'000'000'000ULL)};
+  ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(word), FUTEX_WAIT_PRIVATE, expected, &t, nullptr, 0);
 }
 
 }  // namespace
@@ -143,6 +149,8 @@ struct Settings {
   double grant_timeout_ms = 500;
   bool hw_priority = true;
   bool submit_ahead = false;
+  uid_t daemon_uid = ipc::kNoUid;
+  double register_wait_ms = 5;
 };
 Settings& settings() {
   static Settings* const s = new Settings();  // never destroyed: hooks run at exit
@@ -173,9 +181,13 @@ void DaemonClient::configure(const Config& c) noexcept {
     s.grant_timeout_ms = c.grant_timeout_ms;
     s.hw_priority = c.hw_priority;
     s.submit_ahead = c.submit_ahead;
+    s.daemon_uid = c.daemon_uid >= 0 ? static_cast<uid_t>(c.daemon_uid) : ipc::kNoUid;
+    s.register_wait_ms = c.register_wait_ms;
     if (s.wanted) {
       // A forked child shares the parent's channel mappings but must never
-      // use them (one producer per ring): it runs as if no daemon were configured.
+      // use them (one producer per ring): it runs as if no daemon were
+      // configured. The parent's client thread is not in the child, and
+      // none is started there (tracker_started_ stays set).
       static std::once_flag once;
       std::call_once(once, [] {
         pthread_atfork(nullptr, nullptr, [] {
@@ -213,6 +225,8 @@ DaemonClient& DaemonClient::of_device(int dev) noexcept {
     c->grant_timeout_ms_ = s.grant_timeout_ms;
     c->hw_priority_ = s.hw_priority;
     c->submit_ahead_ = s.submit_ahead;
+    c->daemon_uid_ = s.daemon_uid;
+    c->register_wait_ns_ = static_cast<std::uint64_t>(s.register_wait_ms * 1e6);
     int none = -1;
     g_first_device.compare_exchange_strong(none, dev);
     g_clients[dev].store(c, std::memory_order_release);
@@ -240,7 +254,10 @@ DaemonClient& DaemonClient::of_stream(CUstream_st* stream, bool ptsz) noexcept {
   if (stream == nullptr || g_devices.load(std::memory_order_relaxed) <= 1) return current();
   DaemonClient* found = nullptr;
   each([&](DaemonClient& c) {
-    if (found != nullptr || c.state_.load(std::memory_order_acquire) == State::kIdle) return;
+    // (A forked child takes no lock its parent's threads may have held.)
+    if (const State s = c.state_.load(std::memory_order_acquire);
+        found != nullptr || s == State::kIdle || s == State::kForked)
+      return;
     try {
       const std::lock_guard<std::mutex> lock(c.slots_mu_);
       if (c.slot_of_.count(key_of(stream, ptsz)) != 0) found = &c;
@@ -264,27 +281,74 @@ bool DaemonClient::ready() noexcept {
     s = State::kGone;
   }
   if (!wanted_ || s == State::kForked || s == State::kOtherGpu) return false;
-  const std::uint64_t now = now_ns();
-  if (s != State::kIdle && now - last_attempt_ns_ < 1'000'000'000ULL) return false;
-  if (!connect_mu_.try_lock()) return false;  // another thread is connecting: do not wait for it
-  bool ok = false;
+  if (!tracker_started_.load(std::memory_order_acquire)) start();
+  if (connected()) return true;
+  launches_unregistered_.fetch_add(1, std::memory_order_relaxed);
+  return false;
+}
+
+void DaemonClient::start() noexcept {
+  if (tracker_started_.exchange(true, std::memory_order_acq_rel)) return;  // another launch started it
+  // The thread registers in this launch's context: mapping the completion
+  // page for the GPU (cuMemHostRegister) and the GPU's UUID need one.
+  const Drv& d = Drv::get();
+  if (CUcontext ctx = nullptr; d.ctx_get_current != nullptr && d.ctx_get_current(&ctx) == CUDA_SUCCESS)
+    ctx_.store(ctx, std::memory_order_release);
+  first_launch_ns_.store(now_ns(), std::memory_order_relaxed);
+  tracker_running_.store(true, std::memory_order_release);
   try {
-    if (state_.load(std::memory_order_acquire) == State::kConnected) {
-      ok = true;
-    } else if (now - last_attempt_ns_ >= 1'000'000'000ULL || state_.load() == State::kIdle) {
-      last_attempt_ns_ = now;
-      ok = connect_locked();
-    }
+    tracker_ = std::thread([this] { tracker(); });
+    tracker_.detach();
   } catch (...) {
-    ok = false;
+    tracker_running_.store(false, std::memory_order_release);
+    state_.store(State::kFailed, std::memory_order_release);
+    LITHOS_LOG(LogLevel::kWarn, "lithosd: cannot start the client's thread; running %s",
+               fallback_set_ ? "on the configured TPC set" : "pass-through");
+    return;
   }
-  connect_mu_.unlock();
-  return ok;
+  // The first launch waits a short bound for the registration it started,
+  // so that a process under a healthy daemon is scheduled from its first
+  // launch; one under a daemon that does not answer goes on without it.
+  // From before the thread was made: on a busy machine the new thread may
+  // run (and register) before this one returns from making it.
+  if (register_wait_ns_ == 0) return;
+  const std::uint64_t t0 = first_launch_ns_.load(std::memory_order_relaxed);
+  const std::uint64_t deadline = t0 + register_wait_ns_;
+  register_waits_.fetch_add(1, std::memory_order_relaxed);
+  while (attempts_done_.load(std::memory_order_acquire) == 0) {
+    const std::uint64_t now = now_ns();
+    if (now >= deadline) {
+      register_wait_timeouts_.fetch_add(1, std::memory_order_relaxed);
+      break;
+    }
+    futex_wait_ns(&attempts_done_, 0, deadline - now);
+  }
+  first_wait_ns_.store(now_ns() - t0, std::memory_order_relaxed);
+}
+
+void DaemonClient::register_paced() noexcept {
+  const std::uint64_t now = now_ns();
+  if (attempts_.load(std::memory_order_relaxed) != 0 && now - last_attempt_ns_ < 1'000'000'000ULL) {
+    nap_ns(static_cast<long>(1'000'000'000ULL - (now - last_attempt_ns_)));
+    return;
+  }
+  last_attempt_ns_ = now;
+  try {
+    const std::lock_guard<std::mutex> lock(connect_mu_);
+    if (!connect_locked()) failed_attempts_.fetch_add(1, std::memory_order_relaxed);
+  } catch (...) {
+    failed_attempts_.fetch_add(1, std::memory_order_relaxed);
+  }
+  attempts_done_.fetch_add(1, std::memory_order_acq_rel);
+  futex_wake(&attempts_done_, INT32_MAX);
 }
 
 bool DaemonClient::connect_locked() noexcept {
-  const bool first = attempts_++ == 0;
+  const bool first = attempts_.fetch_add(1, std::memory_order_relaxed) == 0;
   const bool was = registered_once_.load();
+  // The last connection (shut down when the daemon was found gone).
+  if (sock_ >= 0) ::close(sock_);
+  sock_ = -1;
   // The daemon of this client's GPU where the socket names it (%g).
   std::string path = socket_;
   std::string gpu_of_thread;
@@ -300,10 +364,27 @@ bool DaemonClient::connect_locked() noexcept {
     }
     return false;
   };
+  // A daemon this process cannot trust: said once, and never asked again
+  // (the process runs as without a daemon). `what`: what to do about it.
+  auto refuse = [&](const std::string& why, const char* what) {
+    if (sock_ >= 0) ::close(sock_);
+    sock_ = -1;
+    state_.store(State::kRefused, std::memory_order_release);
+    LITHOS_LOG(LogLevel::kError, "lithosd at %s is not trusted: %s; launches run %s from now on. %s", path.c_str(),
+               why.c_str(), fallback_set_ ? "on the configured TPC set" : "pass-through", what);
+    return false;
+  };
   if (by_gpu && gpu_of_thread.empty()) return fail("the socket names the GPU (%g), and this client's GPU is not known");
   auto fd = ipc::connect_socket(path, 200);
   if (!fd) return fail(fd.status().message());
   sock_ = fd.value();
+  // Before the Hello, which names this process, its tenant and its program.
+  if (Status st = ipc::check_daemon(sock_, path, daemon_uid_); !st.is_ok()) {
+    return refuse(st.message() + " (nothing was sent to it)",
+                  "If your lithosd runs as that user, name it with `lithos run --daemon-uid UID` "
+                  "(LITHOS_DAEMON_UID); otherwise remove what another user made there and start lithosd again, or "
+                  "give a socket in a folder of your own (`lithos run --daemon PATH`, LITHOS_DAEMON)");
+  }
   ipc::Hello hello;
   hello.pid = static_cast<std::int32_t>(::getpid());
   std::strncpy(hello.tenant, tenant_.c_str(), sizeof hello.tenant - 1);
@@ -338,9 +419,14 @@ bool DaemonClient::connect_locked() noexcept {
                path.c_str(), w.gpu, device_, mine.c_str(), fallback_set_ ? "on the configured TPC set" : "unscheduled");
     return false;
   }
-  adopt_daemon_map(w);
+  // Checked before it is mapped: a file its sender could shrink would
+  // raise SIGBUS in this process.
   auto ch = ipc::Channel::attach(chfd);
-  if (!ch) return fail("cannot map the channel: " + ch.status().message());
+  if (!ch) {
+    return refuse("the channel it sent cannot be mapped safely: " + ch.status().message(),
+                  "Run a lithosd of the same lithos build as this liblithos.so");
+  }
+  adopt_daemon_map(w);
   auto holder = std::make_unique<ChannelHolder>();
   holder->channel = std::move(ch).value();
   ipc::ChannelLayout* layout = &holder->channel.layout();
@@ -382,8 +468,7 @@ bool DaemonClient::connect_locked() noexcept {
   }
   layout_ = layout;
   dev_base_ = dev;
-  if (CUcontext ctx = nullptr; d.ctx_get_current != nullptr && d.ctx_get_current(&ctx) == CUDA_SUCCESS)
-    ctx_.store(ctx, std::memory_order_release);
+  layout->header.client_beat_ns.store(now_ns(), std::memory_order_release);
   fallback_[0] = layout->header.fallback[0].load();
   fallback_[1] = layout->header.fallback[1].load();
   high_.store(w.tenant_class == ipc::TenantClass::kHigh, std::memory_order_release);
@@ -393,17 +478,10 @@ bool DaemonClient::connect_locked() noexcept {
   registered_once_.store(true, std::memory_order_release);
   state_.store(State::kConnected, std::memory_order_release);
   if (was) reconnects_.fetch_add(1, std::memory_order_relaxed);
+  if (!was) registered_after_ns_.store(now_ns() - first_launch_ns_.load(std::memory_order_relaxed));
   w.tenant[sizeof w.tenant - 1] = '\0';
   LITHOS_LOG(LogLevel::kInfo, "lithosd %s: client %u of tenant %s (%s, quota %u)", was ? "again" : "registered",
              w.client_id, w.tenant, high() ? "high priority" : "best effort", w.quota);
-  if (!tracker_running_.exchange(true)) {
-    try {
-      tracker_ = std::thread([this] { tracker(); });
-      tracker_.detach();
-    } catch (...) {
-      tracker_running_.store(false);
-    }
-  }
   return true;
 }
 
@@ -429,6 +507,12 @@ void DaemonClient::disconnect(State why) noexcept {
   State expected = State::kConnected;
   if (!state_.compare_exchange_strong(expected, why)) return;
   generation_.fetch_add(1, std::memory_order_acq_rel);
+  outages_.fetch_add(1, std::memory_order_relaxed);
+  // A stopped daemon sees this client leave as soon as it runs again (and
+  // reclaims what it held): the channel is given up. The descriptor stays
+  // open until the next registration, so that its number is not reused
+  // while a launch may still ring it (ring_if_idle).
+  if (const int fd = sock_; fd >= 0) ::shutdown(fd, SHUT_RDWR);
   LITHOS_LOG(LogLevel::kWarn, "lithosd went away: %s; reconnecting when it is back",
              high() ? "high-priority launches keep their last allocation"
                     : "best-effort launches run on the fallback set meanwhile");
@@ -443,10 +527,11 @@ bool DaemonClient::alive() noexcept {
   if ((l->header.flags.load(std::memory_order_acquire) & ipc::kChannelDaemonGone) != 0) return false;
   const std::uint64_t beat = l->header.heartbeat_ns.load(std::memory_order_acquire);
   if (beat != 0 && now > beat && now - beat > static_cast<std::uint64_t>(grant_timeout_ms_ * 1e6)) return false;
-  pollfd p{sock_, POLLIN, 0};
-  if (sock_ >= 0 && ::poll(&p, 1, 0) > 0) {
+  const int fd = sock_.load(std::memory_order_relaxed);
+  pollfd p{fd, POLLIN, 0};
+  if (fd >= 0 && ::poll(&p, 1, 0) > 0) {
     char c = 0;
-    const ssize_t n = ::recv(sock_, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+    const ssize_t n = ::recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
     if (n == 0 || (p.revents & (POLLHUP | POLLERR)) != 0) return false;
   }
   return true;
@@ -602,7 +687,8 @@ bool DaemonClient::write_marker(CUstream_st* stream, bool ptsz, std::uint32_t sl
 }
 
 std::unique_lock<std::mutex> DaemonClient::hold_markers(CUstream_st* stream, bool ptsz) noexcept {
-  if (state_.load(std::memory_order_acquire) == State::kIdle) return {};
+  // (A forked child takes no lock its parent's threads may have held.)
+  if (const State s = state_.load(std::memory_order_acquire); s == State::kIdle || s == State::kForked) return {};
   try {
     std::uint32_t slot = 0;
     {
@@ -933,18 +1019,30 @@ void DaemonClient::wake_tracker() noexcept {
   tracker_wakes_.fetch_add(1, std::memory_order_relaxed);
 }
 
-// Writes the markers of dirty streams (launches reported running: high
-// priority, or best effort running free) once they are quiet, and
-// notices a daemon that went away while nothing launched.
+// The client's thread: registers (and registers again after the daemon
+// went away, at most once a second) while the client is not connected;
+// while it is, beats (ChannelHeader::client_beat_ns), writes the markers of
+// dirty streams (launches reported running: high priority, or best effort
+// running free) once they are quiet, and notices a daemon that went away
+// while nothing launched.
 void DaemonClient::tracker() noexcept {
   thread_frame().internal = true;
-  // Markers on a legacy default stream go to the current context's: this
-  // client's GPU (streams of their own name their context).
+  // Registration needs the launch's context (start()); markers on a legacy
+  // default stream go to the current context's: this client's GPU
+  // (streams of their own name their context).
   if (const Drv& d = Drv::get(); d.ctx_set_current != nullptr) {
     if (CUcontext ctx = ctx_.load(std::memory_order_acquire); ctx != nullptr) (void)d.ctx_set_current(ctx);
   }
   bool busy = true;  // a stream dirty or launched on lately: look again soon
   while (tracker_running_.load(std::memory_order_acquire)) {
+    if (const State s = state_.load(std::memory_order_acquire); s != State::kConnected) {
+      // Never again: another GPU's daemon, a daemon not trusted (a forked
+      // child has no such thread).
+      if (s == State::kOtherGpu || s == State::kRefused || s == State::kForked) break;
+      register_paced();
+      busy = true;
+      continue;
+    }
     if (busy) {
       nap_ns(kTrackerNapNs);
     } else {
@@ -958,6 +1056,9 @@ void DaemonClient::tracker() noexcept {
       disconnect(State::kGone);
       continue;
     }
+    // This process runs: the daemon reclaims the atoms of a client whose
+    // beat goes stale (stopped, hung).
+    layout_->header.client_beat_ns.store(now_ns(), std::memory_order_release);
     // Reports spilled while the ring was full go in as it empties, also
     // when the application launches no more.
     if (spill_size_.load(std::memory_order_relaxed) != 0) {
@@ -988,6 +1089,7 @@ void DaemonClient::tracker() noexcept {
       tracker_markers_.fetch_add(1, std::memory_order_relaxed);
     }
   }
+  tracker_running_.store(false, std::memory_order_release);
 }
 
 namespace {
@@ -1065,6 +1167,12 @@ DaemonClient::Stats DaemonClient::stats() const noexcept {
   s.priority_failures = priority_failures_.load();
   s.ahead = ahead_.load();
   s.ahead_taken = ahead_taken_.load();
+  s.outages = outages_.load();
+  s.launches_unregistered = launches_unregistered_.load();
+  s.attempts = attempts_.load();
+  s.failed_attempts = failed_attempts_.load();
+  s.register_waits = register_waits_.load();
+  s.register_wait_timeouts = register_wait_timeouts_.load();
   return s;
 }
 
@@ -1086,12 +1194,13 @@ std::string DaemonClient::stats_json(bool process) const {
   if (!wanted_) return {};
   const char* state = "idle";
   switch (state_.load(std::memory_order_acquire)) {
-    case State::kIdle: state = "idle"; break;
+    case State::kIdle: state = tracker_started_.load() ? "registering" : "idle"; break;
     case State::kConnected: state = "connected"; break;
     case State::kGone: state = "gone"; break;
     case State::kFailed: state = "unreachable"; break;
     case State::kForked: state = "forked"; break;
     case State::kOtherGpu: state = "other_gpu"; break;
+    case State::kRefused: state = "refused"; break;
   }
   const Stats s = stats();
   auto num = [](std::uint64_t v) { return std::to_string(v); };
@@ -1115,11 +1224,22 @@ std::string DaemonClient::stats_json(bool process) const {
       ",\"grant_wait_max_us\":" + std::to_string(static_cast<double>(s.grant_wait_max_ns) / 1e3) +
       ",\"grant_wait_p50_us_at_most\":" + std::to_string(wait_quantile_us(0.5)) +
       ",\"grant_wait_p99_us_at_most\":" + std::to_string(wait_quantile_us(0.99)) +
-      ",\"fallbacks\":" + num(s.fallbacks) + ",\"reconnects\":" + num(s.reconnects) +
-      ",\"dropped_reports\":" + num(s.dropped_reports) + ",\"spilled\":" + num(s.spilled) +
-      ",\"doorbells\":" + num(s.doorbells) + ",\"syncs\":" + num(s.syncs) + ",\"stream_priority\":{\"immediate\":\"" +
-      priority_name(immediate_priority_.load()) + "\",\"enabled\":" + (hw_priority_ ? "true" : "false") +
-      ",\"set\":" + num(s.priorities_set) + ",\"failed\":" + num(s.priority_failures) + "}";
+      ",\"fallbacks\":" + num(s.fallbacks) + ",\"reconnects\":" + num(s.reconnects) + ",\"outages\":" + num(s.outages) +
+      ",\"launches_unregistered\":" + num(s.launches_unregistered) + ",\"dropped_reports\":" + num(s.dropped_reports) +
+      ",\"spilled\":" + num(s.spilled) + ",\"doorbells\":" + num(s.doorbells) + ",\"syncs\":" + num(s.syncs) +
+      ",\"stream_priority\":{\"immediate\":\"" + priority_name(immediate_priority_.load()) +
+      "\",\"enabled\":" + (hw_priority_ ? "true" : "false") + ",\"set\":" + num(s.priorities_set) +
+      ",\"failed\":" + num(s.priority_failures) + "}";
+  {
+    const std::uint64_t after = registered_after_ns_.load();
+    out += ",\"registration\":{\"wait_ms\":" + std::to_string(static_cast<double>(register_wait_ns_) / 1e6) +
+           ",\"first_launch_waits\":" + num(s.register_waits) +
+           ",\"first_launch_wait_timeouts\":" + num(s.register_wait_timeouts) +
+           ",\"first_launch_waited_us\":" + std::to_string(static_cast<double>(first_wait_ns_.load()) / 1e3) +
+           ",\"registered_after_us\":" +
+           (after != 0 ? std::to_string(static_cast<double>(after) / 1e3) : std::string("null")) +
+           ",\"attempts\":" + num(s.attempts) + ",\"failed_attempts\":" + num(s.failed_attempts) + "}";
+  }
   if (process) {
     out += ",\"deferred\":" + DeferredLaunches::instance().stats_json() +
            ",\"graph_replay\":" + GraphReplay::instance().stats_json();

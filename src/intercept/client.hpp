@@ -17,17 +17,38 @@
 //    says the tenant runs free (no high-priority tenant has work to
 //    protect, sched::Policy::runs_free), launches go out at once on the
 //    published allocation and are reported, as high-priority ones.
+//  - Registration never holds the application up: the first launch starts
+//    the client's thread (one per client), which registers in that launch's
+//    context and, later, registers again after the daemon went away (at
+//    most once a second). The first launch waits up to
+//    LITHOS_REGISTER_WAIT_MS (5 ms) for that first attempt, so that under a
+//    healthy daemon a process is scheduled from its first launch; no other
+//    launch ever waits for a registration. Until registered, a process runs
+//    as without a daemon (pass-through, or its configured TPC set).
+//  - The client trusts only its daemon: before it sends anything, the
+//    process listening on the socket must run as root, as this user or as
+//    LITHOS_DAEMON_UID, in a folder that belongs to one of them and that no
+//    one else may write to (ipc::check_daemon); the channel must be a
+//    memfd sealed against resizing (ipc::Channel::attach). A daemon that
+//    fails either is said once on stderr and never asked again.
 //  - Failure never harms the host: no daemon at start -> pass-through (said
 //    once); the daemon gone (socket closed, heartbeat stale, or its clean
 //    shutdown flag) -> high-priority launches keep their last allocation,
 //    best-effort ones run on the fallback set the daemon gave (never the
-//    whole GPU), and the client reconnects when the daemon is back. No wait
-//    is unbounded. A forked child never touches its parent's channel.
+//    whole GPU), and the client registers again when the daemon is back. A
+//    daemon that stops answering costs at most one grant wait
+//    (LITHOS_GRANT_TIMEOUT_MS) per outage: the launches waiting then give
+//    up together and later ones do not wait. No wait is unbounded. A forked
+//    child never touches its parent's channel.
+//  - While registered, the client's thread refreshes the channel's
+//    client_beat_ns at least about once a millisecond.
 //
 // Thread-safety: every public function may be called from any application
 // thread. The submit ring has one producer at a time (a spin lock); grants
 // are demultiplexed per stream slot under a mutex.
 #pragma once
+
+#include <sys/types.h>
 
 #include <atomic>
 #include <cstdint>
@@ -79,10 +100,11 @@ class DaemonClient {
   static std::string stats_json_all();
 
   bool wanted() const noexcept { return wanted_; }
-  // Connects and registers on first use, reconnects (at most once a second)
-  // after the daemon went away. True when the channel is usable now.
-  // Needs an initialised driver (called from launch hooks, in a thread
-  // whose current context is on this client's GPU).
+  // True when the channel is usable now. The first call starts the client's
+  // thread, which registers (and registers again after the daemon went
+  // away), and waits up to LITHOS_REGISTER_WAIT_MS for its first attempt;
+  // no other call waits. Needs an initialised driver (called from launch
+  // hooks, in a thread whose current context is on this client's GPU).
   bool ready() noexcept;
   bool connected() const noexcept { return state_.load(std::memory_order_acquire) == State::kConnected; }
   bool high() const noexcept { return high_.load(std::memory_order_acquire); }
@@ -183,6 +205,10 @@ class DaemonClient {
     std::uint64_t doorbells = 0;                              // sleeping daemon woken through the socket
     std::uint64_t priorities_set = 0, priority_failures = 0;  // stream priorities set (apply_priority)
     std::uint64_t ahead = 0, ahead_taken = 0;                 // submitted ahead; taken by their launch
+    std::uint64_t outages = 0;                                // times the daemon was found gone after registering
+    std::uint64_t launches_unregistered = 0;                  // launches (ready()) made while not registered
+    std::uint64_t attempts = 0, failed_attempts = 0;          // registrations tried, and those that failed
+    std::uint64_t register_waits = 0, register_wait_timeouts = 0;  // first-launch waits, and those that ran out
   };
   Stats stats() const noexcept;
 
@@ -191,7 +217,9 @@ class DaemonClient {
   // without %g whose daemon schedules a GPU other than this client's, or
   // one this process does not see): never registered, never tried again;
   // launches on this GPU run as if no daemon were configured.
-  enum class State : std::uint8_t { kIdle, kConnected, kGone, kFailed, kForked, kOtherGpu };
+  // kRefused: the daemon failed a trust check (ipc::check_daemon, its
+  // channel): never registered, never tried again.
+  enum class State : std::uint8_t { kIdle, kConnected, kGone, kFailed, kForked, kOtherGpu, kRefused };
   // Whether the daemon's GPU (`uuid`, from its welcome) is this client's
   // (true when the daemon names none, or the driver cannot tell); `why`
   // says what this client's GPU is otherwise.
@@ -235,6 +263,12 @@ class DaemonClient {
   static constexpr std::uint64_t kTrackerBusyNs = 1'000'000;
   static constexpr long kTrackerIdleNapNs = 1'000'000;
   explicit DaemonClient(int device) noexcept;
+  // At the first ready(): starts the client's thread and waits up to
+  // register_wait_ns_ for its first registration attempt.
+  void start() noexcept;
+  // In the client's thread while not connected: one registration attempt,
+  // unless the last began less than a second ago (then naps until then).
+  void register_paced() noexcept;
   bool connect_locked() noexcept;
   void disconnect(State why) noexcept;
   bool alive() noexcept;
@@ -280,6 +314,8 @@ class DaemonClient {
   const int device_;
   bool wanted_ = false;
   std::string socket_, tenant_;
+  uid_t daemon_uid_ = static_cast<uid_t>(-1);   // trusted as lithosd besides root and this user (ipc::check_daemon)
+  std::uint64_t register_wait_ns_ = 5'000'000;  // the first launch's wait for registration (start())
   bool fallback_set_ = false;  // a TPC set was configured (config().request): said when the daemon is not there
   mutable std::mutex gpu_mu_;
   std::string gpu_;  // the daemon's GPU UUID, from the welcome ("" : not named); guarded by gpu_mu_
@@ -295,9 +331,17 @@ class DaemonClient {
   std::atomic<bool> high_{false};
   std::atomic<bool> registered_once_{false};
   std::mutex connect_mu_;
-  std::uint64_t last_attempt_ns_ = 0;
-  std::uint32_t attempts_ = 0;
-  int sock_ = -1;
+  std::uint64_t last_attempt_ns_ = 0;       // the client's thread's own
+  std::atomic<std::uint64_t> attempts_{0};  // registration attempts begun (written by the client's thread)
+  std::atomic<std::uint64_t> failed_attempts_{0};
+  // Attempts ended: the futex word the first launch waits on (start()).
+  std::atomic<std::uint32_t> attempts_done_{0};
+  std::atomic<std::uint64_t> register_waits_{0}, register_wait_timeouts_{0};
+  std::atomic<std::uint64_t> first_launch_ns_{0};      // when start() ran
+  std::atomic<std::uint64_t> first_wait_ns_{0};        // how long the first launch waited
+  std::atomic<std::uint64_t> registered_after_ns_{0};  // first launch -> first registration (0: never)
+  std::atomic<std::uint64_t> outages_{0}, launches_unregistered_{0};
+  std::atomic<int> sock_{-1};  // written by the client's thread (and a forked child's handler)
   struct ChannelHolder;
   // Every channel ever attached, kept mapped for the life of the process: a
   // thread may still write a marker into an old one after a reconnect.
@@ -323,7 +367,9 @@ class DaemonClient {
   std::mutex grant_mu_;
   std::deque<ipc::GrantMsg> queued_[ipc::kMaxStreams];  // grants popped from the ring, per slot
 
+  // The client's thread (tracker()): started at the first launch.
   std::thread tracker_;
+  std::atomic<bool> tracker_started_{false};
   std::atomic<bool> tracker_running_{false};
   std::atomic<std::uint32_t> tracker_idle_{0};   // 1 while the tracker is in its long nap (a futex word)
   std::atomic<std::uint64_t> tracker_wakes_{0};  // times a launch woke it

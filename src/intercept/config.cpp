@@ -199,6 +199,22 @@ Config config_from_env(const EnvLookup& lookup) {
     else
       c.grant_timeout_ms = d;
   }
+  if (const char* v = get("LITHOS_DAEMON_UID")) {
+    std::uint32_t uid = 0;
+    const char* end = v + std::strlen(v);
+    const auto [ptr, ec] = std::from_chars(v, end, uid);
+    if (ec != std::errc() || ptr != end || uid == UINT32_MAX)
+      problem("LITHOS_DAEMON_UID", v, "expected a numeric user id");
+    else
+      c.daemon_uid = uid;
+  }
+  if (const char* v = get("LITHOS_REGISTER_WAIT_MS")) {
+    double d = 0;
+    if (!number(v, &d) || !(d >= 0.0 && d <= 600000.0))
+      problem("LITHOS_REGISTER_WAIT_MS", v, "expected milliseconds between 0 and 600000");
+    else
+      c.register_wait_ms = d;
+  }
   on_off("LITHOS_DEFER_LAUNCHES", &c.defer_launches);
   on_off("LITHOS_HW_PRIORITY", &c.hw_priority);
   on_off("LITHOS_GRAPH_REPLAY", &c.graph_replay);

@@ -24,6 +24,12 @@
 //                          daemon's match rules, then its default tenant)
 //   LITHOS_GRANT_TIMEOUT_MS=T  a be launch gives up waiting for a grant from a
 //                          daemon that stopped answering after T ms (default 500)
+//   LITHOS_DAEMON_UID=UID  a uid the client trusts as lithosd besides root and
+//                          its own (the operator's daemon user; client.hpp)
+//   LITHOS_REGISTER_WAIT_MS=T  the process's first launch waits up to T ms
+//                          for the registration it starts (default 5; 0:
+//                          none); until registered, launches run as without
+//                          a daemon
 //   LITHOS_DEFER_LAUNCHES=0|1  best effort under lithosd: queue launches and
 //                          return at once, a worker thread makes them as
 //                          granted (deferred.hpp; default 1)
@@ -83,6 +89,8 @@ struct Config {
   std::string daemon_socket;         // LITHOS_DAEMON ("" = no daemon)
   std::string tenant;                // LITHOS_TENANT
   double grant_timeout_ms = 500;     // LITHOS_GRANT_TIMEOUT_MS
+  std::int64_t daemon_uid = -1;      // LITHOS_DAEMON_UID (-1: none)
+  double register_wait_ms = 5;       // LITHOS_REGISTER_WAIT_MS
   bool defer_launches = true;        // LITHOS_DEFER_LAUNCHES
   std::uint32_t defer_depth = 1024;  // LITHOS_DEFER_DEPTH
   bool hw_priority = true;           // LITHOS_HW_PRIORITY

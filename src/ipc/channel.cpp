@@ -114,6 +114,21 @@ Result<Channel> Channel::attach(int fd) {
   struct stat st {};
   if (::fstat(fd, &st) != 0) return Status::unavailable(errno_text("channel: fstat", errno));
   if (!S_ISREG(st.st_mode)) return Status::invalid_argument("channel: the descriptor is not a shared-memory file");
+  // Its size must be final before it is mapped: a file its sender could
+  // still shrink would raise SIGBUS in this process at the next access to
+  // the mapping. Looked at before the size, which the seals then keep.
+  const int seals = ::fcntl(fd, F_GET_SEALS);
+  if (seals < 0) {
+    if (errno == EINVAL) return Status::invalid_argument("channel: the descriptor is not a sealable memfd");
+    return Status::unavailable(errno_text("channel: fcntl(F_GET_SEALS)", errno));
+  }
+  constexpr int kNeeded = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL;
+  if ((seals & kNeeded) != kNeeded)
+    return Status::invalid_argument("channel: the memfd is not sealed as a channel must be (seals " +
+                                    hex(static_cast<std::uint32_t>(seals)) +
+                                    ", not F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL): a file its sender could "
+                                    "shrink would raise SIGBUS under the mapping");
+  if (::fstat(fd, &st) != 0) return Status::unavailable(errno_text("channel: fstat", errno));
   if (st.st_size < 0 || static_cast<std::uint64_t>(st.st_size) != kBytes)
     return Status::invalid_argument("channel: size " + std::to_string(st.st_size) + " bytes, expected " +
                                     std::to_string(kBytes) + " (another lithos version?)");

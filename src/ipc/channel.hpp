@@ -41,9 +41,11 @@ class Channel {
   static Result<Channel> create(std::uint32_t client_id, std::uint32_t tenant_id, std::uint64_t epoch);
 
   // Client side: maps the channel behind `fd`, which it takes ownership of
-  // (closed on failure too). The file must be exactly kBytes long and its
-  // header must carry kMagic, kVersion and kBytes. kInvalidArgument for a
-  // file that is not a channel, kUnavailable when a system call fails.
+  // (closed on failure too). The file must be a memfd sealed with at least
+  // F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL (so that it can never shrink
+  // under the mapping), exactly kBytes long, and its header must carry
+  // kMagic, kVersion and kBytes. kInvalidArgument for a file that is not
+  // such a channel, kUnavailable when a system call fails.
   static Result<Channel> attach(int fd);
 
   bool valid() const { return layout_ != nullptr; }

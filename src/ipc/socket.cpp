@@ -130,13 +130,55 @@ Status make_directories(const std::string& dir) {
 std::string default_socket_path() {
   // getenv races only with setenv, which lithos never calls.
   // NOLINTNEXTLINE(concurrency-mt-unsafe)
-  if (const char* v = std::getenv("LITHOS_DAEMON_SOCKET"); v != nullptr && *v != '\0') return v;
-  const uid_t uid = ::geteuid();
-  if (uid == 0) return "/run/lithos/lithosd.sock";
+  const char* socket_env = std::getenv("LITHOS_DAEMON_SOCKET");
   // NOLINTNEXTLINE(concurrency-mt-unsafe)
-  if (const char* x = std::getenv("XDG_RUNTIME_DIR"); x != nullptr && *x != '\0')
-    return std::string(x) + "/lithos/lithosd.sock";
-  return "/tmp/lithos-" + std::to_string(uid) + "/lithosd.sock";
+  const char* xdg = std::getenv("XDG_RUNTIME_DIR");
+  return default_socket_path_for(::geteuid(), socket_env, xdg, kSystemSocket);
+}
+
+std::string default_socket_path_for(uid_t euid, const char* socket_env, const char* xdg, const std::string& system) {
+  if (socket_env != nullptr && *socket_env != '\0') return socket_env;
+  if (euid == 0 || system_socket_usable(system)) return system;
+  if (xdg != nullptr && *xdg != '\0') return std::string(xdg) + "/lithos/lithosd.sock";
+  return "/tmp/lithos-" + std::to_string(euid) + "/lithosd.sock";
+}
+
+namespace {
+// The folder holding socket `path` ("." for a bare name).
+std::string folder_of(const std::string& path) {
+  const std::size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+}
+}  // namespace
+
+bool system_socket_usable(const std::string& path) {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0 || !S_ISSOCK(st.st_mode)) return false;
+  struct stat dir {};
+  return ::stat(folder_of(path).c_str(), &dir) == 0 && S_ISDIR(dir.st_mode) && dir.st_uid == 0 &&
+         ((dir.st_mode & S_IWOTH) == 0 || (dir.st_mode & S_ISVTX) != 0);
+}
+
+Status check_daemon(int fd, const std::string& path, uid_t daemon_uid) {
+  const uid_t me = ::geteuid();
+  auto trusted = [&](uid_t uid) { return uid == 0 || uid == me || (daemon_uid != kNoUid && uid == daemon_uid); };
+  const std::string whom =
+      "root, this user (uid " + std::to_string(me) + ")" +
+      (daemon_uid != kNoUid ? " or the daemon's uid " + std::to_string(daemon_uid) : std::string(""));
+  const std::string dir = folder_of(path);
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) != 0) return Status::failed_precondition(errno_text("stat " + dir, errno));
+  if (!trusted(st.st_uid))
+    return Status::failed_precondition("its folder " + dir + " belongs to uid " + std::to_string(st.st_uid) +
+                                       ", not to " + whom);
+  if ((st.st_mode & S_IWOTH) != 0 && (st.st_mode & S_ISVTX) == 0)
+    return Status::failed_precondition("its folder " + dir + " is writable by everyone (and not sticky)");
+  auto peer = peer_credentials(fd);
+  if (!peer) return Status::failed_precondition(peer.status().message());
+  if (!trusted(peer->uid))
+    return Status::failed_precondition("the process listening there (pid " + std::to_string(peer->pid) +
+                                       ") runs as uid " + std::to_string(peer->uid) + ", not as " + whom);
+  return Status::ok();
 }
 
 bool names_gpu(std::string_view path) { return path.find(kGpuToken) != std::string_view::npos; }

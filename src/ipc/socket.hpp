@@ -18,12 +18,39 @@
 
 namespace lithos::ipc {
 
-// Where the daemon listens unless told otherwise, and where clients look:
+// Where the daemon listens unless told otherwise, and where clients look
+// (liblithos.so's LITHOS_DAEMON default through `lithos run`, `lithos
+// status`, `lithos daemon`), so that all agree:
 //   1. $LITHOS_DAEMON_SOCKET, when set and not empty;
 //   2. /run/lithos/lithosd.sock for root (a system-wide daemon);
-//   3. $XDG_RUNTIME_DIR/lithos/lithosd.sock (a per-user daemon);
-//   4. /tmp/lithos-<uid>/lithosd.sock.
+//   3. for any other user, the same path when a system-wide daemon's
+//      socket is there (system_socket_usable), so that a root lithosd
+//      schedules every user's processes without settings;
+//   4. $XDG_RUNTIME_DIR/lithos/lithosd.sock (a per-user daemon);
+//   5. /tmp/lithos-<uid>/lithosd.sock.
 std::string default_socket_path();
+inline constexpr const char* kSystemSocket = "/run/lithos/lithosd.sock";
+// The rule above with its inputs given (tests): `socket_env` and `xdg` as
+// $LITHOS_DAEMON_SOCKET and $XDG_RUNTIME_DIR (null: unset), `system` the
+// system-wide path.
+std::string default_socket_path_for(uid_t euid, const char* socket_env, const char* xdg, const std::string& system);
+// Whether `path` is a socket (not a link to one) in a folder that belongs to
+// root and that no one else may write to (unless sticky): a system-wide
+// daemon's, which no other user can have put there.
+bool system_socket_usable(const std::string& path);
+
+// Client side, right after connecting to the daemon at `path` on `fd` and
+// before sending it anything (a Hello names the process, its tenant and its
+// program): whether it is a daemon this process may trust. The process
+// listening there must run as root, as this process's effective uid, or as
+// `daemon_uid` (the operator's lithosd user, LITHOS_DAEMON_UID; kNoUid:
+// none), by SO_PEERCRED; and the folder holding the socket must belong to
+// one of them and not be writable by others unless sticky (whoever can
+// write there could have put their own socket in the daemon's place, as
+// another user can by making /tmp/lithos-<uid> first).
+// kFailedPrecondition saying which check failed otherwise.
+inline constexpr uid_t kNoUid = static_cast<uid_t>(-1);
+Status check_daemon(int fd, const std::string& path, uid_t daemon_uid);
 
 // "%g" in a socket path (and in lithosd's state_dir and trace) stands for
 // the UUID of a GPU as cuDeviceGetUuid names it ("GPU-" and 36 characters):

@@ -37,6 +37,8 @@
 // block_ids) of that cubin on a GRID x 3 grid and prints the bounds of
 // every launch (atom) the fake GPU saw, as {"params":[[lo,hi],...]}.
 // With CLIENT_BURST=N the pause comes after every N launches instead.
+// With CLIENT_UNTIL=PATH the launches also end, before launch i > 0, once
+// PATH exists (LAUNCHES is then a bound).
 // With CLIENT_PTSZ=1 it launches through cuLaunchKernel_ptsz /
 // cuGraphLaunch_ptsz on the per-thread default stream.
 // With CLIENT_CAPTURE=1 the launches are made inside one stream capture
@@ -248,7 +250,9 @@ int main(int argc, char** argv) {
     return begin != nullptr && begin(stream, CU_STREAM_CAPTURE_MODE_GLOBAL) == CUDA_SUCCESS;
   };
   if (capture && capture_after <= 0 && !begin_capture()) return fail("capture failed");
+  const char* until = std::getenv("CLIENT_UNTIL");
   for (int i = 0; i < launches; ++i) {
+    if (until != nullptr && i > 0 && ::access(until, F_OK) == 0) break;
     if (capture && capture_after > 0 && i == capture_after) {
       std::this_thread::sleep_for(std::chrono::microseconds(capture_gap_us));
       if (!begin_capture()) return fail("capture failed");

@@ -205,6 +205,9 @@ class DaemonE2E : public ::testing::Test {
     std::vector<std::string> env = {"LD_PRELOAD=" LITHOS_PRELOAD, "LD_LIBRARY_PATH=" LITHOS_FAKE_DRIVER_DIR,
                                     "LITHOS_LOG=error", "LITHOS_DAEMON=" + (socket.empty() ? sock_ : socket),
                                     "LITHOS_GRANT_TIMEOUT_MS=300",
+                                    // Each client's first launch waits for its registration (which
+                                    // the client's thread makes), so that every launch is scheduled.
+                                    "LITHOS_REGISTER_WAIT_MS=20000",
                                     // Most tests read each launch's set in the launching thread: a
                                     // deferred launch is made in the worker's (deferred.hpp).
                                     std::string("LITHOS_DEFER_LAUNCHES=") + (defer_ ? "1" : "0")};

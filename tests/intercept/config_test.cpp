@@ -190,5 +190,21 @@ TEST(Config, HardwarePrioritySwitch) {
   EXPECT_NE(bad.problems[0].find("LITHOS_HW_PRIORITY"), std::string::npos);
 }
 
+TEST(Config, DaemonTrustAndRegistrationWait) {
+  const Config d = parse({});
+  EXPECT_EQ(d.daemon_uid, -1);  // only root and the process's own uid
+  EXPECT_EQ(d.register_wait_ms, 5.0);
+  const Config set = parse({{"LITHOS_DAEMON_UID", "991"}, {"LITHOS_REGISTER_WAIT_MS", "0"}});
+  EXPECT_EQ(set.daemon_uid, 991);
+  EXPECT_EQ(set.register_wait_ms, 0.0);
+  EXPECT_TRUE(set.problems.empty());
+  const Config bad = parse({{"LITHOS_DAEMON_UID", "lithos"}, {"LITHOS_REGISTER_WAIT_MS", "-1"}});
+  EXPECT_EQ(bad.daemon_uid, -1);
+  EXPECT_EQ(bad.register_wait_ms, 5.0);
+  EXPECT_EQ(bad.problems.size(), 2u);
+  EXPECT_EQ(parse({{"LITHOS_DAEMON_UID", "4294967295"}}).daemon_uid, -1);  // (uid_t)-1 names no one
+  EXPECT_EQ(parse({{"LITHOS_DAEMON_UID", "-3"}}).problems.size(), 1u);
+}
+
 }  // namespace
 }  // namespace lithos::intercept

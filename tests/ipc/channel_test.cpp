@@ -35,6 +35,17 @@ int wait_exit_code(pid_t pid) {
   return WEXITSTATUS(status);
 }
 
+// A memfd of `bytes` with `seals` added (-1 on failure).
+int sized_memfd(std::size_t bytes, int seals) {
+  const int fd = ::memfd_create("t", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  if (fd < 0) return -1;
+  if (::ftruncate(fd, static_cast<off_t>(bytes)) != 0 || (seals != 0 && ::fcntl(fd, F_ADD_SEALS, seals) != 0)) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
 TEST(IpcChannel, CreateFillsHeader) {
   auto ch = Channel::create(7, 3, 0x1122334455667788ULL);
   ASSERT_TRUE(ch.is_ok()) << ch.status().to_string();
@@ -123,16 +134,31 @@ TEST(IpcChannel, AttachRejectsWrongFiles) {
   r = Channel::attach(p[0]);
   EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(r.status().message().find("not a shared-memory file"), std::string::npos) << r.status().message();
+  // A memfd whose sender could still shrink it (SIGBUS under the mapping):
+  // no seals, or some of them only.
+  for (const int seals : {0, F_SEAL_SHRINK | F_SEAL_GROW, F_SEAL_SHRINK | F_SEAL_SEAL}) {
+    const int fd = sized_memfd(Channel::kBytes, seals);
+    ASSERT_GE(fd, 0);
+    r = Channel::attach(fd);
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << seals;
+    EXPECT_NE(r.status().message().find("not sealed"), std::string::npos) << r.status().message();
+  }
+  // Not a memfd (a file that cannot be sealed).
+  std::FILE* tmp = std::tmpfile();
+  ASSERT_NE(tmp, nullptr);
+  r = Channel::attach(::fcntl(::fileno(tmp), F_DUPFD_CLOEXEC, 0));
+  std::fclose(tmp);
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("not a sealable memfd"), std::string::npos) << r.status().message();
   // Wrong size.
-  int fd = ::memfd_create("t", MFD_CLOEXEC);
+  int fd = sized_memfd(4096, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL);
   ASSERT_GE(fd, 0);
-  ASSERT_EQ(::ftruncate(fd, 4096), 0);
   r = Channel::attach(fd);
   EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(r.status().message().find("size 4096"), std::string::npos) << r.status().message();
   // Right size, zeros: no magic.
-  fd = ::memfd_create("t", MFD_CLOEXEC);
-  ASSERT_EQ(::ftruncate(fd, static_cast<off_t>(Channel::kBytes)), 0);
+  fd = sized_memfd(Channel::kBytes, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL);
+  ASSERT_GE(fd, 0);
   r = Channel::attach(fd);
   EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(r.status().message().find("magic 0x00000000"), std::string::npos) << r.status().message();

@@ -7,7 +7,10 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <csignal>
 
 #include <chrono>
 #include <cstdlib>
@@ -376,13 +379,132 @@ TEST(IpcSocketPath, Default) {
   EXPECT_EQ(default_socket_path(), "/somewhere/d.sock");
   ::setenv("LITHOS_DAEMON_SOCKET", "", 1);  // empty: as if unset
   ::setenv("XDG_RUNTIME_DIR", "/run/user/4242", 1);
-  if (::geteuid() == 0) {
+  if (::geteuid() == 0 || system_socket_usable(kSystemSocket)) {
     EXPECT_EQ(default_socket_path(), "/run/lithos/lithosd.sock");
   } else {
     EXPECT_EQ(default_socket_path(), "/run/user/4242/lithos/lithosd.sock");
     ::unsetenv("XDG_RUNTIME_DIR");
     EXPECT_EQ(default_socket_path(), "/tmp/lithos-" + std::to_string(::geteuid()) + "/lithosd.sock");
   }
+}
+
+// A socket file bound at `path` (nobody needs to listen for the path rule);
+// the descriptor, or -1.
+int bound_socket(const std::string& path) {
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (path.size() >= sizeof addr.sun_path) return -1;
+  std::memcpy(addr.sun_path, path.c_str(), path.size());
+  const int fd = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  if (fd >= 0 && ::bind(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// A user other than root and this one (nobody), for ownership checks.
+constexpr uid_t kOtherUid = 65534;
+
+// A non-root user finds a system-wide daemon's socket first, without
+// settings, when it is a socket (not a link to one) in a folder of root's
+// that no one else may write to; else the per-user paths. Root always
+// takes the system path, and $LITHOS_DAEMON_SOCKET wins over everything.
+TEST_F(IpcSocket, ASystemDaemonsSocketIsFoundFirst) {
+  const std::string sys = dir_ + "/sys.sock";
+  const std::string xdg_path = "/run/user/4242/lithos/lithosd.sock";
+  EXPECT_EQ(default_socket_path_for(4242, "/x/d.sock", "/run/user/4242", sys), "/x/d.sock");
+  EXPECT_EQ(default_socket_path_for(0, nullptr, "/run/user/0", sys), sys);
+  // No socket there: the per-user paths.
+  EXPECT_FALSE(system_socket_usable(sys));
+  EXPECT_EQ(default_socket_path_for(4242, nullptr, "/run/user/4242", sys), xdg_path);
+  EXPECT_EQ(default_socket_path_for(4242, "", nullptr, sys), "/tmp/lithos-4242/lithosd.sock");
+  // A file that is not a socket, and a link to a socket, are not taken.
+  std::ofstream(dir_ + "/file.sock") << "x";
+  EXPECT_FALSE(system_socket_usable(dir_ + "/file.sock"));
+  const int fd = keep(bound_socket(sys));
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::symlink(sys.c_str(), (dir_ + "/link.sock").c_str()), 0);
+  EXPECT_FALSE(system_socket_usable(dir_ + "/link.sock"));
+  if (::geteuid() != 0) {
+    // This user's folder is not root's: not a system daemon's socket.
+    EXPECT_FALSE(system_socket_usable(sys));
+    GTEST_SKIP() << "the rest needs root (a folder of root's, chown)";
+  }
+  ASSERT_EQ(::chmod(dir_.c_str(), 0755), 0);
+  EXPECT_TRUE(system_socket_usable(sys));
+  EXPECT_EQ(default_socket_path_for(4242, nullptr, "/run/user/4242", sys), sys);
+  ASSERT_EQ(::chmod(dir_.c_str(), 0777), 0);  // anyone could have put it there
+  EXPECT_FALSE(system_socket_usable(sys));
+  EXPECT_EQ(default_socket_path_for(4242, nullptr, "/run/user/4242", sys), xdg_path);
+  ASSERT_EQ(::chmod(dir_.c_str(), 01777), 0);  // sticky, as /tmp: only its owner can replace it
+  EXPECT_TRUE(system_socket_usable(sys));
+  ASSERT_EQ(::chmod(dir_.c_str(), 0755), 0);
+  ASSERT_EQ(::chown(dir_.c_str(), kOtherUid, kOtherUid), 0);  // another user's folder
+  EXPECT_FALSE(system_socket_usable(sys));
+  EXPECT_EQ(default_socket_path_for(4242, nullptr, "/run/user/4242", sys), xdg_path);
+}
+
+// A client checks the daemon before it sends anything: the folder holding
+// the socket must belong to root, to this user or to the daemon's uid, and
+// not be writable by everyone unless sticky.
+TEST_F(IpcSocket, ClientChecksTheDaemonsFolder) {
+  int listener = -1, client = -1, server = -1;
+  connect_pair(&listener, &client, &server);
+  ASSERT_TRUE(check_daemon(client, path_, kNoUid).is_ok()) << check_daemon(client, path_, kNoUid).to_string();
+  ASSERT_EQ(::chmod(dir_.c_str(), 0777), 0);
+  Status st = check_daemon(client, path_, kNoUid);
+  EXPECT_EQ(st.code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(st.message().find("writable by everyone"), std::string::npos) << st.message();
+  ASSERT_EQ(::chmod(dir_.c_str(), 01777), 0);
+  EXPECT_TRUE(check_daemon(client, path_, kNoUid).is_ok());
+  ASSERT_EQ(::chmod(dir_.c_str(), 0755), 0);
+  if (::geteuid() != 0) GTEST_SKIP() << "a folder of another user needs root (chown)";
+  ASSERT_EQ(::chown(dir_.c_str(), kOtherUid, kOtherUid), 0);
+  st = check_daemon(client, path_, kNoUid);
+  EXPECT_EQ(st.code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(st.message().find("belongs to uid 65534"), std::string::npos) << st.message();
+  EXPECT_TRUE(check_daemon(client, path_, kOtherUid).is_ok());  // the daemon's configured uid
+}
+
+// ... and the process listening there (SO_PEERCRED) must run as root, as
+// this user or as the daemon's uid: a daemon of another uid is refused.
+TEST_F(IpcSocket, ClientChecksWhoListens) {
+  if (::geteuid() != 0) GTEST_SKIP() << "a listener of another uid needs root (setuid)";
+  ASSERT_EQ(::chmod(dir_.c_str(), 0755), 0);
+  int ready[2];
+  ASSERT_EQ(::pipe2(ready, O_CLOEXEC), 0);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    // Bound as root in root's folder, listening as another uid: the
+    // credentials a client sees are those of the listen().
+    const int fd = bound_socket(path_);
+    if (fd < 0 || ::setgid(kOtherUid) != 0 || ::setuid(kOtherUid) != 0 || ::listen(fd, 4) != 0) ::_exit(1);
+    const char c = 'r';
+    if (::write(ready[1], &c, 1) != 1) ::_exit(1);
+    ::pause();
+    ::_exit(0);
+  }
+  ::close(ready[1]);
+  char c = 0;
+  const bool up = ::read(ready[0], &c, 1) == 1;
+  ::close(ready[0]);
+  Status mine, configured;
+  if (up) {
+    auto fd = connect_socket(path_, 1000);
+    if (fd) {
+      mine = check_daemon(fd.value(), path_, kNoUid);
+      configured = check_daemon(fd.value(), path_, kOtherUid);
+      ::close(fd.value());
+    }
+  }
+  ::kill(child, SIGKILL);
+  ::waitpid(child, nullptr, 0);
+  ASSERT_TRUE(up) << "the listener of uid 65534 did not start";
+  EXPECT_EQ(mine.code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(mine.message().find("runs as uid 65534"), std::string::npos) << mine.message();
+  EXPECT_TRUE(configured.is_ok()) << configured.to_string();
 }
 
 }  // namespace
