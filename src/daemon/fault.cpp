@@ -83,6 +83,11 @@ bool FaultMonitor::affected(std::uint32_t client) const {
   return open_ && std::find(affected_clients_.begin(), affected_clients_.end(), client) != affected_clients_.end();
 }
 
+void FaultMonitor::affect_client(std::uint32_t client) {
+  if (std::find(affected_clients_.begin(), affected_clients_.end(), client) == affected_clients_.end())
+    affected_clients_.push_back(client);
+}
+
 void FaultMonitor::open_episode(std::uint64_t now, const std::vector<FaultParty>& everyone) {
   open_ = true;
   ++episodes_;
@@ -95,34 +100,44 @@ void FaultMonitor::open_episode(std::uint64_t now, const std::vector<FaultParty>
   affected_clients_.clear();
 }
 
-void FaultMonitor::add_affected(int pid, const std::string& who) {
+void FaultMonitor::add_affected(int pid, const std::string& who, bool may_end) {
   if (pid <= 0) return;  // not visible from here: nothing to wait for or end
-  for (const Affected& a : cur_.affected) {
-    if (a.pid == pid) return;
+  for (Affected& a : cur_.affected) {
+    if (a.pid == pid) {
+      a.may_end = a.may_end || may_end;
+      return;
+    }
   }
   Affected a;
   a.pid = pid;
+  a.may_end = may_end;
   a.who = who;
   a.start = processes_->start_time(pid);
   a.gone = !a.start.has_value();
   cur_.affected.push_back(std::move(a));
 }
 
-void FaultMonitor::widen_to_gpu(std::uint64_t now, const std::vector<FaultParty>& everyone,
-                                std::vector<std::string>& log) {
-  (void)now;
+bool FaultMonitor::confirmed() const {
+  if (cur_.xid) return true;
+  for (const FaultParty& p : cur_.reporters) {
+    if (p.uid != cur_.reporters.front().uid) return true;
+  }
+  return false;
+}
+
+void FaultMonitor::widen_to_gpu(const std::vector<FaultParty>& everyone, std::vector<std::string>& log) {
   scope_ = Scope::kGpu;
   ++gpu_faults_;
   for (const FaultParty& p : everyone) {
     if (!p.mps) continue;
-    add_affected(p.pid, who_of(p));
-    if (std::find(affected_clients_.begin(), affected_clients_.end(), p.client) == affected_clients_.end())
-      affected_clients_.push_back(p.client);
+    add_affected(p.pid, who_of(p), true);
+    affect_client(p.client);
   }
   std::size_t waiting = 0;
-  for (const Affected& a : cur_.affected) waiting += a.gone ? 0 : 1;
-  log.push_back("MPS spreads it to every MPS client of this GPU and takes no new client until they have all exited: " +
-                std::to_string(waiting) + " process(es) to go" +
+  for (const Affected& a : cur_.affected) waiting += a.gone || !a.may_end ? 0 : 1;
+  log.push_back("MPS spreads it to every MPS client of this GPU and takes no new client until they have all exited (" +
+                std::string(cur_.xid ? "confirmed by NVML's Xid" : "reported by processes of two users") +
+                "): " + std::to_string(waiting) + " process(es) to go" +
                 (settings_.end_processes ? "; those left after " + std::to_string(settings_.exit_grace_ns / 1'000'000) +
                                                " ms are sent SIGTERM, then SIGKILL " +
                                                std::to_string(settings_.term_grace_ns / 1'000'000) + " ms later"
@@ -133,10 +148,7 @@ std::vector<std::string> FaultMonitor::client_fault(std::uint64_t now, const Fau
                                                     const std::vector<FaultParty>& everyone) {
   std::vector<std::string> log;
   const bool fresh = !open_;
-  if (fresh) {
-    open_episode(now, everyone);
-    scope_ = Scope::kProcess;
-  }
+  if (fresh) open_episode(now, everyone);
   if (cur_.code == 0) cur_.code = code;
   const bool known = std::any_of(cur_.reporters.begin(), cur_.reporters.end(),
                                  [&](const FaultParty& p) { return p.client == reporter.client; });
@@ -148,17 +160,17 @@ std::vector<std::string> FaultMonitor::client_fault(std::uint64_t now, const Fau
                   tenants_of(cur_.in_flight) + describe(cur_));
     scope_ = Scope::kProcess;
   }
-  if (reporter.mps && scope_ != Scope::kGpu) {
-    widen_to_gpu(now, everyone, log);
-  } else if (scope_ == Scope::kProcess) {
-    add_affected(reporter.pid, who_of(reporter));
-    if (std::find(affected_clients_.begin(), affected_clients_.end(), reporter.client) == affected_clients_.end())
-      affected_clients_.push_back(reporter.client);
-    if (fresh) log.push_back("it ran outside MPS: the fault is its own, and other processes go on");
-  } else if (std::find(affected_clients_.begin(), affected_clients_.end(), reporter.client) ==
-             affected_clients_.end()) {
-    // A client outside MPS that faulted during an MPS-wide fault: its own.
-    affected_clients_.push_back(reporter.client);
+  // Its own process in any case: it says its context is lost.
+  add_affected(reporter.pid, who_of(reporter), reporter.mps);
+  affect_client(reporter.client);
+  if (scope_ == Scope::kGpu) return log;
+  const bool mps = std::any_of(cur_.reporters.begin(), cur_.reporters.end(), [](const FaultParty& p) { return p.mps; });
+  if (mps && confirmed()) {
+    widen_to_gpu(everyone, log);
+  } else if (fresh) {
+    log.push_back(reporter.mps ? "an MPS client: if the fault is real it reaches every MPS client of the GPU; lithosd "
+                                 "acts on other processes once NVML's Xid or a process of another user confirms it"
+                               : "it ran outside MPS: the fault is its own, and other processes go on");
   }
   return log;
 }
@@ -173,17 +185,21 @@ std::vector<std::string> FaultMonitor::xid(std::uint64_t now, std::uint64_t xid,
     cur_.xid = xid;
     log.push_back("Xid " + std::to_string(xid) + " (NVML) on this GPU; work in flight of tenant(s) " +
                   tenants_of(cur_.in_flight) + describe(cur_));
-  } else if (!cur_.xid) {
+    return log;
+  }
+  if (!cur_.xid) {
     cur_.xid = xid;
     log.push_back("the fault is Xid " + std::to_string(xid) + " (NVML)");
   }
+  const bool mps = std::any_of(cur_.reporters.begin(), cur_.reporters.end(), [](const FaultParty& p) { return p.mps; });
+  if (scope_ == Scope::kProcess && mps) widen_to_gpu(everyone, log);
   return log;
 }
 
 void FaultMonitor::add_mps_processes(const std::vector<int>& pids) {
   if (!gpu_faulted()) return;
   for (const int pid : pids)
-    add_affected(pid, "pid " + std::to_string(pid) + " (an MPS client lithosd does not serve)");
+    add_affected(pid, "pid " + std::to_string(pid) + " (an MPS client lithosd does not serve)", true);
 }
 
 std::vector<std::string> FaultMonitor::tick(std::uint64_t now) {
@@ -205,7 +221,7 @@ std::vector<std::string> FaultMonitor::tick(std::uint64_t now) {
     }
     return log;
   }
-  std::size_t left = 0;
+  std::size_t left = 0, holding = 0;
   for (Affected& a : cur_.affected) {
     if (a.gone) continue;
     const auto st = processes_->start_time(a.pid);
@@ -214,30 +230,32 @@ std::vector<std::string> FaultMonitor::tick(std::uint64_t now) {
       continue;
     }
     ++left;
-  }
-  if (scope_ == Scope::kProcess) {
-    if (left == 0) close("contained");
-    return log;
+    holding += a.may_end ? 1 : 0;
   }
   if (left == 0) {
-    log.push_back("GPU back in service " + std::to_string(static_cast<long long>(ms(age))) +
-                  " ms after the fault: every affected process has exited; new clients are scheduled");
-    close("recovered");
+    // Under MPS the server took no new client until now.
+    const bool mps = scope_ == Scope::kGpu || std::any_of(cur_.affected.begin(), cur_.affected.end(),
+                                                          [](const Affected& a) { return a.may_end; });
+    if (mps) {
+      log.push_back("GPU back in service " + std::to_string(static_cast<long long>(ms(age))) +
+                    " ms after the fault: every affected MPS client has exited; new clients are scheduled");
+    }
+    close(mps ? "recovered" : "contained");
     return log;
   }
-  if (!settings_.end_processes) return log;
+  if (!settings_.end_processes || holding == 0) return log;
   const bool term = age >= settings_.exit_grace_ns;
   const bool kill = age >= settings_.exit_grace_ns + settings_.term_grace_ns;
   for (Affected& a : cur_.affected) {
-    if (a.gone || (!term) || (a.termed && !kill) || a.killed) continue;
+    if (a.gone || !a.may_end || !term || (a.termed && !kill) || a.killed) continue;
     const int sig = kill ? SIGKILL : SIGTERM;
     const int err = processes_->signal(a.pid, sig);
     (kill ? a.killed : a.termed) = true;
     if (err == 0) {
       ++ended_;
       log.push_back(std::string(kill ? "SIGKILL" : "SIGTERM") + " to " + a.who +
-                    ": it still holds the faulted GPU's MPS server " + std::to_string(static_cast<long long>(ms(age))) +
-                    " ms after the fault");
+                    ": its CUDA context is lost and it still holds the MPS server " +
+                    std::to_string(static_cast<long long>(ms(age))) + " ms after the fault");
     } else if (a.signal_error == 0) {
       a.signal_error = err;
       log.push_back("cannot end " + a.who + " (" + errno_name(err) +
@@ -269,7 +287,8 @@ std::string FaultMonitor::status_json(std::uint64_t now) const {
     for (const FaultParty& p : e.reporters) rep.push_back(party_json(p));
     for (const FaultParty& p : e.in_flight) fl.push_back(party_json(p));
     for (const Affected& a : e.affected) {
-      json o = {{"pid", a.pid}, {"who", a.who}, {"gone", a.gone}, {"sigterm", a.termed}, {"sigkill", a.killed}};
+      json o = {{"pid", a.pid},   {"who", a.who},        {"mps", a.may_end},
+                {"gone", a.gone}, {"sigterm", a.termed}, {"sigkill", a.killed}};
       if (a.signal_error != 0) o["signal_error"] = errno_name(a.signal_error);
       aff.push_back(o);
     }

@@ -17,19 +17,27 @@
 //  - it opens on the first sticky error a client reports (its channel's
 //    client_fault) or on an Xid event; it names the error, the Xid, who
 //    reported it and the tenants and processes whose work was in flight;
-//  - a fault of an MPS client is a fault of the GPU: every MPS client
-//    process (registered with lithosd, or listed by MPS control) is
-//    affected, and the GPU is out of service until they are gone. lithosd
-//    gives them exit_grace to exit on their own (a PyTorch process raises
-//    and exits at once), then SIGTERM, then after term_grace SIGKILL
-//    (with end_processes; each process is checked against its start time
-//    first, so a pid used again is never signalled). Once none is left the
-//    GPU is back in service;
-//  - a fault of a process outside MPS stays its own: it is named, nothing is
-//    ended, and the episode closes when that process is gone;
+//  - a client's report is a claim about its own process only (any local
+//    user can write anything into its channel): that process is affected
+//    (lithosd schedules nothing more of it) and, if it is an MPS client, it
+//    holds the MPS server and is ended when it lingers (below);
+//  - the fault becomes the GPU's (every MPS client affected, the GPU out of
+//    service until they are all gone) only when an MPS client reported it
+//    and something a client cannot forge agrees: NVML's Xid event, or a
+//    report from a process of another uid. A lone report cannot make lithosd
+//    act on anyone else's process;
+//  - affected MPS client processes (registered with lithosd, or listed by
+//    MPS control once the fault is the GPU's) get exit_grace to exit on
+//    their own (a PyTorch process raises and exits at once), then SIGTERM,
+//    then after term_grace SIGKILL (with end_processes; each is checked
+//    against its start time first, so a pid used again is never signalled).
+//    Once none is left the episode closes: the GPU is back in service;
+//  - a process outside MPS that faulted is named and left alone: its fault
+//    is its own (other processes go on), and the episode closes when it is
+//    gone;
 //  - an Xid with no client report names what was in flight and ends nothing
 //    (it may be a process lithos does not know): it closes after a second
-//    unless a client report makes it a GPU fault.
+//    unless a client report comes.
 //
 // Single-threaded: the daemon's loop calls everything. Time is the
 // daemon's CLOCK_MONOTONIC in ns.
@@ -95,7 +103,7 @@ class FaultMonitor {
   // Moves recovery on: who is gone, who is told to go. Log lines out.
   std::vector<std::string> tick(std::uint64_t now);
 
-  // An MPS-wide fault whose processes are not all gone yet.
+  // An MPS-wide fault (confirmed) whose processes are not all gone yet.
   bool gpu_faulted() const { return open_ && scope_ == Scope::kGpu; }
   bool open() const { return open_; }
   // Whether client `id` was affected by the open episode (its work is lost).
@@ -109,6 +117,7 @@ class FaultMonitor {
   enum class Scope { kXid, kProcess, kGpu };
   struct Affected {
     int pid = 0;
+    bool may_end = false;                // an MPS client: it holds the MPS server while it lives
     std::optional<std::uint64_t> start;  // as first seen; nullopt: already gone
     std::string who;                     // "pid 12 (python3, tenant svc)"
     bool gone = false;
@@ -127,8 +136,12 @@ class FaultMonitor {
     std::string outcome;  // "recovered", "contained", "xid only"
   };
   void open_episode(std::uint64_t now, const std::vector<FaultParty>& everyone);
-  void widen_to_gpu(std::uint64_t now, const std::vector<FaultParty>& everyone, std::vector<std::string>& log);
-  void add_affected(int pid, const std::string& who);
+  void widen_to_gpu(const std::vector<FaultParty>& everyone, std::vector<std::string>& log);
+  // Whether the reports so far can be believed for other processes: an Xid
+  // came, or reporters of two uids.
+  bool confirmed() const;
+  void add_affected(int pid, const std::string& who, bool may_end);
+  void affect_client(std::uint32_t client);
   std::string describe(const Episode& e) const;
 
   FaultSettings settings_;

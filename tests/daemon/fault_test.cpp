@@ -68,11 +68,11 @@ class FakeProcesses final : public ProcessControl {
 };
 
 FaultParty party(std::uint32_t client, int pid, const std::string& tenant, bool mps, std::uint64_t inflight,
-                 std::uint64_t waiting = 0) {
+                 std::uint64_t waiting = 0, unsigned uid = 1000) {
   FaultParty p;
   p.client = client;
   p.pid = pid;
-  p.uid = 1000;
+  p.uid = uid;
   p.program = "python3";
   p.tenant = tenant;
   p.mps = mps;
@@ -93,7 +93,9 @@ class FaultMonitorTest : public ::testing::Test {
     world_.procs[101] = {};  // svc: an MPS client
     world_.procs[202] = {};  // train: an MPS client, the one that faults
     world_.procs[303] = {};  // batch: outside MPS
-    everyone_ = {party(1, 101, "svc", true, 3), party(2, 202, "train", true, 2, 5), party(3, 303, "batch", false, 0)};
+    // The service and the trainer are of two users.
+    everyone_ = {party(1, 101, "svc", true, 3, 0, 1000), party(2, 202, "train", true, 2, 5, 2000),
+                 party(3, 303, "batch", false, 0, 0, 2000)};
   }
   FaultMonitor make(FaultSettings s = {}) { return FaultMonitor(s, std::make_unique<FakeProcesses>(&world_)); }
   json status(const FaultMonitor& m, std::uint64_t now) { return json::parse(m.status_json(now)); }
@@ -115,8 +117,9 @@ TEST(CudaFaults, StickyErrorsAreTheContextLosingOnes) {
   EXPECT_EQ(lithos::ipc::cuda_error_name(12345), "CUresult 12345");
 }
 
-TEST_F(FaultMonitorTest, AnMpsClientsFaultIsTheGpusAndNamesWhatWasInFlight) {
+TEST_F(FaultMonitorTest, AnMpsClientsFaultConfirmedByAnXidIsTheGpusAndNamesWhatWasInFlight) {
   FaultMonitor m = make();
+  (void)m.xid(10 * kMs, 31, everyone_);
   const auto log = m.client_fault(10 * kMs, everyone_[1], 700, everyone_);
   EXPECT_TRUE(m.gpu_faulted());
   EXPECT_TRUE(m.affected(1));   // the service: an MPS client too
@@ -124,16 +127,65 @@ TEST_F(FaultMonitorTest, AnMpsClientsFaultIsTheGpusAndNamesWhatWasInFlight) {
   EXPECT_FALSE(m.affected(3));  // outside MPS: untouched
   const std::string text = joined(log);
   EXPECT_NE(text.find("CUDA_ERROR_ILLEGAL_ADDRESS"), std::string::npos) << text;
-  EXPECT_NE(text.find("tenant(s) svc, train"), std::string::npos) << text;
+  EXPECT_NE(text.find("Xid 31"), std::string::npos) << text;
   EXPECT_NE(text.find("pid 202"), std::string::npos) << text;
+  EXPECT_NE(text.find("every MPS client"), std::string::npos) << text;
   const json st = status(m, 11 * kMs);
   EXPECT_EQ(st["state"], "gpu_faulted");
+  EXPECT_EQ(st["current"]["xid"], 31);
   EXPECT_EQ(st["current"]["error"], 700);
   EXPECT_EQ(st["current"]["reported_by"][0]["tenant"], "train");
   ASSERT_EQ(st["current"]["in_flight"].size(), 2u) << st.dump(1);
   EXPECT_EQ(st["current"]["in_flight"][0]["tenant"], "svc");
   EXPECT_EQ(st["current"]["in_flight"][1]["waiting"], 5);
   EXPECT_EQ(st["current"]["affected"].size(), 2u);
+}
+
+TEST_F(FaultMonitorTest, ALoneReportActsOnItsOwnProcessOnly) {
+  // Any local user can write a fault into its channel: alone, it says
+  // nothing of other processes.
+  FaultSettings s;
+  s.exit_grace_ns = 10 * kMs;
+  FaultMonitor m = make(s);
+  const auto log = m.client_fault(0, everyone_[1], 700, everyone_);
+  EXPECT_FALSE(m.gpu_faulted());
+  EXPECT_TRUE(m.affected(2));
+  EXPECT_FALSE(m.affected(1));
+  EXPECT_NE(joined(log).find("once NVML's Xid or a process of another user confirms"), std::string::npos)
+      << joined(log);
+  EXPECT_EQ(status(m, 0)["state"], "process_fault");
+  (void)m.tick(20 * kMs);
+  ASSERT_EQ(world_.signals.size(), 1u);  // it lingers, holding the MPS server: itself only
+  EXPECT_EQ(world_.signals[0], std::make_pair(202, SIGTERM));
+  EXPECT_TRUE(world_.procs[101].alive);
+}
+
+TEST_F(FaultMonitorTest, ReportsOfTwoUsersOrAnXidAfterwardsConfirmIt) {
+  {
+    FaultMonitor m = make();
+    (void)m.client_fault(0, everyone_[1], 700, everyone_);
+    EXPECT_FALSE(m.gpu_faulted());
+    (void)m.client_fault(1 * kMs, everyone_[0], 700, everyone_);  // the service, another user
+    EXPECT_TRUE(m.gpu_faulted());
+  }
+  {
+    FaultMonitor m = make();
+    (void)m.client_fault(0, everyone_[1], 700, everyone_);
+    const auto log = m.xid(2 * kMs, 31, everyone_);
+    EXPECT_TRUE(m.gpu_faulted());
+    EXPECT_TRUE(m.affected(1));
+    EXPECT_NE(joined(log).find("Xid 31"), std::string::npos);
+  }
+  {
+    // Two processes of one user confirm nothing.
+    FaultMonitor m = make();
+    FaultParty again = everyone_[1];
+    again.client = 9;
+    again.pid = 909;
+    (void)m.client_fault(0, everyone_[1], 700, everyone_);
+    (void)m.client_fault(0, again, 700, everyone_);
+    EXPECT_FALSE(m.gpu_faulted());
+  }
 }
 
 TEST_F(FaultMonitorTest, ProcessesThatExitOnTheirOwnAreNeverSignalled) {
@@ -162,6 +214,7 @@ TEST_F(FaultMonitorTest, ALingeringProcessIsToldToGoThenKilled) {
   s.term_grace_ns = 500 * kMs;
   FaultMonitor m = make(s);
   world_.procs[101].exits_on_term = false;  // the service catches SIGTERM and stays
+  (void)m.xid(0, 31, everyone_);
   (void)m.client_fault(0, everyone_[1], 700, everyone_);
   world_.procs[202].alive = false;  // the trainer exits at once
   EXPECT_TRUE(m.tick(999 * kMs).empty());
@@ -179,13 +232,14 @@ TEST_F(FaultMonitorTest, ALingeringProcessIsToldToGoThenKilled) {
   EXPECT_FALSE(m.gpu_faulted());
   const json st = status(m, 1600 * kMs);
   EXPECT_EQ(st["processes_signalled"], 2);
-  EXPECT_EQ(st["last"]["affected"][0]["sigkill"], true);
+  for (const json& a : st["last"]["affected"]) EXPECT_EQ(a["sigkill"], a["pid"] == 101) << a.dump();
 }
 
 TEST_F(FaultMonitorTest, APidUsedAgainIsNeverSignalled) {
   FaultSettings s;
   s.exit_grace_ns = 10 * kMs;
   FaultMonitor m = make(s);
+  (void)m.xid(0, 31, everyone_);
   (void)m.client_fault(0, everyone_[1], 700, everyone_);
   world_.procs[202].alive = false;
   world_.procs[101].start = 999;  // 101 exited and another process got its pid
@@ -201,6 +255,7 @@ TEST_F(FaultMonitorTest, AProcessThatCannotBeSignalledKeepsTheGpuFaultedAndIsNam
   FaultMonitor m = make(s);
   world_.procs[101].refuse = EPERM;
   world_.procs[202].refuse = EPERM;
+  (void)m.xid(0, 31, everyone_);
   (void)m.client_fault(0, everyone_[1], 700, everyone_);
   const auto first = m.tick(10 * kMs);
   EXPECT_EQ(first.size(), 2u) << joined(first);
@@ -214,6 +269,7 @@ TEST_F(FaultMonitorTest, WithoutEndingProcessesItWaits) {
   s.end_processes = false;
   s.exit_grace_ns = 1 * kMs;
   FaultMonitor m = make(s);
+  (void)m.xid(0, 31, everyone_);
   (void)m.client_fault(0, everyone_[1], 700, everyone_);
   (void)m.tick(60'000 * kMs);
   EXPECT_TRUE(world_.signals.empty());
@@ -241,6 +297,7 @@ TEST_F(FaultMonitorTest, AFaultOutsideMpsStaysItsOwn) {
 TEST_F(FaultMonitorTest, MpsProcessesLithosDoesNotServeAreWaitedFor) {
   world_.procs[404] = {};
   FaultMonitor m = make();
+  (void)m.xid(0, 31, everyone_);
   (void)m.client_fault(0, everyone_[1], 700, everyone_);
   m.add_mps_processes({404, 101});
   world_.procs[101].alive = world_.procs[202].alive = false;
