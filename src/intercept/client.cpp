@@ -20,6 +20,7 @@
 #include "intercept/real_driver.hpp"
 #include "intercept/runtime.hpp"
 #include "ipc/channel.hpp"
+#include "ipc/cuda_faults.hpp"
 #include "ipc/socket.hpp"
 
 extern "C" char* program_invocation_short_name;  // glibc
@@ -280,7 +281,7 @@ bool DaemonClient::ready() noexcept {
     disconnect(State::kGone);
     s = State::kGone;
   }
-  if (!wanted_ || s == State::kForked || s == State::kOtherGpu) return false;
+  if (!wanted_ || s == State::kForked || s == State::kOtherGpu || s == State::kFaulted) return false;
   if (!tracker_started_.load(std::memory_order_acquire)) start();
   if (connected()) return true;
   launches_unregistered_.fetch_add(1, std::memory_order_relaxed);
@@ -524,7 +525,12 @@ bool DaemonClient::alive() noexcept {
   last_alive_check_ns_.store(now, std::memory_order_relaxed);
   ipc::ChannelLayout* l = layout_;
   if (l == nullptr) return false;
-  if ((l->header.flags.load(std::memory_order_acquire) & ipc::kChannelDaemonGone) != 0) return false;
+  const std::uint32_t flags = l->header.flags.load(std::memory_order_acquire);
+  if ((flags & ipc::kChannelFaulted) != 0) {
+    report_fault(0);
+    return false;
+  }
+  if ((flags & ipc::kChannelDaemonGone) != 0) return false;
   const std::uint64_t beat = l->header.heartbeat_ns.load(std::memory_order_acquire);
   if (beat != 0 && now > beat && now - beat > static_cast<std::uint64_t>(grant_timeout_ms_ * 1e6)) return false;
   const int fd = sock_.load(std::memory_order_relaxed);
@@ -678,12 +684,46 @@ bool DaemonClient::write_marker(CUstream_st* stream, bool ptsz, std::uint32_t sl
       cs != CU_STREAM_CAPTURE_STATUS_NONE) {
     return false;
   }
-  if (d.write_value64(handle_of(stream, ptsz), addr, value, 0) == CUDA_SUCCESS) {
+  if (const CUresult r = d.write_value64(handle_of(stream, ptsz), addr, value, 0); r == CUDA_SUCCESS) {
     s.last_marker.store(value, std::memory_order_release);
     s.last_marker_ns.store(now != 0 ? now : now_ns(), std::memory_order_relaxed);
     markers_.fetch_add(1, std::memory_order_relaxed);
+  } else if (ipc::is_sticky_cuda_error(static_cast<std::uint32_t>(r))) {
+    report_fault(static_cast<std::uint32_t>(r));
   }
   return true;
+}
+
+void DaemonClient::note_result(int code) noexcept {
+  if (code == CUDA_SUCCESS || !ipc::is_sticky_cuda_error(static_cast<std::uint32_t>(code)) || !settings().wanted)
+    return;
+  current().report_fault(static_cast<std::uint32_t>(code));
+}
+
+void DaemonClient::report_fault(std::uint32_t code) noexcept {
+  if (!wanted_) return;
+  std::uint32_t none = 0;
+  if (!fault_.compare_exchange_strong(none, code != 0 ? code : kFaultByDaemon, std::memory_order_acq_rel)) return;
+  // lithosd first (what it names and when), then this client's state.
+  if (ipc::ChannelLayout* l = layout_; l != nullptr && code != 0) {
+    l->header.client_fault_ns.store(now_ns(), std::memory_order_relaxed);
+    std::uint32_t zero = 0;
+    l->header.client_fault.compare_exchange_strong(zero, code, std::memory_order_release);
+  }
+  State s = state_.load(std::memory_order_acquire);
+  while (s != State::kForked && !state_.compare_exchange_weak(s, State::kFaulted, std::memory_order_acq_rel)) {
+  }
+  generation_.fetch_add(1, std::memory_order_acq_rel);  // a launch waiting for its grant stops waiting
+  try {
+    const std::string what = code != 0 ? ipc::cuda_error_name(code) : std::string("lithosd says the GPU faulted");
+    LITHOS_LOG(LogLevel::kError,
+               "%s: this process's CUDA context on device %d is lost (a fatal GPU fault; under MPS one process's "
+               "fault reaches every MPS client of the GPU). lithos schedules nothing more of it there; the process "
+               "must exit and be started again (the MPS server takes no new client until every affected process "
+               "has exited)",
+               what.c_str(), device_);
+  } catch (...) {
+  }
 }
 
 std::unique_lock<std::mutex> DaemonClient::hold_markers(CUstream_st* stream, bool ptsz) noexcept {
@@ -1038,7 +1078,7 @@ void DaemonClient::tracker() noexcept {
     if (const State s = state_.load(std::memory_order_acquire); s != State::kConnected) {
       // Never again: another GPU's daemon, a daemon not trusted (a forked
       // child has no such thread).
-      if (s == State::kOtherGpu || s == State::kRefused || s == State::kForked) break;
+      if (s == State::kOtherGpu || s == State::kRefused || s == State::kForked || s == State::kFaulted) break;
       register_paced();
       busy = true;
       continue;
@@ -1201,6 +1241,7 @@ std::string DaemonClient::stats_json(bool process) const {
     case State::kForked: state = "forked"; break;
     case State::kOtherGpu: state = "other_gpu"; break;
     case State::kRefused: state = "refused"; break;
+    case State::kFaulted: state = "faulted"; break;
   }
   const Stats s = stats();
   auto num = [](std::uint64_t v) { return std::to_string(v); };
@@ -1208,6 +1249,8 @@ std::string DaemonClient::stats_json(bool process) const {
   out += ",\"submit_ahead\":{\"enabled\":" + std::string(submit_ahead_ ? "true" : "false") +
          ",\"submitted\":" + num(s.ahead) + ",\"taken\":" + num(s.ahead_taken) + "}";
   out += ",\"registered\":" + std::string(registered_once() ? "true" : "false");
+  if (const std::uint32_t f = fault_.load(std::memory_order_acquire); f != 0)
+    out += ",\"fault\":" + (f == kFaultByDaemon ? std::string("\"lithosd\"") : "\"" + ipc::cuda_error_name(f) + "\"");
   {
     const std::lock_guard<std::mutex> lock(gpu_mu_);
     out += ",\"gpu\":" + (gpu_.empty() ? std::string("null") : "\"" + gpu_ + "\"");

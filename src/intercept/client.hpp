@@ -112,6 +112,19 @@ class DaemonClient {
   // daemon is gone now): decides the fallback behaviour.
   bool registered_once() const noexcept { return registered_once_.load(std::memory_order_acquire); }
 
+  // A driver call of this process on this client's GPU returned `code`, a
+  // sticky error (ipc::is_sticky_cuda_error; 0: lithosd said the GPU
+  // faulted): the process's CUDA context there is lost. Said once on
+  // stderr, told to lithosd through the channel (ChannelHeader::
+  // client_fault), and from then on nothing of this process is scheduled
+  // on this GPU: launches go out as they are (the driver fails them), no
+  // grant is waited for, no registration is tried again.
+  void report_fault(std::uint32_t code) noexcept;
+  // Every hooked driver call's result, from the hooks: a sticky one is
+  // reported by the client of the calling thread's GPU.
+  static void note_result(int code) noexcept;
+  std::uint32_t fault() const noexcept { return fault_.load(std::memory_order_acquire); }
+
   // High priority: the tenant's allocation now (false: none published);
   // `lasting`: the one for a launch whose set lasts, a CUDA graph's
   // (ipc::ChannelHeader::alloc).
@@ -219,7 +232,10 @@ class DaemonClient {
   // launches on this GPU run as if no daemon were configured.
   // kRefused: the daemon failed a trust check (ipc::check_daemon, its
   // channel): never registered, never tried again.
-  enum class State : std::uint8_t { kIdle, kConnected, kGone, kFailed, kForked, kOtherGpu, kRefused };
+  // kFaulted: this process's context on this GPU is lost (a sticky error,
+  // or lithosd said so: ipc::kChannelFaulted): nothing more is scheduled,
+  // never registered again.
+  enum class State : std::uint8_t { kIdle, kConnected, kGone, kFailed, kForked, kOtherGpu, kRefused, kFaulted };
   // Whether the daemon's GPU (`uuid`, from its welcome) is this client's
   // (true when the daemon names none, or the driver cannot tell); `why`
   // says what this client's GPU is otherwise.
@@ -328,6 +344,8 @@ class DaemonClient {
   std::atomic<std::uint64_t> ahead_{0}, ahead_taken_{0};
   std::atomic<ipc::StreamPriority> immediate_priority_{ipc::StreamPriority::kKeep};
   std::atomic<State> state_{State::kIdle};
+  std::atomic<std::uint32_t> fault_{0};  // report_fault's code (kFaultByDaemon: lithosd's word)
+  static constexpr std::uint32_t kFaultByDaemon = ~0U;
   std::atomic<bool> high_{false};
   std::atomic<bool> registered_once_{false};
   std::mutex connect_mu_;

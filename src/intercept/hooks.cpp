@@ -1144,6 +1144,14 @@ constexpr bool queued_behind_launches(HookId id) {
   }
 }
 
+// Every result the application gets: a sticky one (its context is lost, a
+// fatal GPU fault) is told to lithosd (DaemonClient::report_fault). One
+// comparison when the call succeeded.
+inline CUresult noted(CUresult r) noexcept {
+  if (r != CUDA_SUCCESS) DaemonClient::note_result(static_cast<int>(r));
+  return r;
+}
+
 template <HookId Id, class Fn, class... A>
 CUresult dispatch(CUstream stream, A... a) {
   static_assert(std::is_same_v<Fn, CUresult (*)(A...)>, "hook_list.def: args do not match params");
@@ -1172,15 +1180,15 @@ CUresult dispatch(CUstream stream, A... a) {
             dq.push([fn, stream, a...]() -> int { return static_cast<int>(dispatch_call<Id>(fn, stream, a...)); },
                     current_context())) {
           dq.count_stream_op();
-          return static_cast<CUresult>(dq.take_error());
+          return noted(static_cast<CUresult>(dq.take_error()));
         }
       }
       const int err = dq.drain(info.name);
       if constexpr (info.kind == HookKind::kUnload) LaunchCopy::forget_layouts();
-      return with_deferred_error(dispatch_call<Id>(fn, stream, a...), err);
+      return noted(with_deferred_error(dispatch_call<Id>(fn, stream, a...), err));
     }
   }
-  return dispatch_call<Id>(fn, stream, a...);
+  return noted(dispatch_call<Id>(fn, stream, a...));
 }
 
 }  // namespace

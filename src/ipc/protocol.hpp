@@ -251,6 +251,11 @@ enum ChannelFlags : std::uint32_t {
   // so that the daemon wakes at once rather than at the end of its poll (up
   // to 1 ms). A doorbell missed in a race costs that millisecond, no more.
   kChannelDaemonIdle = 1U << 3,
+  // Set by the daemon on the channel of a client whose work a fatal GPU
+  // fault destroyed (its own, or under MPS another client's): the daemon
+  // schedules nothing more of it; its launches go out as they are (the
+  // driver fails them) and it never registers again.
+  kChannelFaulted = 1U << 4,
 };
 
 struct ChannelHeader {

@@ -19,12 +19,20 @@
 // fails with CUDA_ERROR_NO_DEVICE), FAKE_CUDA_NO_EXPORT_TABLE=1,
 // FAKE_QMD_VERSION=<byte> (descriptor version byte), FAKE_CUDA_DEVICES=<n>
 // (device d's UUID ends in 0xff - d), FAKE_CUDA_CTX_DEVICE=<d> (the current
-// context's device, default 0, for a thread that set none with cuCtxSetCurrent).
+// context's device, default 0, for a thread that set none with cuCtxSetCurrent),
+// FAKE_CUDA_FAULT_FILE=<path> (a fatal GPU fault: once the file exists,
+// launches, synchronisations and stream writes return the CUresult it holds,
+// 700 when it holds none, as every call of a lost context does; one file
+// shared by several processes is MPS spreading the fault),
+// FAKE_CUDA_FAULT_AT=<n> (the n-th kernel launch of this process writes 700
+// into that file: the fault comes from its kernel, and the launch itself
+// succeeds, as a real one does).
 #include "intercept/cuda_abi.hpp"  // first: every ABI variant declared
 
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -174,8 +182,29 @@ void note_priority(CUstream s) {
   t_last_priority = it != g_priorities.end() ? it->second : kNoPriority;
 }
 
+// The fatal fault of FAKE_CUDA_FAULT_FILE, once there: CUDA_SUCCESS before.
+CUresult lost() {
+  const char* path = std::getenv("FAKE_CUDA_FAULT_FILE");
+  if (path == nullptr) return CUDA_SUCCESS;
+  std::FILE* f = std::fopen(path, "r");
+  if (f == nullptr) return CUDA_SUCCESS;
+  int code = 700;
+  if (std::fscanf(f, "%d", &code) != 1 || code == 0) code = 700;
+  std::fclose(f);
+  return static_cast<CUresult>(code);
+}
+
 CUresult launch() {
-  g_launched.fetch_add(1);
+  if (const CUresult f = lost(); f != CUDA_SUCCESS) return f;
+  const unsigned long n = g_launched.fetch_add(1) + 1;
+  if (const char* at = std::getenv("FAKE_CUDA_FAULT_AT"); at != nullptr && n == std::strtoul(at, nullptr, 10)) {
+    if (const char* path = std::getenv("FAKE_CUDA_FAULT_FILE")) {
+      if (std::FILE* f = std::fopen(path, "w")) {
+        std::fputs("700\n", f);
+        std::fclose(f);
+      }
+    }
+  }
   std::uint8_t q[384];
   build_descriptor(q);
   return result();
@@ -205,6 +234,7 @@ CUresult instantiate(CUgraphExec* out) {
 // them and runs nothing) of an exec: either builds its descriptors if they
 // are not yet (FAKE_GRAPH_BUILD_AT_LAUNCH).
 CUresult graph_launch(CUgraphExec exec, bool launch = true) {
+  if (const CUresult f = lost(); f != CUDA_SUCCESS) return f;
   const std::lock_guard<std::mutex> lock(g_graph_mutex);
   const auto it = g_execs.find(reinterpret_cast<std::uintptr_t>(exec));
   if (it == g_execs.end()) return CUDA_ERROR_INVALID_HANDLE;
@@ -567,6 +597,7 @@ std::atomic<unsigned long> g_captured_writes{0};
 FAKE_API unsigned long fake_captured_value_writes() { return g_captured_writes.load(); }
 FAKE_API CUresult cuStreamWriteValue64_v2(CUstream, CUdeviceptr addr, cuuint64_t value, unsigned) {
   if (addr == 0) return CUDA_ERROR_INVALID_VALUE;
+  if (const CUresult f = lost(); f != CUDA_SUCCESS) return f;
   g_value_writes.fetch_add(1);
   if (g_capturing.load()) g_captured_writes.fetch_add(1);
   if (!env_on("FAKE_MARKERS_HANG"))
@@ -579,11 +610,11 @@ std::atomic<unsigned long> g_syncs{0};
 FAKE_API unsigned long fake_syncs() { return g_syncs.load(); }
 FAKE_API CUresult cuStreamSynchronize(CUstream) {
   g_syncs.fetch_add(1);
-  return CUDA_SUCCESS;
+  return lost();
 }
 FAKE_API CUresult cuCtxSynchronize() {
   g_syncs.fetch_add(1);
-  return CUDA_SUCCESS;
+  return lost();
 }
 
 FAKE_API void* fake_address_of(const char* name) {
