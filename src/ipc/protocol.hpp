@@ -33,8 +33,8 @@ inline constexpr std::uint32_t kMagic = 0x4c495448;  // "LITH"
 // 4: Welcome::gpu; 5: Welcome::slot_map; 6: ChannelHeader's client-written
 // line (client_beat_ns, client_fault)
 inline constexpr std::uint32_t kVersion = 6;
-inline constexpr std::uint32_t kMaxStreams = 256;    // completion slots per client
-inline constexpr std::uint32_t kRingSlots = 1024;    // messages per ring (power of two)
+inline constexpr std::uint32_t kMaxStreams = 256;  // completion slots per client
+inline constexpr std::uint32_t kRingSlots = 1024;  // messages per ring (power of two)
 inline constexpr std::size_t kNameBytes = 64;
 inline constexpr std::size_t kGpuBytes = 48;        // "GPU-" and a UUID (40 characters), NUL-terminated
 inline constexpr std::size_t kSlotMapBytes = 4096;  // a slot map's text (an H100's: ~1.5 KiB), NUL-terminated
