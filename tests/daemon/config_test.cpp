@@ -90,9 +90,11 @@ TEST(DaemonConfig, ShippedExampleParsesAndValidates) {
   EXPECT_EQ(svc.match, (std::vector<std::string>{"triton_server", "serve*"}));
   ASSERT_TRUE(svc.fallback.has_value());
   EXPECT_EQ(*svc.fallback, sched::TpcSet::range(0, 44));
-  EXPECT_EQ(svc.where, "lithosd.toml:21:1");
+  EXPECT_EQ(svc.where, "lithosd.toml:23:1");
   EXPECT_EQ(svc.pauses_best_effort, sched::BestEffortPause::kAuto);
   EXPECT_DOUBLE_EQ(c->pause_slowdown, 1.15);
+  EXPECT_EQ(c->max_clients, 1024);
+  EXPECT_EQ(c->max_clients_per_uid, 256);
 
   const sched::TenantSpec spec = svc.spec();
   EXPECT_EQ(spec.name, "svc");
