@@ -474,9 +474,10 @@ bool Daemon::accept_connections(std::uint64_t now) {
     auto fd = ipc::accept_client(listen_fd_, &err);
     if (!fd) {
       if (err == EMFILE || err == ENFILE) {
-        refuse_without_descriptors(now);
+        // accept() fails so before it looks at the backlog: only a
+        // connection found there counts, and the next is tried.
+        if (!refuse_without_descriptors(now)) break;
         any = true;
-        if (now < accept_paused_until_) break;
         continue;
       }
       if (err != EAGAIN) {
@@ -521,8 +522,7 @@ bool Daemon::accept_connections(std::uint64_t now) {
 // connection with it, tell it why, close it, and take the spare again; with
 // no spare (another thread of this process took the slot), let the
 // listening socket rest 10 ms instead of spinning on it.
-void Daemon::refuse_without_descriptors(std::uint64_t now) {
-  ++counters_.accept_errors;
+bool Daemon::refuse_without_descriptors(std::uint64_t now) {
   int err = 0;
   if (spare_fd_ >= 0) {
     ::close(spare_fd_);
@@ -535,18 +535,22 @@ void Daemon::refuse_without_descriptors(std::uint64_t now) {
         pid = cred->pid;
         uid = cred->uid;
       }
+      ++counters_.accept_errors;
       refuse_connection(fd.value(), DropReason::kDescriptors,
                         "lithosd is out of file descriptors (" + std::to_string(clients_.size()) +
                             " clients); its RLIMIT_NOFILE is too low for max_clients",
                         pid, uid);
     }
     spare_fd_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
-    if (fd || err == EAGAIN) return;
+    if (fd) return true;
+    if (err == EAGAIN) return false;  // nobody waits
   }
+  ++counters_.accept_errors;
   accept_paused_until_ = now + 10'000'000;
   note_drop(DropReason::kDescriptors, 0, static_cast<unsigned>(-1), {}, {},
             "accept: out of file descriptors and no spare one; not accepting for 10 ms");
   ++counters_.clients_refused;
+  return false;
 }
 
 void Daemon::refuse_connection(int sock, DropReason r, const std::string& why, int pid, unsigned uid,
@@ -776,6 +780,8 @@ bool Daemon::check_sockets(std::uint64_t now) {
     }
     if (closed) gone.push_back(c.id);
   }
+  // The rest of a crowd that left at once are seen again at the next check.
+  if (gone.size() > static_cast<std::size_t>(kDropsPerTurn)) gone.resize(kDropsPerTurn);
   for (const std::uint32_t id : gone) {
     for (std::size_t i = 0; i < clients_.size(); ++i) {
       if (clients_[i]->id != id) continue;
@@ -798,7 +804,8 @@ bool Daemon::check_clients(std::uint64_t now) {
   const std::uint64_t stale_ns = ms(options_.config.client_timeout_ms);
   const std::uint64_t stuck_ns = ms(options_.config.progress_timeout_ms);
   bool any = false;
-  for (std::size_t i = 0; i < clients_.size(); ++i) {
+  int dropped = 0;
+  for (std::size_t i = 0; i < clients_.size() && dropped < kDropsPerTurn; ++i) {
     Client& c = *clients_[i];
     ipc::ChannelLayout& l = c.channel.layout();
     // Both are written by the client: only whether they moved counts, and
@@ -841,6 +848,7 @@ bool Daemon::check_clients(std::uint64_t now) {
     if (!why) continue;
     drop_client(i, now, why, text);
     --i;
+    ++dropped;
     any = true;
   }
   return any;
@@ -859,8 +867,7 @@ void Daemon::drop_client(std::size_t index, std::uint64_t now, std::optional<Dro
   // Markers that landed count as completions, not as reclaimed atoms.
   if (c.inflight > 0) poll_completions(c, now);
   TenantLoad& load = loads_[c.tenant];
-  for (std::uint32_t i = 0; i < ipc::kMaxStreams; ++i) {
-    Stream& s = c.streams[i];
+  for (Stream& s : c.streams) {
     if (!s.open) continue;
     const auto released = log_->close_queue(s.queue, to_time(now));
     counters_.reclaimed_atoms += released.size();
@@ -1059,6 +1066,7 @@ Status Daemon::handle_submit(Client& c, const ipc::SubmitMsg& m, std::uint64_t n
   LITHOS_RETURN_IF_ERROR(c.validator.check(m));
   ++counters_.submits;
   add_events(c, 1);
+  if (m.stream >= c.streams.size()) c.streams.resize(m.stream + 1);  // validated: < kMaxStreams
   Stream& s = c.streams[m.stream];
   dirty_ = true;
   switch (m.type) {

@@ -216,7 +216,8 @@ class Daemon {
     std::string program;
     int mps = -1;  // its contexts are MPS clients: 1, not: 0, not known: -1 (ipc::kHelloMps*)
     std::uint64_t since_ns = 0;
-    std::vector<Stream> streams = std::vector<Stream>(ipc::kMaxStreams);
+    // By stream slot, grown as slots open (an idle client holds none).
+    std::vector<Stream> streams;
     std::deque<ipc::GrantMsg> overflow;  // grants waiting for room in the ring
     // What it holds (DaemonConfig's bounds): be launches not fully granted,
     // entries of its streams' `inflight`, and the streams that have some
@@ -254,7 +255,8 @@ class Daemon {
 
   explicit Daemon(DaemonOptions options);
   bool accept_connections(std::uint64_t now);
-  void refuse_without_descriptors(std::uint64_t now);
+  // True when it refused a connection that was waiting.
+  bool refuse_without_descriptors(std::uint64_t now);
   // Refuses a connection before or at its Hello (a kFull Welcome saying
   // why), closes it and accounts it.
   void refuse_connection(int sock, DropReason r, const std::string& why, int pid, unsigned uid,
@@ -336,6 +338,9 @@ class Daemon {
   // connections taken per turn.
   static constexpr int kHellosPerTurn = 32;
   static constexpr int kAcceptsPerTurn = 64;
+  // Clients dropped per turn at most (each releases its channel and
+  // queues): the rest of a crowd that leaves at once go at the next turns.
+  static constexpr int kDropsPerTurn = 32;
   // Doorbells: a client that rings more than the messages it had taken
   // plus kBellSlack within a window is not read for kBellMuteNs.
   static constexpr std::uint64_t kBellSlack = 16;
