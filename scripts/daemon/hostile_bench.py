@@ -2,16 +2,17 @@
 """What each hostile client costs lithosd and the clients beside it, on the
 CPU (docs/daemon.md, "Hostile clients").
 
-    scripts/daemon/hostile_bench.py [--build build/release] [--launches 600] [--pause-us 5000]
+    scripts/daemon/hostile_bench.py [--build build/release] [--launches 300] [--pause-us 5000] [--rounds 2]
         [--attacks a,b,...] [--json OUT.json]
 
 For each attack, a fresh `lithos daemon` (the shipped bounds, best effort
 always waiting for its grants, a trace written) serves a well-behaved
 best-effort client, the victim (`lithos_hostile_client ... victim`: it
 measures each grant's wait itself, from when it is ready for the grant to
-its arrival, and acts as its own GPU), twice: alone, then with the attacker
-running beside it (the victim registers, the attacker starts, 0.5 s later
-the victim launches). Per row: the victim's grant-wait p50/p99 alone and
+its arrival, and acts as its own GPU), in rounds: alone, then with the
+attacker running beside it (the victim registers, the attacker starts,
+0.5 s later the victim launches; the attacker is stopped after it), the
+waits of each condition pooled over the rounds. Per row: the victim's grant-wait p50/p99 alone and
 under attack, whether it finished every launch without being dropped, the
 daemon's longest loop turn (`max_step_us`) and turns over 100 ms, its RSS
 (and peak) before and after the attack, the trace bytes written in each
@@ -136,17 +137,19 @@ class Run:
                         f"pause_us={self.a.pause_us}", "go=" + go], name)
         if self.wait_line(name, "registered") is None:
             p.kill()
-            return {"error": "did not register"}, None
-        ctx = before_launch() if before_launch else None
+            return {"error": "did not register"}, []
+        if before_launch:
+            before_launch()
         open(go, "w").close()
         try:
             p.wait(timeout=300)
         except subprocess.TimeoutExpired:
             p.kill()
         v = self.wait_line(name, "victim", timeout=1)
-        return (v["victim"] if v else {"error": f"exit {p.returncode}"}), ctx
+        w = self.wait_line(name, "wait_samples_us", timeout=1)
+        return (v["victim"] if v else {"error": f"exit {p.returncode}"}), (w["wait_samples_us"] if w else [])
 
-    def attacker(self):
+    def attacker(self, round_):
         other = ["uid=65534"] if os.geteuid() == 0 else []
         h = [self.hostile, self.sock]
         modes = {
@@ -160,14 +163,15 @@ class Run:
             "stopped": h + ["hold", "tenant=flood", "count=4", "beat=1", "seconds=600"],
             "descriptors": h + ["silent", "count=300", "seconds=600"] + other,
         }
-        p = self.spawn(modes[self.attack], "attacker")
+        name = f"attacker-{round_}"
+        p = self.spawn(modes[self.attack], name)
         if self.attack == "stopped":
-            self.wait_line("attacker", "granted", timeout=10)
+            self.wait_line(name, "granted", timeout=10)
             p.send_signal(signal.SIGSTOP)
         elif self.attack in ("silent", "descriptors"):
-            self.wait_line("attacker", "refused", timeout=60)
+            self.wait_line(name, "refused", timeout=60)
         elif self.attack == "many":
-            self.wait_line("attacker", "registered", timeout=120)
+            self.wait_line(name, "registered", timeout=120)
         time.sleep(0.5)
         return p
 
@@ -178,63 +182,87 @@ class Run:
             return 0
 
     def go(self):
+        """Rounds of: the victim alone, then beside the attacker (started
+        after the victim registered, stopped after it finished); the waits
+        of each condition pooled over the rounds."""
         self.start_daemon()
         pid = self.daemon.pid
-        alone, _ = self.victim("alone")
-        time.sleep(0.1)
-        st0 = self.status() or {}
-        rss0, hwm0 = rss_kb(pid)
-        trace0 = self.trace_bytes()
-        t0 = time.time()
-        cpu0 = st0.get("cpu_s", 0)
+        alone_runs, attack_runs, alone_waits, attack_waits = [], [], [], []
+        rss0 = hwm0 = rss1 = hwm1 = 0
+        trace_alone = trace_attack = 0
+        cpu_attack = wall_attack = 0.0
         statuses_ok = []
-        attacker = {}
-
-        def start():
-            attacker["p"] = self.attacker()
-            attacker["t"] = time.time()
-
-        under, _ = self.victim("attack", before_launch=start)
-        if self.attack == "utf8":  # `lithos status` while the client is registered
-            statuses_ok = [self.status() is not None for _ in range(3)]
-        alive_during = self.daemon.poll() is None
-        rss1, hwm1 = rss_kb(pid)
-        st1 = self.status() or {}
-        cpu_share = None
-        if st1 and "t" in attacker:
-            wall = time.time() - t0
-            cpu_share = 100.0 * (st1.get("cpu_s", 0) - cpu0) / wall if wall > 0 else None
-        p = attacker.get("p")
-        if p is not None:
-            if self.attack == "stopped":
-                p.send_signal(signal.SIGCONT)
-            p.kill()
-            p.wait()
-        # Idle: the trace reaches its file, connections time out.
-        time.sleep(2.5)
+        alive_during = True
+        st0 = {}
+        for round_ in range(self.a.rounds):
+            t = self.trace_bytes()
+            v, w = self.victim(f"alone-{round_}")
+            alone_runs.append(v)
+            alone_waits += w
+            time.sleep(0.1)
+            trace_alone += self.trace_bytes() - t
+            st = self.status() or {}
+            if round_ == 0:
+                st0 = st
+                rss0, hwm0 = rss_kb(pid)
+            t, t0, cpu0 = self.trace_bytes(), time.time(), st.get("cpu_s")
+            attacker = {}
+            v, w = self.victim(f"attack-{round_}", before_launch=lambda: attacker.update(p=self.attacker(round_)))
+            attack_runs.append(v)
+            attack_waits += w
+            if self.attack == "utf8":  # `lithos status` while the client is registered
+                statuses_ok += [self.status() is not None for _ in range(3)]
+            alive_during = alive_during and self.daemon.poll() is None
+            rss1, hwm1 = max(rss1, rss_kb(pid)[0]), max(hwm1, rss_kb(pid)[1])
+            st = self.status()
+            if st and cpu0 is not None:
+                cpu_attack += st.get("cpu_s", 0) - cpu0
+                wall_attack += time.time() - t0
+            p = attacker.get("p")
+            if p is not None:
+                if self.attack == "stopped":
+                    p.send_signal(signal.SIGCONT)
+                p.kill()
+                p.wait()
+            # Idle: the trace reaches its file, connections close or time out.
+            time.sleep(2.5)
+            trace_attack += self.trace_bytes() - t
         st2 = self.status() or {}
         alive = self.daemon.poll() is None and bool(st2)
-        trace1 = self.trace_bytes()
         k = st2.get("counters", {})
+
+        def summary(runs, waits):
+            out = {"launches": sum(r.get("launches", 0) for r in runs), "grants": sum(r.get("grants", 0) for r in runs),
+                   "dropped": any(r.get("dropped") for r in runs), "lost": any(r.get("lost") for r in runs),
+                   "errors": [r["error"] for r in runs if "error" in r], "runs": runs}
+            if waits:
+                ws = sorted(waits)
+                q = lambda x: ws[min(len(ws) - 1, int(x * (len(ws) - 1) + 0.5))]
+                out["wait_us"] = {"samples": len(ws), "mean": sum(ws) / len(ws), "p50": q(0.5), "p99": q(0.99),
+                                  "max": ws[-1]}
+            return out
+
+        alone, under = summary(alone_runs, alone_waits), summary(attack_runs, attack_waits)
         row = {
             "attack": self.attack,
+            "loadavg_1min": os.getloadavg()[0],
             "daemon_alive": alive and alive_during,
             "victim_alone": alone,
             "victim_attack": under,
-            "p99_ratio": (under.get("wait_us", {}).get("p99", 0) / alone["wait_us"]["p99"])
-            if alone.get("wait_us", {}).get("p99") else None,
+            "p99_ratio": (under["wait_us"]["p99"] / alone["wait_us"]["p99"])
+            if "wait_us" in under and alone.get("wait_us", {}).get("p99") else None,
             "max_step_us_alone": st0.get("counters", {}).get("max_step_us"),
             "max_step_us_after": k.get("max_step_us"),
             "steps_over_100ms": k.get("steps_over_100ms"),
             "rss_kb_before": rss0, "rss_kb_after_attack": rss1, "peak_rss_kb_before": hwm0, "peak_rss_kb_after": hwm1,
-            "trace_bytes_alone": trace0, "trace_bytes_attack": trace1 - trace0,
-            "daemon_cpu_pct_attack": cpu_share,
+            "trace_bytes_alone": trace_alone, "trace_bytes_attack": trace_attack,
+            "daemon_cpu_pct_attack": 100.0 * cpu_attack / wall_attack if wall_attack > 0 else None,
             "drop_reasons": {r: n for r, n in k.get("drop_reasons", {}).items() if n},
             "counters": {x: k.get(x) for x in ("throttles", "doorbell_mutes", "doorbells", "accept_errors",
                                                "max_client_pending_launches", "max_client_inflight",
                                                "max_client_queued_grants", "clients_dropped", "clients_refused",
                                                "reclaimed_atoms")},
-            "attacker": [j for j in self.lines("attacker")][:4],
+            "attacker": [j for j in self.lines("attacker-0")][:4],
         }
         if statuses_ok:
             row["status_answered_during_attack"] = all(statuses_ok)
@@ -258,8 +286,9 @@ def fmt(v, spec="{:.0f}"):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--build", default=os.path.join(ROOT, "build", "release"), help="build directory (default build/release)")
-    ap.add_argument("--launches", type=int, default=600, help="victim launches per phase (default 600)")
+    ap.add_argument("--launches", type=int, default=300, help="victim launches per phase and round (default 300)")
     ap.add_argument("--pause-us", type=int, default=5000, help="victim pause between launches (default 5000)")
+    ap.add_argument("--rounds", type=int, default=2, help="rounds of alone / under attack per attack (default 2)")
     ap.add_argument("--attacks", default=",".join(ATTACKS), help="comma-separated subset of " + ",".join(ATTACKS))
     ap.add_argument("--json", help="write the rows here")
     a = ap.parse_args()
@@ -282,23 +311,25 @@ def main():
         finally:
             r.stop()
         print(f"  {attack}: done", file=sys.stderr)
-    hdr = ("attack", "alive", "p99 alone us", "p99 attack us", "ratio", "victim ok", "max turn us", "turns>100ms",
-           "RSS KB before", "RSS KB after", "trace B alone", "trace B attack", "CPU % attack", "dropped/refused")
+    hdr = ("attack", "alive", "p50 alone us", "p50 attack us", "p99 alone us", "p99 attack us", "p99 ratio", "victim ok",
+           "max turn us", "turns>100ms", "RSS KB before", "RSS KB after", "trace B alone", "trace B attack",
+           "CPU % attack", "load", "dropped/refused")
     print("| " + " | ".join(hdr) + " |")
     print("|" + "|".join("---" if i < 1 else "---:" for i in range(len(hdr))) + "|")
     ok = True
     for r in rows:
         va, vu = r["victim_alone"], r["victim_attack"]
-        victim_ok = (vu.get("grants") == vu.get("launches") and not vu.get("dropped") and not vu.get("lost")
-                     and "error" not in vu)
+        victim_ok = (vu.get("grants") == vu.get("launches") > 0 and not vu.get("dropped") and not vu.get("lost")
+                     and not vu.get("errors"))
         drops = ", ".join(f"{k} {v}" for k, v in sorted(r["drop_reasons"].items())) or "none"
         print("| " + " | ".join([
             r["attack"], "yes" if r["daemon_alive"] else "NO",
+            fmt(va.get("wait_us", {}).get("p50"), "{:.1f}"), fmt(vu.get("wait_us", {}).get("p50"), "{:.1f}"),
             fmt(va.get("wait_us", {}).get("p99"), "{:.1f}"), fmt(vu.get("wait_us", {}).get("p99"), "{:.1f}"),
             fmt(r["p99_ratio"], "{:.2f}x"), "yes" if victim_ok else "NO", fmt(r["max_step_us_after"]),
             fmt(r["steps_over_100ms"]), fmt(r["rss_kb_before"]), fmt(r["rss_kb_after_attack"]),
             fmt(r["trace_bytes_alone"]), fmt(r["trace_bytes_attack"]), fmt(r["daemon_cpu_pct_attack"], "{:.1f}"),
-            drops]) + " |")
+            fmt(r["loadavg_1min"], "{:.1f}"), drops]) + " |")
         met = (r["daemon_alive"] and victim_ok and (r["steps_over_100ms"] or 0) == 0
                and (r["p99_ratio"] is not None and r["p99_ratio"] <= 2.0))
         r["targets_met"] = met
@@ -308,7 +339,7 @@ def main():
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"schema": "lithos.hostile-bench/1", "lithos": commit, "launches": a.launches,
-                       "pause_us": a.pause_us, "cpus": os.cpu_count(), "rows": rows}, f, indent=1)
+                       "pause_us": a.pause_us, "cpus": os.cpu_count(), "uid": os.geteuid(), "rows": rows}, f, indent=1)
     return 0 if ok else 1
 
 

@@ -30,7 +30,8 @@
 //                 writes a completion marker; prints {"granted":N} once it has them, then holds
 //   victim        registers, then `launches` launches one after another, `pause_us` apart: submits,
 //                 waits for each grant (ringing the doorbell as liblithos does), writes its marker
-//                 at once; prints {"victim":{...,"wait_us":{"p50":..,"p99":..,"max":..}}}
+//                 at once; prints {"victim":{...,"wait_us":{"p50":..,"p99":..,"max":..}}} and
+//                 {"wait_samples_us":[...]} (every wait)
 // Exit status 0; 2 for bad arguments; 3 when something it needs fails; 4
 // when the victim was dropped or a grant never came.
 #include <errno.h>
@@ -440,6 +441,10 @@ int victim(const Args& a) {
       a.launches, static_cast<unsigned long long>(grants), static_cast<unsigned long long>(bells),
       dropped ? "true" : "false", lost ? "true" : "false", static_cast<double>(now_ns() - t0) / 1e9, mean,
       quantile(waits, 0.5), quantile(waits, 0.99), quantile(waits, 1.0));
+  // Every wait, for a caller that pools several runs.
+  std::string all;
+  for (const double w : waits) all += (all.empty() ? "" : ",") + std::to_string(static_cast<long>(w * 10) / 10.0);
+  std::printf("{\"wait_samples_us\":[%s]}\n", all.c_str());
   std::fflush(stdout);
   ::close(r.sock);
   return dropped || lost ? 4 : 0;
