@@ -24,7 +24,10 @@ grant-wait p99 under attack within 2x of its value alone.
 
 Attacks (lithos_hostile_client modes): utf8 (a client named in Latin-1, and
 `lithos status` asked meanwhile), submit-flood, running-flood (an hp
-tenant's reports without markers), doorbell, silent (600 connections that
+tenant's reports without markers; the policy keeps best-effort work off an
+hp tenant's allocation while its reported work is predicted to run, so the
+victim waits as long as that), running-flood-be (the same reports from a
+best-effort tenant, which any uid may claim), doorbell, silent (600 connections that
 never say Hello), many (300 registered clients of one uid), hold (takes
 grants, never marks), stopped (holds atoms, then SIGSTOP), descriptors (the
 daemon under `ulimit -n 160`, 300 silent connections). As root, the
@@ -39,7 +42,8 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-ATTACKS = ["utf8", "submit-flood", "running-flood", "doorbell", "silent", "many", "hold", "stopped", "descriptors"]
+ATTACKS = ["utf8", "submit-flood", "running-flood", "running-flood-be", "doorbell", "silent", "many", "hold", "stopped",
+           "descriptors"]
 
 
 def rss_kb(pid):
@@ -156,6 +160,7 @@ class Run:
             "utf8": h + ["hello", "program=latin1", "tenant=train", "seconds=600"],
             "submit-flood": h + ["submit-flood", "tenant=flood", "streams=8", "seconds=600"],
             "running-flood": h + ["running-flood", "tenant=svc", "streams=4", "seconds=600"],
+            "running-flood-be": h + ["running-flood", "tenant=flood", "streams=4", "seconds=600"],
             "doorbell": h + ["doorbell", "tenant=flood", "seconds=600"],
             "silent": h + ["silent", "count=600", "seconds=600"] + other,
             "many": h + ["many", "count=300", "tenant=default", "seconds=600"] + other,

@@ -183,7 +183,7 @@ struct DaemonConfig {
   // stopped); one holding work in flight that has neither completed any nor
   // taken a grant for progress_timeout_ms is dropped too. 0: off.
   double client_timeout_ms = 2000;
-  double progress_timeout_ms = 10000;
+  double progress_timeout_ms = 30000;
   std::string state_dir;  // default: see default_state_dir()
   std::string trace;      // "" = no trace
   std::string default_tenant = kDefaultTenantName;

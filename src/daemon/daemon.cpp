@@ -859,10 +859,10 @@ void Daemon::drop_client(std::size_t index, std::uint64_t now, std::optional<Dro
   Client& c = *clients_[index];
   if (!reason) {
     // What it said and what the GPU finished before it went: its last
-    // reports, and completion markers that landed (an exiting client's last
-    // atoms are done, not reclaimed). The rest is reclaimed below. Read
-    // whatever its bounds say: it is leaving.
-    (void)drain_submits(c, now, /*bounded=*/false);
+    // reports (as far as its bounds allow), and completion markers that
+    // landed (an exiting client's last atoms are done, not reclaimed). The
+    // rest is reclaimed below.
+    (void)drain_submits(c, now);
   }
   // Markers that landed count as completions, not as reclaimed atoms.
   if (c.inflight > 0) poll_completions(c, now);
@@ -1034,7 +1034,7 @@ void Daemon::note_overflow(Client& c) {
   }
 }
 
-bool Daemon::drain_submits(Client& c, std::uint64_t now, bool bounded) {
+bool Daemon::drain_submits(Client& c, std::uint64_t now) {
   ipc::SubmitMsg m;
   bool corrupt = false;
   ipc::SpscRing<ipc::SubmitMsg, ipc::kRingSlots>& ring = c.channel.layout().submit;
@@ -1043,7 +1043,7 @@ bool Daemon::drain_submits(Client& c, std::uint64_t now, bool bounded) {
   // a client over one of its bounds is not read (its ring fills, and its
   // library waits or keeps its reports) until it is under again.
   for (int n = 0; n < 256; ++n) {
-    if (bounded && over_bound(c) != nullptr) {
+    if (over_bound(c) != nullptr) {
       if (ring.size() > 0 && c.throttled_since == 0) {
         c.throttled_since = now;
         ++counters_.throttles;

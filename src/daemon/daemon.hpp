@@ -269,9 +269,9 @@ class Daemon {
   // them, and no TPC mask isolates them. One line each (client `only`'s
   // alone, if given), empty when none.
   std::vector<std::string> mps_warnings(std::optional<std::uint32_t> only = std::nullopt) const;
-  // Takes up to a batch of its messages; `bounded`: not beyond its bounds.
-  // False when one was malformed (why: c.doomed_why).
-  bool drain_submits(Client& c, std::uint64_t now, bool bounded = true);
+  // Takes up to a batch of its messages, not beyond its bounds. False when
+  // one was malformed (why: c.doomed_why).
+  bool drain_submits(Client& c, std::uint64_t now);
   Status handle_submit(Client& c, const ipc::SubmitMsg& m, std::uint64_t now);
   bool poll_completions(Client& c, std::uint64_t now);
   bool poll_stream(Client& c, std::uint32_t stream, std::uint64_t now);

@@ -791,7 +791,7 @@ TEST(DaemonConfig, ClientBoundsParseAndValidate) {
   EXPECT_EQ(d.max_queued_grants, 1024u);
   EXPECT_DOUBLE_EQ(d.max_events_per_s, 1e6);
   EXPECT_DOUBLE_EQ(d.client_timeout_ms, 2000);
-  EXPECT_DOUBLE_EQ(d.progress_timeout_ms, 10000);
+  EXPECT_DOUBLE_EQ(d.progress_timeout_ms, 30000);
   auto c = parse(
       "[daemon]\nmax_clients = 100\nmax_clients_per_uid = 10\nmax_connecting_per_uid = 4\n"
       "max_pending_launches = 128\nmax_inflight = 512\nmax_queued_grants = 32\nmax_events_per_s = 50000\n"
