@@ -131,7 +131,11 @@ struct DaemonCounters {
   std::uint64_t max_client_queued_grants = 0;
   std::uint64_t doorbell_mutes = 0;  // times a client rang far more than it submitted (its socket then unread a while)
   std::uint64_t accept_errors = 0;   // accept() out of descriptors (EMFILE, ENFILE)
-  std::uint64_t steps_over_100ms = 0;  // turns of the loop whose own work took over 100 ms
+  // Turns of the loop whose own work took over 100 ms of CPU time, and the
+  // longest such CPU time seen (both only for turns of over 10 ms of wall
+  // time; an upper bound: see Daemon::run).
+  std::uint64_t steps_over_100ms = 0;
+  std::uint64_t max_step_cpu_ns = 0;
   std::uint64_t submits = 0;
   std::uint64_t running_launches = 0;  // high priority, accounted
   std::uint64_t grants = 0;

@@ -195,7 +195,7 @@ Result<std::string> prometheus_text(std::string_view status_json) {
       {"doorbell_mutes", "Times a client rang far more than it submitted and its socket was not read for a while."},
       {"throttles", "Times a client went over one of its bounds and was not read until under again."},
       {"accept_errors", "Times accept() found the daemon out of file descriptors."},
-      {"steps_over_100ms", "Turns of the daemon's loop whose own work took over 100 ms."},
+      {"steps_over_100ms", "Turns of the daemon's loop whose own work took over 100 ms of CPU time."},
   };
   for (const auto& [key, help] : counters) w.one(std::string("lithos_") + key + "_total", "counter", help, num(k, key));
   {
