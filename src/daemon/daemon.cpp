@@ -855,19 +855,20 @@ bool Daemon::check_clients(std::uint64_t now) {
     if (c.holds_since == 0) c.holds_since = now;
     std::optional<DropReason> why;
     std::string text;
-    const std::string held =
-        std::to_string(c.inflight) + " atoms in flight, " + std::to_string(untaken) + " grants not taken";
+    const auto held = [&] {
+      return std::to_string(c.inflight) + " atoms in flight, " + std::to_string(untaken) + " grants not taken";
+    };
     // A client that never beat (0) is judged by its progress alone.
     const std::uint64_t still = now - std::max(c.beat_moved_ns, c.holds_since);
     if (stale_ns > 0 && c.beat != 0 && still > stale_ns) {
       why = DropReason::kStopped;
-      text = "its heartbeat stood still for " + std::to_string(still / 1'000'000) + " ms with " + held;
+      text = "its heartbeat stood still for " + std::to_string(still / 1'000'000) + " ms with " + held();
     } else if (stuck_ns > 0 && now - c.progress_ns > stuck_ns) {
       const char* over = over_bound(c);
       why = over != nullptr ? DropReason::kFlood : DropReason::kNoProgress;
       text = std::string(over != nullptr ? "over its " + std::string(over) + " bound, and " : "") +
              "nothing completed and no grant taken for " + std::to_string((now - c.progress_ns) / 1'000'000) +
-             " ms with " + held;
+             " ms with " + held();
     }
     if (!why) continue;
     drop_client(i, now, why, text);
