@@ -478,6 +478,15 @@ int run_daemon(const DaemonArgs& a) {
     std::fprintf(stderr, "lithos daemon: %s\n", mps.status().message().c_str());
     return kFailure;
   }
+  {
+    // A client costs a descriptor: the soft limit goes up to the hard one,
+    // and a max_clients that still does not fit is said now, not when
+    // clients are refused.
+    std::uint64_t clients = 0;
+    for (const daemon::DaemonOptions& opt : opts) clients += static_cast<std::uint64_t>(opt.config.max_clients);
+    if (const std::string fit = daemon::fit_descriptors(clients, static_cast<int>(opts.size())); !fit.empty())
+      std::fprintf(stderr, "lithosd: warning: %s\n", fit.c_str());
+  }
   std::vector<std::unique_ptr<daemon::Daemon>> served;
   for (const daemon::DaemonOptions& opt : opts) {
     auto d = daemon::Daemon::create(opt);
@@ -636,19 +645,18 @@ void print_human(std::FILE* f, const nlohmann::json& j) {
     }
   }
   const auto& k = j["counters"];
-  std::fprintf(
-      f,
-      "\ngrants %llu (%.0f/s), completions %llu (%llu seen several under one marker), hp launches accounted "
-      "%llu; clients: %llu accepted, %llu refused, %llu gone, %llu dropped (malformed); atoms reclaimed %llu\n",
-      static_cast<unsigned long long>(k.value("grants", 0ULL)), k.value("grants_per_s", 0.0),
-      static_cast<unsigned long long>(k.value("completions", 0ULL)),
-      static_cast<unsigned long long>(k.value("shared_completions", 0ULL)),
-      static_cast<unsigned long long>(k.value("running_launches", 0ULL)),
-      static_cast<unsigned long long>(k.value("clients_accepted", 0ULL)),
-      static_cast<unsigned long long>(k.value("clients_refused", 0ULL)),
-      static_cast<unsigned long long>(k.value("clients_gone", 0ULL)),
-      static_cast<unsigned long long>(k.value("clients_dropped", 0ULL)),
-      static_cast<unsigned long long>(k.value("reclaimed_atoms", 0ULL)));
+  std::fprintf(f,
+               "\ngrants %llu (%.0f/s), completions %llu (%llu seen several under one marker), hp launches accounted "
+               "%llu; clients: %llu accepted, %llu refused, %llu gone, %llu dropped; atoms reclaimed %llu\n",
+               static_cast<unsigned long long>(k.value("grants", 0ULL)), k.value("grants_per_s", 0.0),
+               static_cast<unsigned long long>(k.value("completions", 0ULL)),
+               static_cast<unsigned long long>(k.value("shared_completions", 0ULL)),
+               static_cast<unsigned long long>(k.value("running_launches", 0ULL)),
+               static_cast<unsigned long long>(k.value("clients_accepted", 0ULL)),
+               static_cast<unsigned long long>(k.value("clients_refused", 0ULL)),
+               static_cast<unsigned long long>(k.value("clients_gone", 0ULL)),
+               static_cast<unsigned long long>(k.value("clients_dropped", 0ULL)),
+               static_cast<unsigned long long>(k.value("reclaimed_atoms", 0ULL)));
   std::fprintf(
       f,
       "loop: longest gap between spinning turns %.0f us (%llu over 1 ms), longest turn %.0f us, deepest submit "
@@ -656,6 +664,23 @@ void print_human(std::FILE* f, const nlohmann::json& j) {
       k.value("max_spin_gap_us", 0.0), static_cast<unsigned long long>(k.value("spin_gaps_over_1ms", 0ULL)),
       k.value("max_step_us", 0.0), static_cast<unsigned long long>(k.value("max_submit_depth", 0ULL)),
       static_cast<unsigned long long>(k.value("doorbells", 0ULL)));
+  {
+    // Why clients were dropped or refused, and those held back now.
+    std::string line;
+    const nlohmann::json reasons = k.value("drop_reasons", nlohmann::json::object());
+    for (const auto& [reason, n] : reasons.items()) {
+      if (n.is_number() && n.get<double>() > 0) line += (line.empty() ? "" : ", ") + reason + " " + n.dump();
+    }
+    const auto throttled = k.value("throttled_clients", 0ULL);
+    if (!line.empty() || throttled > 0 || k.value("doorbell_mutes", 0ULL) > 0) {
+      std::fprintf(f,
+                   "limits: dropped or refused by reason: %s; %llu clients throttled now (%llu times in all), "
+                   "doorbells muted %llu times\n",
+                   line.empty() ? "none" : line.c_str(), static_cast<unsigned long long>(throttled),
+                   static_cast<unsigned long long>(k.value("throttles", 0ULL)),
+                   static_cast<unsigned long long>(k.value("doorbell_mutes", 0ULL)));
+    }
+  }
   for (const char* cls : {"high", "best-effort"}) {
     const auto& p = j["predictor"][cls];
     std::fprintf(

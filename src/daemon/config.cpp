@@ -19,6 +19,7 @@
 #include <exception>
 #include <fstream>
 #include <sstream>
+#include <type_traits>
 
 #include "ipc/socket.hpp"
 #include "sched/policy.hpp"
@@ -44,6 +45,7 @@ std::string where(std::string_view source, const toml::source_region& s) {
 std::string where(std::string_view source, const toml::node& n) { return where(source, n.source()); }
 
 std::string quoted(std::string_view s) { return "'" + std::string(s) + "'"; }
+std::string json_number(double v);  // below, with the JSON
 
 bool is_tenant_name(std::string_view s) {
   return !s.empty() && s.size() <= kMaxTenantName && std::all_of(s.begin(), s.end(), [](char c) {
@@ -166,10 +168,8 @@ struct Parser {
       return error(*n, quoted(key) + " must be " + (integer ? "an integer" : "a number"));
     }
     if (!std::isfinite(v) || v < lo || v > hi) {
-      char buf[160];
-      std::snprintf(buf, sizeof buf, "'%.*s' = %g is out of range [%g, %g]", static_cast<int>(key.size()), key.data(),
-                    v, lo, hi);
-      return error(*n, buf);
+      return error(*n, quoted(key) + " = " + json_number(v) + " is out of range [" + json_number(lo) + ", " +
+                           json_number(hi) + "]");
     }
     return std::optional<double>(v);
   }
@@ -292,6 +292,35 @@ struct Parser {
     return out;
   }
 
+  // The bounds on what clients may make the daemon hold.
+  Status limits(const toml::table& d, DaemonConfig& c) const {
+    const auto whole = [&](std::string_view key, double lo, double hi, auto* out) -> Status {
+      auto v = number(d, key, lo, hi, true);
+      if (!v) return v.status();
+      if (v->has_value()) *out = static_cast<std::remove_pointer_t<decltype(out)>>(**v);
+      return Status::ok();
+    };
+    LITHOS_RETURN_IF_ERROR(whole("max_clients", 1, kMaxMaxClients, &c.max_clients));
+    LITHOS_RETURN_IF_ERROR(whole("max_clients_per_uid", 1, kMaxMaxClients, &c.max_clients_per_uid));
+    LITHOS_RETURN_IF_ERROR(whole("max_connecting_per_uid", 1, kMaxConnectingPerUid, &c.max_connecting_per_uid));
+    LITHOS_RETURN_IF_ERROR(whole("max_pending_launches", kMinClientBound, kMaxClientBound, &c.max_pending_launches));
+    LITHOS_RETURN_IF_ERROR(whole("max_inflight", kMinInflightBound, kMaxClientBound, &c.max_inflight));
+    LITHOS_RETURN_IF_ERROR(whole("max_queued_grants", kMinClientBound, kMaxClientBound, &c.max_queued_grants));
+    LITHOS_RETURN_IF_ERROR(whole("max_events_per_s", kMinEventsPerS, kMaxEventsPerS, &c.max_events_per_s));
+    for (auto [key, out] : {std::pair{"client_timeout_ms", &c.client_timeout_ms},
+                            std::pair{"progress_timeout_ms", &c.progress_timeout_ms}}) {
+      auto v = number(d, key, 0, kMaxClientTimeoutMs, false);
+      if (!v) return v.status();
+      if (!v->has_value()) continue;
+      if (**v != 0 && **v < kMinClientTimeoutMs) {
+        return error(*d.get(key), "'" + std::string(key) + "' must be 0 (off) or at least " +
+                                      json_number(kMinClientTimeoutMs) + " ms");
+      }
+      *out = **v;
+    }
+    return Status::ok();
+  }
+
   Status daemon_table(const toml::table& d, DaemonConfig& c) const {
     LITHOS_RETURN_IF_ERROR(check_keys(d, "[daemon]",
                                       {"socket",
@@ -312,6 +341,15 @@ struct Parser {
                                        "mps_multiuser",
                                        "status_shows_all",
                                        "device",
+                                       "max_clients",
+                                       "max_clients_per_uid",
+                                       "max_connecting_per_uid",
+                                       "max_pending_launches",
+                                       "max_inflight",
+                                       "max_queued_grants",
+                                       "max_events_per_s",
+                                       "client_timeout_ms",
+                                       "progress_timeout_ms",
                                        "state_dir",
                                        "trace",
                                        "default_tenant"}));
@@ -400,6 +438,7 @@ struct Parser {
       }
       c.device = text;
     }
+    LITHOS_RETURN_IF_ERROR(limits(d, c));
     auto state = string(d, "state_dir");
     if (!state) return state.status();
     if (state->has_value()) {
@@ -793,6 +832,17 @@ Status validate(const DaemonConfig& c, int device_tpcs) {
   LITHOS_RETURN_IF_ERROR(in_range("pause_slowdown", c.pause_slowdown, kMinPauseSlowdown, kMaxPauseSlowdown));
   LITHOS_RETURN_IF_ERROR(in_range("burst_gap_us", c.burst_gap_us, 0, kMaxIdleGraceUs));
   LITHOS_RETURN_IF_ERROR(in_range("idle_grace_us", c.idle_grace_us, 0, kMaxIdleGraceUs));
+  LITHOS_RETURN_IF_ERROR(in_range("max_clients", c.max_clients, 1, kMaxMaxClients));
+  LITHOS_RETURN_IF_ERROR(in_range("max_clients_per_uid", c.max_clients_per_uid, 1, kMaxMaxClients));
+  LITHOS_RETURN_IF_ERROR(in_range("max_connecting_per_uid", c.max_connecting_per_uid, 1, kMaxConnectingPerUid));
+  LITHOS_RETURN_IF_ERROR(in_range("max_pending_launches", c.max_pending_launches, kMinClientBound, kMaxClientBound));
+  LITHOS_RETURN_IF_ERROR(in_range("max_inflight", c.max_inflight, kMinInflightBound, kMaxClientBound));
+  LITHOS_RETURN_IF_ERROR(in_range("max_queued_grants", c.max_queued_grants, kMinClientBound, kMaxClientBound));
+  LITHOS_RETURN_IF_ERROR(in_range("max_events_per_s", c.max_events_per_s, kMinEventsPerS, kMaxEventsPerS));
+  for (const auto& [name, v] :
+       {std::pair{"client_timeout_ms", c.client_timeout_ms}, std::pair{"progress_timeout_ms", c.progress_timeout_ms}}) {
+    if (v != 0) LITHOS_RETURN_IF_ERROR(in_range(name, v, kMinClientTimeoutMs, kMaxClientTimeoutMs));
+  }
   if (c.tenants.empty()) return Status::invalid_argument("no tenants");
   if (c.tenants.size() > kMaxTenants) {
     return Status::invalid_argument("at most " + std::to_string(kMaxTenants) + " tenants");
@@ -925,6 +975,15 @@ std::string config_json(const DaemonConfig& c) {
   j += std::string(",\"mps_multiuser\":") + (c.mps_multiuser ? "true" : "false");
   j += std::string(",\"status_shows_all\":") + (c.status_shows_all ? "true" : "false");
   j += ",\"device\":" + json_string(c.device);
+  j += ",\"max_clients\":" + std::to_string(c.max_clients);
+  j += ",\"max_clients_per_uid\":" + std::to_string(c.max_clients_per_uid);
+  j += ",\"max_connecting_per_uid\":" + std::to_string(c.max_connecting_per_uid);
+  j += ",\"max_pending_launches\":" + std::to_string(c.max_pending_launches);
+  j += ",\"max_inflight\":" + std::to_string(c.max_inflight);
+  j += ",\"max_queued_grants\":" + std::to_string(c.max_queued_grants);
+  j += ",\"max_events_per_s\":" + json_number(c.max_events_per_s);
+  j += ",\"client_timeout_ms\":" + json_number(c.client_timeout_ms);
+  j += ",\"progress_timeout_ms\":" + json_number(c.progress_timeout_ms);
   j += ",\"state_dir\":" + json_string(c.state_dir);
   j += ",\"trace\":" + json_string(c.trace);
   j += ",\"default_tenant\":" + json_string(c.default_tenant);

@@ -51,6 +51,19 @@ inline constexpr std::uint32_t kMaxStolenAtoms = 1024;  // [daemon] max_stolen_a
 inline constexpr double kMinPauseSlowdown = 1.0;        // [daemon] pause_slowdown
 inline constexpr double kMaxPauseSlowdown = 100.0;
 inline constexpr double kMaxIdleGraceUs = 100000;  // [daemon] idle_grace_us, burst_gap_us
+// [daemon] bounds on what clients may make the daemon hold (docs/daemon.md,
+// "Hostile clients"): the ranges their keys accept.
+inline constexpr int kMaxMaxClients = 65536;        // max_clients, max_clients_per_uid
+inline constexpr int kMaxConnectingPerUid = 4096;   // max_connecting_per_uid
+inline constexpr double kMinClientBound = 16;       // max_pending_launches, max_queued_grants
+inline constexpr double kMinInflightBound = 64;     // max_inflight
+inline constexpr double kMaxClientBound = 4194304;  // 2^22, each of the three
+inline constexpr double kMinEventsPerS = 1000;      // max_events_per_s
+inline constexpr double kMaxEventsPerS = 1e9;
+inline constexpr double kMinClientTimeoutMs = 100;  // client_timeout_ms, progress_timeout_ms (or 0: off)
+inline constexpr double kMaxClientTimeoutMs = 3600000;
+// A tenant's clients together: this many times one client's bounds.
+inline constexpr std::uint32_t kTenantBoundFactor = 4;
 // Tenant names travel in ipc::Hello/Welcome (64 bytes with the terminating NUL).
 inline constexpr std::size_t kMaxTenantName = 63;
 // The tenant every undeclared process lands in, unless the file says otherwise.
@@ -153,6 +166,28 @@ struct DaemonConfig {
   // one process runs an Engine, a socket and a state folder per GPU
   // (docs/daemon.md, "Nodes with several GPUs").
   std::string device = "0";
+  // Bounds on what clients may make the daemon hold (docs/daemon.md,
+  // "Hostile clients"). Registered clients at most, and of one uid; of one
+  // uid, connections that have not said Hello yet.
+  int max_clients = 1024;
+  int max_clients_per_uid = 256;
+  int max_connecting_per_uid = 32;
+  // Per client: best-effort launches waiting for their grants, atoms in
+  // flight (granted, or hp launches reported and not yet seen to end),
+  // grants waiting beyond its full grant ring, and Engine events (the
+  // trace's lines) per second. A tenant's clients together hold at most
+  // kTenantBoundFactor times as much. A client over a bound is not read
+  // until it is under again.
+  std::uint32_t max_pending_launches = 4096;
+  std::uint32_t max_inflight = 16384;
+  std::uint32_t max_queued_grants = 1024;
+  double max_events_per_s = 1'000'000;
+  // A client whose heartbeat (ipc::ChannelHeader::client_beat_ns) has not
+  // moved for this long while it holds atoms or grants is dropped (it has
+  // stopped); one holding work in flight that has neither completed any nor
+  // taken a grant for progress_timeout_ms is dropped too. 0: off.
+  double client_timeout_ms = 2000;
+  double progress_timeout_ms = 30000;
   std::string state_dir;  // default: see default_state_dir()
   std::string trace;      // "" = no trace
   std::string default_tenant = kDefaultTenantName;

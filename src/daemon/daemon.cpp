@@ -1,7 +1,9 @@
 #include "daemon/daemon.hpp"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -32,6 +34,13 @@ double cpu_seconds() {
   return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) / 1e9;
 }
 
+// The same in nanoseconds (a system call: ~0.5 us).
+std::uint64_t cpu_ns() {
+  timespec t{};
+  if (::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t) != 0) return 0;
+  return static_cast<std::uint64_t>(t.tv_sec) * 1'000'000'000ULL + static_cast<std::uint64_t>(t.tv_nsec);
+}
+
 // The engine's hardware priority as the client applies it to a stream
 // (`on`: DaemonConfig::stream_priorities).
 ipc::StreamPriority stream_priority(sched::HwPriority p, bool on) {
@@ -59,11 +68,53 @@ void copy_text(char (&dst)[N], const std::string& src) {
 
 }  // namespace
 
-// A connection whose Hello has not arrived yet.
+// A connection whose Hello has not arrived yet (its peer, from SO_PEERCRED
+// when it was taken; uid -1 when unknown).
 struct Daemon::Pending {
   int sock = -1;
   std::uint64_t since_ns = 0;
+  int pid = 0;
+  unsigned uid = static_cast<unsigned>(-1);
 };
+
+const char* drop_reason_name(DropReason r) {
+  switch (r) {
+    case DropReason::kMalformed: return "malformed";
+    case DropReason::kFlood: return "flood";
+    case DropReason::kNoProgress: return "no_progress";
+    case DropReason::kStopped: return "stopped";
+    case DropReason::kGrantsNotTaken: return "grants_not_taken";
+    case DropReason::kFull: return "full";
+    case DropReason::kUidClients: return "uid_clients";
+    case DropReason::kUidConnecting: return "uid_connecting";
+    case DropReason::kDescriptors: return "descriptors";
+    case DropReason::kHelloTimeout: return "hello_timeout";
+    case DropReason::kBadHello: return "bad_hello";
+    case DropReason::kTenant: return "tenant";
+    case DropReason::kChannel: return "channel";
+  }
+  return "?";
+}
+
+std::string fit_descriptors(std::uint64_t clients, int daemons) {
+  rlimit r{};
+  if (::getrlimit(RLIMIT_NOFILE, &r) != 0) return "cannot read RLIMIT_NOFILE: " + std::string(std::strerror(errno));
+  if (r.rlim_cur != RLIM_INFINITY && (r.rlim_max == RLIM_INFINITY || r.rlim_cur < r.rlim_max)) {
+    rlimit up = r;
+    up.rlim_cur = r.rlim_max;
+    if (::setrlimit(RLIMIT_NOFILE, &up) == 0) r = up;
+  }
+  const std::uint64_t own =
+      static_cast<std::uint64_t>(std::max(daemons, 1)) * (Daemon::kMaxConnecting + Daemon::kOwnDescriptors);
+  const std::uint64_t need = clients + own;
+  if (r.rlim_cur == RLIM_INFINITY || r.rlim_cur >= need) return "";
+  return "max_clients (" + std::to_string(clients) + (daemons > 1 ? " over " + std::to_string(daemons) + " GPUs" : "") +
+         ") needs about " + std::to_string(need) + " file descriptors (one per client, " +
+         std::to_string(Daemon::kMaxConnecting) + " for connections waiting for their Hello and " +
+         std::to_string(Daemon::kOwnDescriptors) + " of its own per GPU), but RLIMIT_NOFILE allows " +
+         std::to_string(r.rlim_cur) + ": connections past that are refused (\"out of file descriptors\"). Raise " +
+         "LimitNOFILE= (systemd) or ulimit -n to at least " + std::to_string(need) + ", or lower max_clients";
+}
 
 std::uint64_t Daemon::now_ns() {
   timespec t{};
@@ -77,6 +128,7 @@ Daemon::Daemon(DaemonOptions options) : options_(std::move(options)) {}
 
 Daemon::~Daemon() {
   if (cache_.writer.joinable()) cache_.writer.join();
+  if (spare_fd_ >= 0) ::close(spare_fd_);
   for (auto& p : pending_) ::close(p->sock);
   for (auto& c : clients_) {
     if (c->sock >= 0) ::close(c->sock);
@@ -188,6 +240,8 @@ Result<std::unique_ptr<Daemon>> Daemon::create(DaemonOptions options) {
   auto fd = ipc::listen_socket(cfg.socket, 0666);
   if (!fd) return fd.status();
   d->listen_fd_ = fd.value();
+  d->spare_fd_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  d->loads_.resize(d->engine_->state().tenants.size());
   d->started_ns_ = now_ns();
   // Distinct per start: clients compare it to notice a restarted daemon.
   d->epoch_ = d->started_ns_ ^ (static_cast<std::uint64_t>(::getpid()) << 40);
@@ -199,12 +253,31 @@ Status Daemon::run(const std::atomic<bool>& stop) {
   // of timer slack.
   (void)::prctl(PR_SET_TIMERSLACK, 1000UL, 0UL, 0UL, 0UL);
   std::uint64_t last_turn = 0;  // 0: the last turn slept
+  // A turn's wall time includes the time its thread did not run (a loaded
+  // machine); its CPU time is read after a turn of over 10 ms, against a
+  // mark taken every 16 turns (the call costs ~0.5 us): an upper bound of
+  // the turn's own work, short turns before it included.
+  std::uint64_t cpu_mark = cpu_ns();
+  unsigned since_mark = 0;
   while (!stop.load(std::memory_order_relaxed)) {
+    if (++since_mark >= 16) {
+      cpu_mark = cpu_ns();
+      since_mark = 0;
+    }
     const std::uint64_t now = now_ns();
     if (last_turn != 0) note_spin_gap(now - last_turn);
     last_turn = now;
     const bool busy = step(now);
-    counters_.max_step_ns = std::max(counters_.max_step_ns, now_ns() - now);
+    const std::uint64_t took = now_ns() - now;
+    counters_.max_step_ns = std::max(counters_.max_step_ns, took);
+    if (took > 10'000'000) {
+      const std::uint64_t cpu = cpu_ns();
+      const std::uint64_t own = cpu - std::min(cpu, cpu_mark);
+      cpu_mark = cpu;
+      since_mark = 0;
+      counters_.max_step_cpu_ns = std::max(counters_.max_step_cpu_ns, own);
+      if (own > 100'000'000) ++counters_.steps_over_100ms;
+    }
     if (busy) continue;
     // Best-effort work in flight or waiting: spin (grants within
     // microseconds). Only high-priority work: spin, or short sleeps when
@@ -228,10 +301,13 @@ Status Daemon::run(const std::atomic<bool>& stop) {
       set_idle(false);
       continue;
     }
+    // A listening socket that rests (out of descriptors) and a client whose
+    // doorbells are muted are not waited on for input (poll() still reports
+    // a client's hang-up).
     std::vector<pollfd> fds;
-    fds.push_back({listen_fd_, POLLIN, 0});
+    fds.push_back({now < accept_paused_until_ ? -1 : listen_fd_, POLLIN, 0});
     for (auto& p : pending_) fds.push_back({p->sock, POLLIN, 0});
-    for (auto& c : clients_) fds.push_back({c->sock, POLLIN, 0});
+    for (auto& c : clients_) fds.push_back({c->sock, static_cast<short>(now < c->muted_until ? 0 : POLLIN), 0});
     // Clients submit through shared memory, which no poll() sees: sleep
     // briefly so that a best-effort launch waits at most about this long
     // after an idle period.
@@ -239,6 +315,7 @@ Status Daemon::run(const std::atomic<bool>& stop) {
     set_idle(false);
   }
   shutdown_clients();
+  flush_drop_log(now_ns(), true);
   trace_.close();
   save_cache(now_ns(), true);
   const double up = static_cast<double>(now_ns() - started_ns_) / 1e9, cpu = cpu_seconds();
@@ -265,6 +342,7 @@ std::uint64_t Daemon::hp_nap_ns(std::uint64_t now) const {
   if (nap == 0) return 0;
   const sched::EngineState& st = engine_->state();
   for (const auto& c : clients_) {
+    if (c->inflight == 0) continue;
     for (const Stream& s : c->streams) {
       if (!s.open || s.inflight.empty()) continue;
       const auto end = st.predicted_end(st.atoms[s.inflight.front().atom]).time_since_epoch().count();
@@ -351,16 +429,25 @@ void Daemon::save_cache(std::uint64_t now, bool force) {
 bool Daemon::step(std::uint64_t now) {
   ++counters_.loops;
   bool any = false;
-  // New connections and closed sockets are looked for once a millisecond
-  // (or at once when the idle poll() saw them): accept4() on a listening
-  // socket costs a socket allocation even when nothing waits, too much for
-  // every turn of the loop.
+  // Engine events and doorbells are counted per window.
+  if (now - event_window_ns_ >= kEventWindowNs) {
+    event_window_ns_ = now;
+    for (auto& c : clients_) c->events = c->bells = c->bell_msgs = 0;
+    for (TenantLoad& l : loads_) l.events = 0;
+  }
+  // New connections, Hellos, closed sockets, stopped clients are looked
+  // for once a millisecond (or at once when the idle poll() saw a socket):
+  // accept4() on a listening socket costs a socket allocation even when
+  // nothing waits, too much for every turn of the loop, and so would a
+  // system call per connection.
   const bool sockets = now - last_socket_check_ns_ > 1'000'000;
-  if (sockets) any |= accept_connections(now);
-  any |= serve_pending(now);
-  if (sockets || any) {
+  if (sockets) {
     last_socket_check_ns_ = now;
+    any |= accept_connections(now);
+    any |= serve_pending(now);
     any |= check_sockets(now);
+    any |= check_clients(now);
+    flush_drop_log(now, false);
   }
   // The heartbeat shares its cache line with the allocation a high-priority
   // client reads at every launch: written once a millisecond (clients allow
@@ -371,17 +458,27 @@ bool Daemon::step(std::uint64_t now) {
   for (std::size_t i = 0; i < clients_.size(); ++i) {
     Client& c = *clients_[i];
     if (beat) c.channel.layout().header.heartbeat_ns.store(now, std::memory_order_relaxed);
-    any |= poll_completions(c, now);
+    if (c.inflight > 0) any |= poll_completions(c, now);
     if (!drain_submits(c, now)) {
-      drop_client(i, now, true, "malformed message");
+      drop_client(i, now, DropReason::kMalformed, c.doomed_why);
       --i;
       any = true;
     }
   }
   any |= dispatch(now);
+  // Clients whose grants overflowed this turn.
+  for (std::size_t i = 0; i < clients_.size(); ++i) {
+    if (!clients_[i]->doomed) continue;
+    drop_client(i, now, clients_[i]->doomed, clients_[i]->doomed_why);
+    --i;
+    any = true;
+  }
   publish_allocations();
   for (auto& c : clients_) {
-    while (!c->overflow.empty() && c->channel.layout().grant.push(c->overflow.front())) c->overflow.pop_front();
+    while (!c->overflow.empty() && c->channel.layout().grant.push(c->overflow.front())) {
+      c->overflow.pop_front();
+      --loads_[c->tenant].queued_grants;
+    }
   }
   if (log_->recording() && !log_->events().empty()) {
     trace_.write(log_->events());
@@ -404,51 +501,175 @@ bool Daemon::step(std::uint64_t now) {
 // Connections
 
 bool Daemon::accept_connections(std::uint64_t now) {
+  if (now < accept_paused_until_) return false;
   bool any = false;
-  while (true) {
-    auto fd = ipc::accept_client(listen_fd_);
-    if (!fd) break;
-    any = true;
-    if (static_cast<int>(clients_.size() + pending_.size()) >= options_.max_clients) {
-      ipc::Welcome w;
-      w.status = ipc::WelcomeStatus::kFull;
-      copy_text(w.message, "lithosd serves " + std::to_string(options_.max_clients) + " clients at most");
-      (void)ipc::send_packet(fd.value(), &w, sizeof w);
-      ::close(fd.value());
-      ++counters_.clients_refused;
-      continue;
+  for (int n = 0; n < kAcceptsPerTurn; ++n) {
+    int err = 0;
+    auto fd = ipc::accept_client(listen_fd_, &err);
+    if (!fd) {
+      if (err == EMFILE || err == ENFILE) {
+        // accept() fails so before it looks at the backlog: only a
+        // connection found there counts, and the next is tried.
+        if (!refuse_without_descriptors(now)) break;
+        any = true;
+        continue;
+      }
+      if (err != EAGAIN) {
+        // ENOBUFS, ENOMEM and the like: rest a moment rather than spin on a
+        // listening socket that stays readable.
+        accept_paused_until_ = now + 10'000'000;
+        note_drop(DropReason::kDescriptors, 0, static_cast<unsigned>(-1), {}, {}, fd.status().message());
+        ++counters_.clients_refused;
+      }
+      break;
     }
+    any = true;
     auto p = std::make_unique<Pending>();
     p->sock = fd.value();
     p->since_ns = now;
+    if (auto cred = ipc::peer_credentials(p->sock)) {
+      p->pid = cred->pid;
+      p->uid = cred->uid;
+    }
+    if (pending_.size() >= kMaxConnecting) {
+      refuse_connection(p->sock, DropReason::kFull,
+                        "lithosd has " + std::to_string(kMaxConnecting) +
+                            " connections waiting for their Hello; try again in a moment",
+                        p->pid, p->uid);
+      continue;
+    }
+    int& mine = connecting_by_uid_[p->uid];
+    if (mine >= options_.config.max_connecting_per_uid) {
+      refuse_connection(p->sock, DropReason::kUidConnecting,
+                        "uid " + std::to_string(p->uid) + " has " + std::to_string(mine) +
+                            " connections waiting for their Hello (max_connecting_per_uid)",
+                        p->pid, p->uid);
+      continue;
+    }
+    ++mine;
     pending_.push_back(std::move(p));
   }
   return any;
 }
 
-bool Daemon::serve_pending(std::uint64_t now) {
-  bool any = false;
-  for (std::size_t i = 0; i < pending_.size();) {
-    Pending& p = *pending_[i];
-    ipc::Hello hello;
-    int passed = -1;
-    auto got = ipc::recv_packet(p.sock, &hello, sizeof hello, &passed, 0);
-    if (passed >= 0) ::close(passed);  // clients never send descriptors
-    if (!got && now - p.since_ns < options_.hello_timeout_ns) {
-      ++i;
-      continue;  // nothing yet
+// accept() found no descriptor left: close the spare one, take the
+// connection with it, tell it why, close it, and take the spare again; with
+// no spare (another thread of this process took the slot), let the
+// listening socket rest 10 ms instead of spinning on it.
+bool Daemon::refuse_without_descriptors(std::uint64_t now) {
+  int err = 0;
+  if (spare_fd_ >= 0) {
+    ::close(spare_fd_);
+    spare_fd_ = -1;
+    auto fd = ipc::accept_client(listen_fd_, &err);
+    if (fd) {
+      int pid = 0;
+      unsigned uid = static_cast<unsigned>(-1);
+      if (auto cred = ipc::peer_credentials(fd.value())) {
+        pid = cred->pid;
+        uid = cred->uid;
+      }
+      ++counters_.accept_errors;
+      refuse_connection(fd.value(), DropReason::kDescriptors,
+                        "lithosd is out of file descriptors (" + std::to_string(clients_.size()) +
+                            " clients); its RLIMIT_NOFILE is too low for max_clients",
+                        pid, uid);
     }
-    any = true;
-    const int sock = p.sock;
-    pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(i));
-    if (!got || got.value() != sizeof hello) {
-      ::close(sock);  // closed, timed out, or not a Hello
-      ++counters_.clients_refused;
+    spare_fd_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (fd) return true;
+    if (err == EAGAIN) return false;  // nobody waits
+  }
+  ++counters_.accept_errors;
+  accept_paused_until_ = now + 10'000'000;
+  note_drop(DropReason::kDescriptors, 0, static_cast<unsigned>(-1), {}, {},
+            "accept: out of file descriptors and no spare one; not accepting for 10 ms");
+  ++counters_.clients_refused;
+  return false;
+}
+
+void Daemon::refuse_connection(int sock, DropReason r, const std::string& why, int pid, unsigned uid,
+                               const std::string& program, const std::string& tenant) {
+  ipc::Welcome w;
+  w.status = r == DropReason::kBadHello ? ipc::WelcomeStatus::kBadHello : ipc::WelcomeStatus::kFull;
+  w.daemon_epoch = epoch_;
+  copy_text(w.message, why);
+  (void)ipc::send_packet(sock, &w, sizeof w);
+  ::close(sock);
+  ++counters_.clients_refused;
+  note_drop(r, pid, uid, program, tenant, why);
+}
+
+bool Daemon::serve_pending(std::uint64_t now) {
+  if (pending_.empty()) return false;
+  // One poll() for every connection waiting: which have something to read.
+  std::vector<pollfd> fds;
+  fds.reserve(pending_.size());
+  for (const auto& p : pending_) fds.push_back({p->sock, POLLIN, 0});
+  if (::poll(fds.data(), fds.size(), 0) < 0) return false;
+  // Those to serve now (a Hello, or its end, is there; or it is late) leave
+  // the list first.
+  std::vector<std::pair<std::unique_ptr<Pending>, bool>> ready;  // (connection, readable)
+  int readable_ones = 0;
+  std::size_t kept = 0;
+  for (std::size_t i = 0; i < pending_.size(); ++i) {
+    const bool readable = fds[i].revents != 0;
+    const bool late = now - pending_[i]->since_ns >= options_.hello_timeout_ns;
+    if (!late && (!readable || readable_ones >= kHellosPerTurn)) {
+      pending_[kept++] = std::move(pending_[i]);
       continue;
     }
-    welcome(sock, hello, now);
+    readable_ones += readable ? 1 : 0;
+    ready.emplace_back(std::move(pending_[i]), readable);
   }
-  return any;
+  pending_.resize(kept);
+  for (auto& [p, readable] : ready) {
+    if (auto it = connecting_by_uid_.find(p->uid); it != connecting_by_uid_.end() && --it->second <= 0)
+      connecting_by_uid_.erase(it);
+    if (!readable) {
+      refuse_connection(p->sock, DropReason::kHelloTimeout,
+                        "no Hello within " + std::to_string(options_.hello_timeout_ns / 1'000'000) + " ms", p->pid,
+                        p->uid);
+      continue;
+    }
+    ipc::Hello hello;
+    int passed = -1;
+    auto got = ipc::recv_packet(p->sock, &hello, sizeof hello, &passed, 0);
+    if (passed >= 0) ::close(passed);  // clients never send descriptors
+    if (!got || got.value() != sizeof hello) {
+      // Closed, or not a Hello.
+      refuse_connection(p->sock, DropReason::kBadHello,
+                        !got               ? got.status().message()
+                        : got.value() == 0 ? std::string("closed before its Hello")
+                                           : "a packet of " + std::to_string(got.value()) + " bytes, not a Hello",
+                        p->pid, p->uid);
+      continue;
+    }
+    if (hello.kind == ipc::HelloKind::kClient) {
+      // Registrations are bounded in all and per uid; `lithos status` is not.
+      const auto it = clients_by_uid_.find(p->uid);
+      const int mine = it != clients_by_uid_.end() ? it->second : 0;
+      ipc::Hello named = hello;
+      (void)ipc::validate_hello(named);
+      const std::string program = text_of(named.program, sizeof named.program);
+      const std::string tenant = text_of(named.tenant, sizeof named.tenant);
+      if (clients_.size() >= static_cast<std::size_t>(options_.config.max_clients)) {
+        refuse_connection(
+            p->sock, DropReason::kFull,
+            "lithosd serves " + std::to_string(options_.config.max_clients) + " clients at most (max_clients)", p->pid,
+            p->uid, program, tenant);
+        continue;
+      }
+      if (mine >= options_.config.max_clients_per_uid) {
+        refuse_connection(p->sock, DropReason::kUidClients,
+                          "uid " + std::to_string(p->uid) + " has " + std::to_string(mine) +
+                              " clients registered (max_clients_per_uid)",
+                          p->pid, p->uid, program, tenant);
+        continue;
+      }
+    }
+    welcome(p->sock, hello, now);
+  }
+  return !ready.empty();
 }
 
 void Daemon::welcome(int sock, const ipc::Hello& hello_in, std::uint64_t now) {
@@ -459,6 +680,7 @@ void Daemon::welcome(int sock, const ipc::Hello& hello_in, std::uint64_t now) {
     w.status = st;
     copy_text(w.message, why);
     (void)ipc::send_packet(sock, &w, sizeof w);
+    note_refused(sock, hello, st, why);
     ::close(sock);
     ++counters_.clients_refused;
   };
@@ -527,11 +749,16 @@ void Daemon::welcome(int sock, const ipc::Hello& hello_in, std::uint64_t now) {
   if (options_.slot_map_text.size() < sizeof w.slot_map) copy_text(w.slot_map, options_.slot_map_text);
   copy_text(w.message, res->by_rule ? "matched by program name" : res->by_default ? "default tenant" : "as asked");
   if (Status s = ipc::send_packet(sock, &w, sizeof w, c->channel.fd()); !s.is_ok()) {
+    note_refused(sock, hello, ipc::WelcomeStatus::kFull, "its Welcome could not be sent: " + s.message());
     ::close(sock);
     ++counters_.clients_refused;
     return;
   }
   ++counters_.clients_accepted;
+  c->channel.close_fd();  // the client has its own now; the mapping stays
+  c->beat_moved_ns = c->progress_ns = now;
+  ++clients_by_uid_[c->uid];
+  ++loads_[c->tenant].clients;
   const Client& added = *c;
   clients_.push_back(std::move(c));
   // Said once per client outside MPS: when it comes beside MPS clients, or
@@ -566,48 +793,217 @@ std::vector<std::string> Daemon::mps_warnings(std::optional<std::uint32_t> only,
 }
 
 bool Daemon::check_sockets(std::uint64_t now) {
+  if (clients_.empty()) return false;
+  // One poll() for every client's socket. A muted one (it rang far more
+  // than it submitted) is not read, but its hang-up is still seen.
+  std::vector<pollfd> fds;
+  fds.reserve(clients_.size());
+  for (const auto& c : clients_) fds.push_back({c->sock, static_cast<short>(now < c->muted_until ? 0 : POLLIN), 0});
+  if (::poll(fds.data(), fds.size(), 0) <= 0) return false;
   bool any = false;
+  std::vector<std::uint32_t> gone;
   for (std::size_t i = 0; i < clients_.size(); ++i) {
-    pollfd p{clients_[i]->sock, POLLIN, 0};
-    if (::poll(&p, 1, 0) <= 0) continue;
-    char buf[64];
-    const ssize_t n = ::recv(clients_[i]->sock, buf, sizeof buf, MSG_DONTWAIT);
-    if (n > 0) counters_.doorbells += static_cast<std::uint64_t>(n);  // a client woke the idle loop
-    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR) || (p.revents & (POLLHUP | POLLERR)) != 0) {
-      drop_client(i, now, false, "its socket closed");
-      --i;
+    Client& c = *clients_[i];
+    const short rev = fds[i].revents;
+    if (rev == 0) continue;
+    bool closed = (rev & (POLLHUP | POLLERR | POLLNVAL)) != 0;
+    // Doorbells (a client woke the idle loop): read what is there, a bounded
+    // number of packets.
+    for (int n = 0; !closed && (rev & POLLIN) != 0 && n < kBellReadsPerCheck; ++n) {
+      char buf[64];
+      const ssize_t got = ::recv(c.sock, buf, sizeof buf, MSG_DONTWAIT);
+      if (got > 0) {
+        counters_.doorbells += static_cast<std::uint64_t>(got);
+        c.bells += static_cast<std::uint64_t>(got);
+        continue;
+      }
+      closed = got == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+      break;
+    }
+    // A client rings once per launch it submits while the daemon sleeps, at
+    // most: one that rings far more is not read for a while (it would keep
+    // the idle loop awake, a core's worth).
+    if (!closed && c.bells > c.bell_msgs + kBellSlack && now >= c.muted_until) {
+      c.muted_until = now + kBellMuteNs;
+      ++counters_.doorbell_mutes;
+    }
+    if (closed) gone.push_back(c.id);
+  }
+  // The rest of a crowd that left at once are seen again at the next check.
+  if (gone.size() > static_cast<std::size_t>(kDropsPerTurn)) gone.resize(kDropsPerTurn);
+  for (const std::uint32_t id : gone) {
+    for (std::size_t i = 0; i < clients_.size(); ++i) {
+      if (clients_[i]->id != id) continue;
+      drop_client(i, now, std::nullopt, "its socket closed");
       any = true;
+      break;
     }
   }
   return any;
 }
 
-void Daemon::drop_client(std::size_t index, std::uint64_t now, bool malformed, const std::string& why) {
-  Client& c = *clients_[index];
-  (void)why;
-  if (!malformed) {
-    // What it said and what the GPU finished before it went: its last
-    // reports, and completion markers that landed (an exiting client's last
-    // atoms are done, not reclaimed). The rest is reclaimed below.
-    if (drain_submits(c, now)) poll_completions(c, now);
+// Once a millisecond: a client that holds work (atoms in flight, grants not
+// taken) and whose heartbeat stood still for client_timeout_ms has stopped
+// (SIGSTOP, a debugger, a hung process); one whose work made no progress
+// (nothing completed, no grant taken) for progress_timeout_ms does not do
+// what it was granted. Either is dropped and its work given back; the
+// client registers again when it runs on.
+bool Daemon::check_clients(std::uint64_t now) {
+  const auto ms = [](double v) { return static_cast<std::uint64_t>(v * 1e6); };
+  const std::uint64_t stale_ns = ms(options_.config.client_timeout_ms);
+  const std::uint64_t stuck_ns = ms(options_.config.progress_timeout_ms);
+  bool any = false;
+  int dropped = 0;
+  for (std::size_t i = 0; i < clients_.size() && dropped < kDropsPerTurn; ++i) {
+    Client& c = *clients_[i];
+    ipc::ChannelLayout& l = c.channel.layout();
+    // Both are written by the client: only whether they moved counts, and
+    // for the grant ring's tail only forward, up to what was pushed (a tail
+    // that goes back and forth is not progress).
+    const std::uint64_t tail = l.grant.tail.load(std::memory_order_acquire);
+    const std::uint64_t beat = l.header.client_beat_ns.load(std::memory_order_acquire);
+    if (tail > c.grant_tail && tail <= l.grant.head.load(std::memory_order_relaxed)) {
+      c.grant_tail = tail;
+      c.progress_ns = now;
+    }
+    if (beat != c.beat) {
+      c.beat = beat;
+      c.beat_moved_ns = now;
+    }
+    const std::uint64_t untaken = l.grant.size() + c.overflow.size();
+    const bool holds = c.inflight > 0 || untaken > 0;
+    if (!holds) {
+      c.holds_since = 0;
+      c.progress_ns = now;
+      continue;
+    }
+    if (c.holds_since == 0) c.holds_since = now;
+    std::optional<DropReason> why;
+    std::string text;
+    const auto held = [&] {
+      return std::to_string(c.inflight) + " atoms in flight, " + std::to_string(untaken) + " grants not taken";
+    };
+    // A client that never beat (0) is judged by its progress alone.
+    const std::uint64_t still = now - std::max(c.beat_moved_ns, c.holds_since);
+    if (stale_ns > 0 && c.beat != 0 && still > stale_ns) {
+      why = DropReason::kStopped;
+      text = "its heartbeat stood still for " + std::to_string(still / 1'000'000) + " ms with " + held();
+    } else if (stuck_ns > 0 && now - c.progress_ns > stuck_ns) {
+      const char* over = over_bound(c);
+      why = over != nullptr ? DropReason::kFlood : DropReason::kNoProgress;
+      text = std::string(over != nullptr ? "over its " + std::string(over) + " bound, and " : "") +
+             "nothing completed and no grant taken for " + std::to_string((now - c.progress_ns) / 1'000'000) +
+             " ms with " + held();
+    }
+    if (!why) continue;
+    drop_client(i, now, why, text);
+    --i;
+    ++dropped;
+    any = true;
   }
+  return any;
+}
+
+void Daemon::drop_client(std::size_t index, std::uint64_t now, std::optional<DropReason> reason,
+                         const std::string& why) {
+  Client& c = *clients_[index];
+  if (!reason) {
+    // What it said and what the GPU finished before it went: its last
+    // reports (as far as its bounds allow), and completion markers that
+    // landed (an exiting client's last atoms are done, not reclaimed). The
+    // rest is reclaimed below.
+    (void)drain_submits(c, now);
+  }
+  // Markers that landed count as completions, not as reclaimed atoms.
+  if (c.inflight > 0) poll_completions(c, now);
+  TenantLoad& load = loads_[c.tenant];
   for (Stream& s : c.streams) {
     if (!s.open) continue;
     const auto released = log_->close_queue(s.queue, to_time(now));
     counters_.reclaimed_atoms += released.size();
+    for (const sched::LaunchId id : s.launches) targets_.erase(id);
   }
-  // Forget its pending launches' grant targets.
-  for (auto it = targets_.begin(); it != targets_.end();) {
-    it = it->second.client == c.id ? targets_.erase(it) : std::next(it);
-  }
+  load.pending -= std::min<std::uint64_t>(load.pending, c.pending);
+  load.inflight -= std::min<std::uint64_t>(load.inflight, c.inflight);
+  load.queued_grants -= std::min<std::uint64_t>(load.queued_grants, c.overflow.size());
+  load.events -= std::min(load.events, c.events);
+  if (load.clients > 0) --load.clients;
+  if (auto it = clients_by_uid_.find(c.uid); it != clients_by_uid_.end() && --it->second <= 0)
+    clients_by_uid_.erase(it);
   if (c.sock >= 0) ::close(c.sock);
-  if (malformed) {
+  if (reason) {
     ++counters_.clients_dropped;
+    note_drop(*reason, c.pid, c.uid, c.program, engine_->state().tenants[c.tenant].spec.name,
+              "client " + std::to_string(c.id) + ": " + why);
   } else {
     ++counters_.clients_gone;
   }
   clients_.erase(clients_.begin() + static_cast<std::ptrdiff_t>(index));
   dirty_ = true;
+}
+
+void Daemon::note_refused(int sock, const ipc::Hello& hello, ipc::WelcomeStatus st, const std::string& why) {
+  int pid = 0;
+  unsigned uid = static_cast<unsigned>(-1);
+  if (auto cred = ipc::peer_credentials(sock)) {
+    pid = cred->pid;
+    uid = cred->uid;
+  }
+  const DropReason r = st == ipc::WelcomeStatus::kBadHello ? DropReason::kBadHello
+                       : st == ipc::WelcomeStatus::kFull   ? DropReason::kChannel
+                                                           : DropReason::kTenant;
+  // The names as the Hello carried them, made fit for a log line.
+  ipc::Hello h = hello;
+  h.tenant[sizeof h.tenant - 1] = h.program[sizeof h.program - 1] = '\0';
+  const std::string program = ipc::valid_utf8(text_of(h.program, sizeof h.program));
+  const std::string tenant = ipc::valid_utf8(text_of(h.tenant, sizeof h.tenant));
+  note_drop(r, pid, uid, program, tenant, why);
+}
+
+void Daemon::note_drop(DropReason r, int pid, unsigned uid, const std::string& program, const std::string& tenant,
+                       const std::string& why) {
+  const auto k = static_cast<std::size_t>(r);
+  ++counters_.drops[k];
+  const std::uint64_t now = now_ns();
+  flush_drop_log(now, false);
+  if (drop_log_lines_ >= kDropLogLines) {
+    ++drop_log_suppressed_[k];
+    return;
+  }
+  ++drop_log_lines_;
+  const bool refused = r >= DropReason::kFull;
+  std::string who = "pid " + std::to_string(pid) + ", uid " +
+                    (uid == static_cast<unsigned>(-1) ? std::string("?") : std::to_string(uid));
+  // Control characters cannot be in them (validate_hello); bytes that are
+  // not UTF-8 are replaced again here for what did not pass it.
+  if (!program.empty()) who += ", program " + ipc::valid_utf8(program);
+  if (!tenant.empty()) who += ", tenant " + ipc::valid_utf8(tenant);
+  std::fprintf(stderr, "lithosd: %s (%s): %s: %s\n", refused ? "refused a connection" : "dropped a client", who.c_str(),
+               drop_reason_name(r), ipc::valid_utf8(why).c_str());
+}
+
+// At the end of each window of the drop log: one line for what it did not
+// write (`force`: now, at exit).
+void Daemon::flush_drop_log(std::uint64_t now, bool force) {
+  if (!force && now - drop_log_window_ns_ < kDropLogWindowNs) return;
+  std::uint64_t total = 0;
+  std::string by;
+  for (std::size_t k = 0; k < kDropReasons; ++k) {
+    if (drop_log_suppressed_[k] == 0) continue;
+    total += drop_log_suppressed_[k];
+    by += std::string(by.empty() ? "" : ", ") + drop_reason_name(static_cast<DropReason>(k)) + " " +
+          std::to_string(drop_log_suppressed_[k]);
+    drop_log_suppressed_[k] = 0;
+  }
+  if (total > 0) {
+    std::fprintf(stderr,
+                 "lithosd: %llu more dropped clients and refused connections in the last %.0f s, not "
+                 "logged one by one: %s (lithos status --json: counters.drop_reasons)\n",
+                 static_cast<unsigned long long>(total), static_cast<double>(now - drop_log_window_ns_) / 1e9,
+                 by.c_str());
+  }
+  drop_log_window_ns_ = now;
+  drop_log_lines_ = 0;
 }
 
 Daemon::Client* Daemon::find_client(std::uint32_t id) {
@@ -624,20 +1020,103 @@ void Daemon::shutdown_clients() {
 // ---------------------------------------------------------------------------
 // The hot path
 
+// ---------------------------------------------------------------------------
+// Bounds
+
+// kTenantBoundFactor times a client's bound for the tenant's clients
+// together; while a tenant is over, those of its clients above their share
+// (the tenant's bound over its clients) count as over too, so that one
+// client cannot use up what the others may hold.
+const char* Daemon::over_bound(const Client& c) const {
+  const DaemonConfig& cfg = options_.config;
+  const auto events_cap = static_cast<std::uint64_t>(cfg.max_events_per_s * static_cast<double>(kEventWindowNs) / 1e9);
+  if (c.pending >= cfg.max_pending_launches) return "max_pending_launches";
+  if (c.inflight >= cfg.max_inflight) return "max_inflight";
+  if (c.overflow.size() >= cfg.max_queued_grants) return "max_queued_grants";
+  if (c.events >= events_cap) return "max_events_per_s";
+  const TenantLoad& t = loads_[c.tenant];
+  const std::uint64_t n = std::max<std::uint64_t>(t.clients, 1);
+  const auto over = [&](std::uint64_t total, std::uint64_t mine, std::uint64_t bound) {
+    const std::uint64_t all = bound * kTenantBoundFactor;
+    return total >= all && mine >= all / n;
+  };
+  if (over(t.pending, c.pending, cfg.max_pending_launches)) return "tenant's max_pending_launches";
+  if (over(t.inflight, c.inflight, cfg.max_inflight)) return "tenant's max_inflight";
+  if (over(t.queued_grants, c.overflow.size(), cfg.max_queued_grants)) return "tenant's max_queued_grants";
+  if (over(t.events, c.events, events_cap)) return "tenant's max_events_per_s";
+  return nullptr;
+}
+
+void Daemon::add_pending(Client& c, std::int64_t delta) {
+  c.pending = static_cast<std::uint32_t>(static_cast<std::int64_t>(c.pending) + delta);
+  TenantLoad& t = loads_[c.tenant];
+  t.pending = static_cast<std::uint64_t>(static_cast<std::int64_t>(t.pending) + delta);
+  counters_.max_client_pending = std::max<std::uint64_t>(counters_.max_client_pending, c.pending);
+}
+
+void Daemon::add_inflight(Client& c, Stream& s, std::uint32_t stream, std::int64_t delta) {
+  c.inflight = static_cast<std::uint32_t>(static_cast<std::int64_t>(c.inflight) + delta);
+  TenantLoad& t = loads_[c.tenant];
+  t.inflight = static_cast<std::uint64_t>(static_cast<std::int64_t>(t.inflight) + delta);
+  counters_.max_client_inflight = std::max<std::uint64_t>(counters_.max_client_inflight, c.inflight);
+  const std::uint64_t bit = std::uint64_t{1} << (stream % 64);
+  if (s.inflight.empty()) {
+    c.busy_streams[stream / 64] &= ~bit;
+  } else {
+    c.busy_streams[stream / 64] |= bit;
+  }
+}
+
+void Daemon::add_events(Client& c, std::uint64_t n) {
+  c.events += n;
+  loads_[c.tenant].events += n;
+}
+
+// A grant went into its overflow queue: the queue is bounded, and a client
+// that leaves twice the bound untaken beyond a full ring is not reading them.
+void Daemon::note_overflow(Client& c) {
+  ++loads_[c.tenant].queued_grants;
+  counters_.max_client_queued_grants = std::max<std::uint64_t>(counters_.max_client_queued_grants, c.overflow.size());
+  if (!c.doomed && c.overflow.size() >= 2 * static_cast<std::uint64_t>(options_.config.max_queued_grants)) {
+    c.doomed = DropReason::kGrantsNotTaken;
+    c.doomed_why = std::to_string(c.overflow.size()) + " grants waiting beyond its full grant ring (twice " +
+                   "max_queued_grants): it does not read them";
+  }
+}
+
 bool Daemon::drain_submits(Client& c, std::uint64_t now) {
   ipc::SubmitMsg m;
   bool corrupt = false;
-  counters_.max_submit_depth = std::max(counters_.max_submit_depth, c.channel.layout().submit.size());
-  // A bounded batch per loop keeps one chatty client from starving others.
-  for (int n = 0; n < 256 && c.channel.layout().submit.pop(&m, &corrupt); ++n) {
-    if (Status s = handle_submit(c, m, now); !s.is_ok()) return false;
+  ipc::SpscRing<ipc::SubmitMsg, ipc::kRingSlots>& ring = c.channel.layout().submit;
+  counters_.max_submit_depth = std::max(counters_.max_submit_depth, ring.size());
+  // A bounded batch per loop keeps one chatty client from starving others;
+  // a client over one of its bounds is not read (its ring fills, and its
+  // library waits or keeps its reports) until it is under again.
+  for (int n = 0; n < 256; ++n) {
+    if (over_bound(c) != nullptr) {
+      if (ring.size() > 0 && c.throttled_since == 0) {
+        c.throttled_since = now;
+        ++counters_.throttles;
+      }
+      return true;
+    }
+    if (!ring.pop(&m, &corrupt)) break;
+    ++c.bell_msgs;
+    if (Status s = handle_submit(c, m, now); !s.is_ok()) {
+      c.doomed_why = s.message();
+      return false;
+    }
   }
+  c.throttled_since = 0;
+  if (corrupt) c.doomed_why = "its submit ring's indices are inconsistent";
   return !corrupt;
 }
 
 Status Daemon::handle_submit(Client& c, const ipc::SubmitMsg& m, std::uint64_t now) {
   LITHOS_RETURN_IF_ERROR(c.validator.check(m));
   ++counters_.submits;
+  add_events(c, 1);
+  if (m.stream >= c.streams.size()) c.streams.resize(m.stream + 1);  // validated: < kMaxStreams
   Stream& s = c.streams[m.stream];
   dirty_ = true;
   switch (m.type) {
@@ -652,10 +1131,15 @@ Status Daemon::handle_submit(Client& c, const ipc::SubmitMsg& m, std::uint64_t n
       s.next_marker = s.completed;
       return Status::ok();
     }
-    case ipc::SubmitType::kStreamClose:
+    case ipc::SubmitType::kStreamClose: {
       counters_.reclaimed_atoms += log_->close_queue(s.queue, to_time(now)).size();
+      for (const sched::LaunchId id : s.launches) targets_.erase(id);
+      add_pending(c, -static_cast<std::int64_t>(s.launches.size()));
+      const auto held = static_cast<std::int64_t>(s.inflight.size());
       s = Stream{};
+      add_inflight(c, s, m.stream, -held);
       return Status::ok();
+    }
     case ipc::SubmitType::kSync: log_->sync(s.queue); return Status::ok();
     case ipc::SubmitType::kGoodbye: return Status::ok();  // the socket's end follows
     case ipc::SubmitType::kLaunch: break;
@@ -694,47 +1178,63 @@ Status Daemon::handle_submit(Client& c, const ipc::SubmitMsg& m, std::uint64_t n
         log_->submit_running(s.queue, d, allocation_of(c.tenant, (m.flags & ipc::kSubmitGraph) != 0), to_time(now));
     if (!a) return a.status();
     s.inflight.push_back({m.seq, a->atom, now});
+    add_inflight(c, s, m.stream, 1);
     ++counters_.running_launches;
     return Status::ok();
   }
   auto id = log_->submit(s.queue, d, to_time(now));
   if (!id) return id.status();
   targets_[id.value()] = Target{c.id, m.stream, m.seq};
+  s.launches.push_back(id.value());
+  add_pending(c, 1);
   return Status::ok();
 }
 
 bool Daemon::poll_completions(Client& c, std::uint64_t now) {
   bool any = false;
-  for (std::uint32_t i = 0; i < ipc::kMaxStreams; ++i) {
-    Stream& s = c.streams[i];
-    if (!s.open || s.inflight.empty()) continue;
-    // Never backwards (a stale marker): the highest value seen counts. A
-    // marker may also land before its launch's report (the client writes it
-    // first), so reports are matched against it when they arrive too.
-    const std::uint64_t v = c.channel.layout().completed[i].load(std::memory_order_acquire);
-    s.completed = std::max(s.completed, v);
-    // The launches this value covers ran, one after another, from when the
-    // stream was free for the first until now: each gets its predicted share
-    // of that time (busy_share.hpp), not the first all of it.
-    covered_.clear();
-    for (const Stream::InFlight& f : s.inflight) {
-      if (f.key > s.completed) break;
-      const sched::InflightAtom& a = engine_->state().atoms[f.atom];
-      covered_.push_back({.since_ns = f.since_ns, .predicted_ns = static_cast<double>(a.predicted.count())});
+  // Only the streams with something in flight (a bit each).
+  for (std::uint32_t w = 0; w < ipc::kMaxStreams / 64; ++w) {
+    for (std::uint64_t bits = c.busy_streams[w]; bits != 0; bits &= bits - 1) {
+      const std::uint32_t i = w * 64 + static_cast<std::uint32_t>(__builtin_ctzll(bits));
+      if (poll_stream(c, i, now)) any = true;
     }
-    if (covered_.empty()) continue;
-    share_busy_interval(s.last_end_ns, now, covered_);
-    for (const CoveredLaunch& piece : covered_) {
-      log_->atom_finished(s.inflight.front().atom, to_time(piece.start_ns), to_time(piece.end_ns));
-      s.inflight.pop_front();
-    }
-    s.last_end_ns = now;
-    counters_.completions += covered_.size();
-    if (covered_.size() > 1) counters_.shared_completions += covered_.size();
-    any = true;
   }
-  if (any) dirty_ = true;
+  if (any) {
+    dirty_ = true;
+    c.progress_ns = now;
+  }
   return any;
+}
+
+bool Daemon::poll_stream(Client& c, std::uint32_t i, std::uint64_t now) {
+  Stream& s = c.streams[i];
+  if (!s.open || s.inflight.empty()) return false;
+  // Never backwards (a stale marker): the highest value seen counts. A
+  // marker may also land before its launch's report (the client writes it
+  // first), so reports are matched against it when they arrive too.
+  const std::uint64_t v = c.channel.layout().completed[i].load(std::memory_order_acquire);
+  s.completed = std::max(s.completed, v);
+  // The launches this value covers ran, one after another, from when the
+  // stream was free for the first until now: each gets its predicted share
+  // of that time (busy_share.hpp), not the first all of it.
+  covered_.clear();
+  for (const Stream::InFlight& f : s.inflight) {
+    if (f.key > s.completed) break;
+    const sched::InflightAtom& a = engine_->state().atoms[f.atom];
+    covered_.push_back({.since_ns = f.since_ns, .predicted_ns = static_cast<double>(a.predicted.count())});
+  }
+  if (covered_.empty()) return false;
+  share_busy_interval(s.last_end_ns, now, covered_);
+  for (const CoveredLaunch& piece : covered_) {
+    log_->atom_finished(s.inflight.front().atom, to_time(piece.start_ns), to_time(piece.end_ns));
+    s.inflight.pop_front();
+  }
+  add_inflight(c, s, i, -static_cast<std::int64_t>(covered_.size()));
+  add_events(c, covered_.size());
+  s.last_end_ns = now;
+  counters_.completions += covered_.size();
+  if (covered_.size() > 1) counters_.shared_completions += covered_.size();
+  return true;
 }
 
 bool Daemon::dispatch(std::uint64_t now) {
@@ -767,16 +1267,31 @@ bool Daemon::dispatch(std::uint64_t now) {
       case ipc::StreamPriority::kKeep: break;
     }
     s.inflight.push_back({g.marker, d.atom, now});
+    add_inflight(*c, s, it->second.stream, 1);
+    add_events(*c, 1);
     deliver(*c, g);
     ++c->grants;
     ++counters_.grants;
-    if (d.last) targets_.erase(it);
+    if (d.last) {
+      // Launches finish being granted in their stream's order.
+      auto l = !s.launches.empty() && s.launches.front() == d.launch
+                   ? s.launches.begin()
+                   : std::find(s.launches.begin(), s.launches.end(), d.launch);
+      if (l != s.launches.end()) {
+        s.launches.erase(l);
+        add_pending(*c, -1);
+      }
+      targets_.erase(it);
+    }
   }
   return !out_.empty();
 }
 
 void Daemon::deliver(Client& c, const ipc::GrantMsg& g) {
-  if (!c.overflow.empty() || !c.channel.layout().grant.push(g)) c.overflow.push_back(g);
+  if (c.doomed) return;  // dropped at the end of this turn
+  if (c.overflow.empty() && c.channel.layout().grant.push(g)) return;
+  c.overflow.push_back(g);
+  note_overflow(c);
 }
 
 // The policy's immediate_set (under lithos: everything but the quotas of
@@ -792,9 +1307,13 @@ sched::TpcSet Daemon::allocation_of(sched::TenantId t, bool lasting) const {
 void Daemon::publish_allocation(Client& c) {
   const sched::TpcSet now_set = allocation_of(c.tenant);
   const sched::TpcSet lasting = allocation_of(c.tenant, /*lasting=*/true);
-  const std::uint64_t words[4] = {now_set.word(0), now_set.word(1), lasting.word(0), lasting.word(1)};
-  if (std::equal(std::begin(words), std::end(words), std::begin(c.alloc_words))) return;
-  c.channel.publish_allocation(words, words + 2);
+  const std::array<std::uint64_t, 4> words = {now_set.word(0), now_set.word(1), lasting.word(0), lasting.word(1)};
+  publish_allocation(c, words);
+}
+
+void Daemon::publish_allocation(Client& c, const std::array<std::uint64_t, 4>& words) {
+  if (std::equal(words.begin(), words.end(), std::begin(c.alloc_words))) return;
+  c.channel.publish_allocation(words.data(), words.data() + 2);
   std::copy(std::begin(words), std::end(words), std::begin(c.alloc_words));
 }
 
@@ -815,6 +1334,8 @@ sched::TpcSet Daemon::fallback_of(sched::TenantId t) const {
 // allocation goes back to the fallback set, so a client that sees it always
 // reads an allocation meant for launches that do not wait.
 void Daemon::publish_allocations() {
+  // Each tenant's sets once, whatever its number of clients.
+  alloc_cache_.assign(engine_->state().tenants.size(), std::nullopt);
   for (auto& c : clients_) {
     const bool free = !c->high && engine_->runs_free(c->tenant);
     ipc::ChannelHeader& h = c->channel.layout().header;
@@ -822,7 +1343,13 @@ void Daemon::publish_allocations() {
       h.flags.fetch_and(~static_cast<std::uint32_t>(ipc::kChannelRunsFree), std::memory_order_acq_rel);
       c->runs_free = false;
     }
-    publish_allocation(*c);
+    std::optional<std::array<std::uint64_t, 4>>& words = alloc_cache_[c->tenant];
+    if (!words) {
+      const sched::TpcSet now_set = allocation_of(c->tenant);
+      const sched::TpcSet lasting = allocation_of(c->tenant, /*lasting=*/true);
+      words = std::array<std::uint64_t, 4>{now_set.word(0), now_set.word(1), lasting.word(0), lasting.word(1)};
+    }
+    publish_allocation(*c, *words);
     if (free && !c->runs_free) {
       h.flags.fetch_or(ipc::kChannelRunsFree, std::memory_order_acq_rel);
       c->runs_free = true;
@@ -864,6 +1391,14 @@ std::string Daemon::status_json(std::uint64_t now, std::optional<uid_t> viewer) 
       if (cfg.contains(key)) settings[key] = cfg[key];
     }
     j["settings"] = settings;
+    // The bounds on what clients may make it hold ("Hostile clients").
+    json limits = json::object();
+    for (const char* key :
+         {"max_clients", "max_clients_per_uid", "max_connecting_per_uid", "max_pending_launches", "max_inflight",
+          "max_queued_grants", "max_events_per_s", "client_timeout_ms", "progress_timeout_ms"}) {
+      if (cfg.contains(key)) limits[key] = cfg[key];
+    }
+    j["limits"] = limits;
   }
   j["uptime_s"] = static_cast<double>(now - started_ns_) / 1e9;
   j["cpu_s"] = cpu_seconds();  // the loop thread's CPU time since it started (it spins while work is in flight)
@@ -933,6 +1468,10 @@ std::string Daemon::status_json(std::uint64_t now, std::optional<uid_t> viewer) 
                        {"streams", streams},
                        {"launches", c->launches},
                        {"grants", c->grants},
+                       {"pending_launches", c->pending},
+                       {"inflight", c->inflight},
+                       {"queued_grants", c->overflow.size()},
+                       {"throttled", c->throttled_since != 0},
                        {"since_s", static_cast<double>(now - c->since_ns) / 1e9}});
   }
   j["clients"] = clients;
@@ -955,7 +1494,24 @@ std::string Daemon::status_json(std::uint64_t now, std::optional<uid_t> viewer) 
                    {"spin_gaps_over_1ms", counters_.spin_gaps_over_1ms},
                    {"max_step_us", static_cast<double>(counters_.max_step_ns) / 1e3},
                    {"max_submit_depth", counters_.max_submit_depth},
-                   {"doorbells", counters_.doorbells}};
+                   {"doorbells", counters_.doorbells},
+                   {"doorbell_mutes", counters_.doorbell_mutes},
+                   {"steps_over_100ms", counters_.steps_over_100ms},
+                   {"max_step_cpu_us", static_cast<double>(counters_.max_step_cpu_ns) / 1e3},
+                   {"throttles", counters_.throttles},
+                   {"throttled_clients", std::count_if(clients_.begin(), clients_.end(),
+                                                       [](const auto& c) { return c->throttled_since != 0; })},
+                   {"max_client_pending_launches", counters_.max_client_pending},
+                   {"max_client_inflight", counters_.max_client_inflight},
+                   {"max_client_queued_grants", counters_.max_client_queued_grants},
+                   {"connecting", pending_.size()},
+                   {"accept_errors", counters_.accept_errors}};
+  {
+    json reasons = json::object();
+    for (std::size_t k = 0; k < kDropReasons; ++k)
+      reasons[drop_reason_name(static_cast<DropReason>(k))] = counters_.drops[k];
+    j["counters"]["drop_reasons"] = reasons;
+  }
   const sched::Engine::Counters& ec = engine_->counters();
   j["engine"] = {{"launches", ec.launches},         {"atoms", ec.atoms},         {"split_launches", ec.split_launches},
                  {"stolen_atoms", ec.stolen_atoms}, {"throttled", ec.throttled}, {"widened", ec.widened},
@@ -973,7 +1529,9 @@ std::string Daemon::status_json(std::uint64_t now, std::optional<uid_t> viewer) 
   pred["cache"] = {
       {"path", cache_.path}, {"loaded_entries", cache_.loaded}, {"saves", cache_.saves}, {"error", cache_.error}};
   j["predictor"] = pred;
-  return j.dump();
+  // Never throws on a string that is not UTF-8 (validate_hello makes the
+  // clients' valid; this is the second line of defence).
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
 }  // namespace lithos::daemon

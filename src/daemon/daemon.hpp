@@ -16,7 +16,12 @@
 //  - completion comes from the GPU (completion slots), never from a timer;
 //  - a client that sends anything malformed, or whose socket closes, is
 //    dropped and everything it held is given back at once (its queues are
-//    closed in the Engine); other clients never notice.
+//    closed in the Engine); other clients never notice;
+//  - what a client can make the daemon hold is bounded (DaemonConfig's
+//    max_* keys): a client over a bound is not read until it is under
+//    again, one that stops (its heartbeat stands still) or makes no progress
+//    while it holds work is dropped, doorbells and connections are rate- and
+//    count-limited (docs/daemon.md, "Hostile clients").
 //
 // Threading: one thread calls step()/run(); nothing else touches a Daemon
 // except status_json() through the same thread (status requests are served
@@ -25,6 +30,7 @@
 
 #include <sys/types.h>
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <deque>
@@ -60,7 +66,6 @@ struct DaemonOptions {
   // Its slot map's text (gpu::slot_map_serialize; "" when not known): told
   // to every client (ipc::Welcome::slot_map) that has none of its own.
   std::string slot_map_text;
-  int max_clients = 512;
   // How long the loop spins (no sleep) after the last event before it
   // backs off to sleeping: a be client waiting for a grant is answered
   // within microseconds while work is in flight.
@@ -80,12 +85,59 @@ Result<std::unique_ptr<sched::Engine>> make_engine(const DaemonConfig& config, c
 // the daemon's decisions come out again, or the first difference is named.
 Result<sched::ReplayResult> replay_trace(const Trace& trace);
 
+// Why the daemon dropped a registered client, or refused a connection
+// (docs/daemon.md, "Hostile clients"). Each is counted (`lithos status
+// --json`: counters.drop_reasons) and logged with the client's pid, uid,
+// program and tenant, at most kDropLogLines lines per kDropLogWindowNs and
+// a summary line for the rest.
+enum class DropReason : std::uint8_t {
+  kMalformed,       // a message broke the protocol (ipc::SubmitValidator)
+  kFlood,           // over a bound, and no progress for progress_timeout_ms
+  kNoProgress,      // work in flight, none completed and no grant taken for progress_timeout_ms
+  kStopped,         // its heartbeat stood still for client_timeout_ms while it held work
+  kGrantsNotTaken,  // 2 x max_queued_grants grants waiting beyond its full grant ring
+  kFull,            // refused: max_clients registered, or too many connections waiting
+  kUidClients,      // refused: its uid has max_clients_per_uid registered
+  kUidConnecting,   // refused: its uid has max_connecting_per_uid connections waiting for their Hello
+  kDescriptors,     // refused: the daemon is out of file descriptors (EMFILE, ENFILE)
+  kHelloTimeout,    // no Hello within hello_timeout_ns
+  kBadHello,        // closed before, or sent something that is not a valid Hello
+  kTenant,          // its tenant is unknown or not allowed to it
+  kChannel,         // its channel could not be made or sent
+};
+inline constexpr std::size_t kDropReasons = static_cast<std::size_t>(DropReason::kChannel) + 1;
+const char* drop_reason_name(DropReason r);  // "malformed", "flood", ... (the JSON's keys)
+
+// Raises this process's soft RLIMIT_NOFILE to its hard limit, and says
+// whether `clients` clients (max_clients of every daemon this process runs,
+// `daemons` of them) fit: a registered client costs the daemon one
+// descriptor, a connection waiting for its Hello one more (at most
+// Daemon::kMaxConnecting per daemon), and each daemon keeps a few of its
+// own. Returns "" when they fit, else one line that says what to change.
+std::string fit_descriptors(std::uint64_t clients, int daemons);
+
 // Counters for `lithos status` and the tests.
 struct DaemonCounters {
   std::uint64_t clients_accepted = 0;
-  std::uint64_t clients_refused = 0;
-  std::uint64_t clients_dropped = 0;  // malformed messages
-  std::uint64_t clients_gone = 0;     // socket closed (exit, crash, SIGKILL)
+  std::uint64_t clients_refused = 0;       // connections refused (every refusal reason)
+  std::uint64_t clients_dropped = 0;       // registered clients the daemon dropped (every drop reason)
+  std::uint64_t clients_gone = 0;          // socket closed (exit, crash, SIGKILL)
+  std::uint64_t drops[kDropReasons] = {};  // drops and refusals by DropReason
+  // Times a client went over one of its bounds with messages waiting (and
+  // was no longer read until under again), and the most any one client
+  // held: best-effort launches waiting, atoms in flight, grants queued
+  // beyond its ring.
+  std::uint64_t throttles = 0;
+  std::uint64_t max_client_pending = 0;
+  std::uint64_t max_client_inflight = 0;
+  std::uint64_t max_client_queued_grants = 0;
+  std::uint64_t doorbell_mutes = 0;  // times a client rang far more than it submitted (its socket then unread a while)
+  std::uint64_t accept_errors = 0;   // accept() out of descriptors (EMFILE, ENFILE)
+  // Turns of the loop whose own work took over 100 ms of CPU time, and the
+  // longest such CPU time seen (both only for turns of over 10 ms of wall
+  // time; an upper bound: see Daemon::run).
+  std::uint64_t steps_over_100ms = 0;
+  std::uint64_t max_step_cpu_ns = 0;
   std::uint64_t submits = 0;
   std::uint64_t running_launches = 0;  // high priority, accounted
   std::uint64_t grants = 0;
@@ -139,10 +191,16 @@ class Daemon {
   void shutdown_clients();
 
   static std::uint64_t now_ns();
+  // Connections waiting for their Hello, all uids together.
+  static constexpr std::size_t kMaxConnecting = 256;
+  // Descriptors a daemon keeps besides its clients' (listening socket,
+  // spare, trace, predictor cache, lock, standard streams, slack).
+  static constexpr std::size_t kOwnDescriptors = 32;
 
  private:
   struct Pending;  // a connection whose Hello has not arrived
   struct Stream {
+    std::deque<sched::LaunchId> launches;  // be: submitted, not fully granted (targets_), in order
     bool open = false;
     bool high = false;
     sched::QueueId queue = 0;
@@ -168,8 +226,33 @@ class Daemon {
     std::string program;
     int mps = -1;  // its contexts are MPS clients: 1, not: 0, not known: -1 (ipc::kHelloMps*)
     std::uint64_t since_ns = 0;
-    std::vector<Stream> streams = std::vector<Stream>(ipc::kMaxStreams);
-    std::deque<ipc::GrantMsg> overflow;                           // grants waiting for room in the ring
+    // By stream slot, grown as slots open (an idle client holds none).
+    std::vector<Stream> streams;
+    std::deque<ipc::GrantMsg> overflow;  // grants waiting for room in the ring
+    // What it holds (DaemonConfig's bounds): be launches not fully granted,
+    // entries of its streams' `inflight`, and the streams that have some
+    // (a bit each), so that a turn visits only those.
+    std::uint32_t pending = 0;
+    std::uint32_t inflight = 0;
+    std::uint64_t busy_streams[ipc::kMaxStreams / 64] = {};
+    std::uint64_t events = 0;           // Engine events this window (kEventWindowNs)
+    std::uint64_t throttled_since = 0;  // over a bound with messages waiting since (0: read normally)
+    // Progress and heartbeat (checked once a millisecond): since when it
+    // holds work, when something last completed or a grant was taken, the
+    // grant ring's tail and the heartbeat as last seen, and when the
+    // heartbeat last moved.
+    std::uint64_t holds_since = 0;
+    std::uint64_t progress_ns = 0;
+    std::uint64_t grant_tail = 0;
+    std::uint64_t beat = 0;
+    std::uint64_t beat_moved_ns = 0;
+    // Doorbells: bytes rung and messages taken this window, and until when
+    // its socket is not read for input (hang-ups are still seen).
+    std::uint64_t bells = 0;
+    std::uint64_t bell_msgs = 0;
+    std::uint64_t muted_until = 0;
+    std::optional<DropReason> doomed;  // to be dropped at the end of this turn (why)
+    std::string doomed_why;
     std::uint64_t alloc_words[4] = {~0ULL, ~0ULL, ~0ULL, ~0ULL};  // last published allocations (now, lasting)
     bool runs_free = false;                                       // kChannelRunsFree as last published
     std::uint64_t grants = 0, launches = 0;
@@ -182,6 +265,14 @@ class Daemon {
 
   explicit Daemon(DaemonOptions options);
   bool accept_connections(std::uint64_t now);
+  // True when it refused a connection that was waiting.
+  bool refuse_without_descriptors(std::uint64_t now);
+  // Refuses a connection before or at its Hello (a kFull Welcome saying
+  // why), closes it and accounts it.
+  void refuse_connection(int sock, DropReason r, const std::string& why, int pid, unsigned uid,
+                         const std::string& program = {}, const std::string& tenant = {});
+  // Accounts a refusal welcome() made (its Welcome status says why).
+  void note_refused(int sock, const ipc::Hello& hello, ipc::WelcomeStatus st, const std::string& why);
   bool serve_pending(std::uint64_t now);
   void welcome(int sock, const ipc::Hello& hello, std::uint64_t now);
   // Clients outside MPS while others are MPS clients: they time-slice with
@@ -193,20 +284,40 @@ class Daemon {
                                         std::optional<uid_t> viewer = std::nullopt) const;
   bool shows_everything_to(std::optional<uid_t> viewer) const;
   bool shows_in_full(const Client& c, std::optional<uid_t> viewer) const;
+  // Takes up to a batch of its messages, not beyond its bounds. False when
+  // one was malformed (why: c.doomed_why).
   bool drain_submits(Client& c, std::uint64_t now);
   Status handle_submit(Client& c, const ipc::SubmitMsg& m, std::uint64_t now);
   bool poll_completions(Client& c, std::uint64_t now);
+  bool poll_stream(Client& c, std::uint32_t stream, std::uint64_t now);
   bool dispatch(std::uint64_t now);
   void deliver(Client& c, const ipc::GrantMsg& g);
   void publish_allocations();
   bool check_sockets(std::uint64_t now);
-  void drop_client(std::size_t index, std::uint64_t now, bool malformed, const std::string& why);
+  // Drops the clients that stopped, make no progress, or were doomed this
+  // turn; true when it dropped any.
+  bool check_clients(std::uint64_t now);
+  // `reason` empty: its socket closed (it left); else the daemon drops it.
+  void drop_client(std::size_t index, std::uint64_t now, std::optional<DropReason> reason, const std::string& why);
+  // Counts a drop or refusal and logs it, rate-limited.
+  void note_drop(DropReason r, int pid, unsigned uid, const std::string& program, const std::string& tenant,
+                 const std::string& why);
+  void flush_drop_log(std::uint64_t now, bool force);
+  // Which of its bounds a client is over (nullptr: none): its own, or its
+  // share of its tenant's.
+  const char* over_bound(const Client& c) const;
+  void add_pending(Client& c, std::int64_t delta);
+  void add_inflight(Client& c, Stream& s, std::uint32_t stream, std::int64_t delta);
+  void add_events(Client& c, std::uint64_t n);
+  void note_overflow(Client& c);
   Client* find_client(std::uint32_t id);
   // High priority, and best effort while it runs free: where its launches
   // go now (the policy's immediate_set); otherwise best effort: its
   // fallback set.
   sched::TpcSet allocation_of(sched::TenantId t, bool lasting = false) const;
   void publish_allocation(Client& c);
+  void publish_allocation(Client& c, const std::array<std::uint64_t, 4>& words);  // (now, lasting)
+  std::vector<std::optional<std::array<std::uint64_t, 4>>> alloc_cache_;          // scratch for publish_allocations
   sched::TpcSet fallback_of(sched::TenantId t) const;
   static lithos::Time to_time(std::uint64_t ns);
 
@@ -218,6 +329,38 @@ class Daemon {
   int listen_fd_ = -1;
   std::vector<std::unique_ptr<Pending>> pending_;
   std::vector<std::unique_ptr<Client>> clients_;
+  // Per uid: connections waiting for their Hello, and registered clients.
+  std::unordered_map<unsigned, int> connecting_by_uid_, clients_by_uid_;
+  // Per tenant (index = TenantId): its clients and what they hold together.
+  struct TenantLoad {
+    std::uint32_t clients = 0;
+    std::uint64_t pending = 0, inflight = 0, queued_grants = 0, events = 0;
+  };
+  std::vector<TenantLoad> loads_;
+  std::uint64_t event_window_ns_ = 0;  // when the current window of Engine events and doorbells began
+  static constexpr std::uint64_t kEventWindowNs = 100'000'000;
+  // A descriptor kept open to be closed when accept() runs out of them: the
+  // connection can then be taken and told why before it is closed.
+  int spare_fd_ = -1;
+  std::uint64_t accept_paused_until_ = 0;  // out of descriptors and no spare: the listening socket rests
+  // The drop log's window: lines written, and what was not written by reason.
+  std::uint64_t drop_log_window_ns_ = 0;
+  int drop_log_lines_ = 0;
+  std::uint64_t drop_log_suppressed_[kDropReasons] = {};
+  static constexpr int kDropLogLines = 20;
+  static constexpr std::uint64_t kDropLogWindowNs = 10'000'000'000ULL;
+  // Hellos served per turn (a registration costs a channel: ~0.1 ms), and
+  // connections taken per turn.
+  static constexpr int kHellosPerTurn = 32;
+  static constexpr int kAcceptsPerTurn = 64;
+  // Clients dropped per turn at most (each releases its channel and
+  // queues): the rest of a crowd that leaves at once go at the next turns.
+  static constexpr int kDropsPerTurn = 32;
+  // Doorbells: a client that rings more than the messages it had taken
+  // plus kBellSlack within a window is not read for kBellMuteNs.
+  static constexpr std::uint64_t kBellSlack = 16;
+  static constexpr std::uint64_t kBellMuteNs = 100'000'000;
+  static constexpr int kBellReadsPerCheck = 64;
   std::uint32_t next_client_ = 1;
   std::unordered_map<sched::LaunchId, Target> targets_;
   std::vector<sched::AtomDispatch> out_;  // scratch for dispatch

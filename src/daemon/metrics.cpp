@@ -183,8 +183,8 @@ Result<std::string> prometheus_text(std::string_view status_json) {
   const json k = j.value("counters", json::object());
   static const std::pair<const char*, const char*> counters[] = {
       {"clients_accepted", "Client registrations accepted."},
-      {"clients_refused", "Client registrations refused (tenant not allowed or unknown)."},
-      {"clients_dropped", "Clients dropped for a malformed or hostile message."},
+      {"clients_refused", "Connections refused (lithos_client_drops_total says why)."},
+      {"clients_dropped", "Registered clients the daemon dropped (lithos_client_drops_total says why)."},
       {"clients_gone", "Clients that exited or were killed."},
       {"submits", "Launches submitted by clients."},
       {"running_launches", "High-priority launches accounted (they never wait for a grant)."},
@@ -192,8 +192,24 @@ Result<std::string> prometheus_text(std::string_view status_json) {
       {"completions", "Completions seen."},
       {"reclaimed_atoms", "Atoms released because their client went away."},
       {"doorbells", "Clients waking the daemon from its idle poll."},
+      {"doorbell_mutes", "Times a client rang far more than it submitted and its socket was not read for a while."},
+      {"throttles", "Times a client went over one of its bounds and was not read until under again."},
+      {"accept_errors", "Times accept() found the daemon out of file descriptors."},
+      {"steps_over_100ms", "Turns of the daemon's loop whose own work took over 100 ms of CPU time."},
   };
   for (const auto& [key, help] : counters) w.one(std::string("lithos_") + key + "_total", "counter", help, num(k, key));
+  {
+    // Drops and refusals by reason (a fixed set of words: docs/daemon.md,
+    // "Hostile clients").
+    std::vector<std::pair<std::string, double>> samples;
+    const json reasons = k.value("drop_reasons", json::object());
+    for (const auto& [reason, n] : reasons.items()) {
+      if (n.is_number()) samples.emplace_back("{reason=\"" + escaped(reason) + "\"}", n.get<double>());
+    }
+    w.family("lithos_client_drops_total", "counter", "Clients dropped and connections refused, by reason.", samples);
+  }
+  w.one("lithos_throttled_clients", "gauge", "Clients over one of their bounds now (not read until under again).",
+        num(k, "throttled_clients"));
   w.one("lithos_max_spin_gap_seconds", "gauge", "Longest gap between two turns of the daemon's loop since it started.",
         num(k, "max_spin_gap_us") / 1e6);
   w.one("lithos_max_step_seconds", "gauge", "Longest single turn of the daemon's loop since it started.",

@@ -81,6 +81,11 @@ void Channel::reset() {
   fd_ = -1;
 }
 
+void Channel::close_fd() {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+}
+
 Result<Channel> Channel::create(std::uint32_t client_id, std::uint32_t tenant_id, std::uint64_t epoch) {
   const int fd = ::memfd_create("lithos-channel", MFD_CLOEXEC | MFD_ALLOW_SEALING);
   if (fd < 0) return Status::unavailable(errno_text("memfd_create", errno));

@@ -50,6 +50,10 @@ class Channel {
 
   bool valid() const { return layout_ != nullptr; }
   int fd() const { return fd_; }
+  // Closes this side's descriptor and keeps the mapping (which holds the
+  // memory on its own): the daemon's copy once the client has its own, so
+  // that a client costs the daemon one descriptor (its socket), not two.
+  void close_fd();
   ChannelLayout& layout() { return *layout_; }
   const ChannelLayout& layout() const { return *layout_; }
   std::size_t bytes() const { return layout_ != nullptr ? kBytes : 0; }

@@ -303,14 +303,16 @@ Result<int> connect_socket(const std::string& path, int timeout_ms) {
   return fd.release();
 }
 
-Result<int> accept_client(int listen_fd) {
+Result<int> accept_client(int listen_fd, int* error) {
   while (true) {
     const int fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    const int err = fd >= 0 ? 0 : errno;
+    if (error != nullptr) *error = err == EWOULDBLOCK ? EAGAIN : err;
     if (fd >= 0) return fd;
     // ECONNABORTED: that client gave up before we got to it; try the next.
-    if (errno == EINTR || errno == ECONNABORTED) continue;
-    if (errno == EAGAIN || errno == EWOULDBLOCK) return Status::unavailable("no pending connection");
-    return Status::unavailable(errno_text("accept", errno));
+    if (err == EINTR || err == ECONNABORTED) continue;
+    if (err == EAGAIN || err == EWOULDBLOCK) return Status::unavailable("no pending connection");
+    return Status::unavailable(errno_text("accept", err));
   }
 }
 

@@ -91,8 +91,11 @@ Result<int> listen_socket(const std::string& path, mode_t mode);
 Result<int> connect_socket(const std::string& path, int timeout_ms);
 
 // The next pending connection (non-blocking, close-on-exec), or kUnavailable
-// "no pending connection".
-Result<int> accept_client(int listen_fd);
+// "no pending connection". `error`, when given, is set to the errno of a
+// failure (EAGAIN when none was pending; EMFILE or ENFILE when this
+// process, or the system, is out of descriptors: the connection then still
+// waits in the backlog), 0 on success.
+Result<int> accept_client(int listen_fd, int* error = nullptr);
 
 // Sends one packet of `n` bytes (n > 0: a zero-length packet would read as
 // the peer's end), passing `pass_fd` along when it is >= 0 (the receiver

@@ -20,16 +20,43 @@ Status bad(const std::string& field, std::uint64_t value, const std::string& rul
   return bad(field, std::to_string(value), rule);
 }
 
-// A fixed-size name: force its terminator, then refuse control characters
-// before it.
+// Length of the well-formed UTF-8 sequence at s[i] (s[i] >= 0x80), or 0.
+std::size_t utf8_sequence(const unsigned char* s, std::size_t n, std::size_t i) {
+  const unsigned c = s[i];
+  std::size_t len = 0;
+  unsigned lo = 0x80, hi = 0xbf;  // the second byte's range
+  if (c >= 0xc2 && c <= 0xdf) {
+    len = 2;
+  } else if (c >= 0xe0 && c <= 0xef) {
+    len = 3;
+    if (c == 0xe0) lo = 0xa0;  // not overlong
+    if (c == 0xed) hi = 0x9f;  // not a surrogate
+  } else if (c >= 0xf0 && c <= 0xf4) {
+    len = 4;
+    if (c == 0xf0) lo = 0x90;  // not overlong
+    if (c == 0xf4) hi = 0x8f;  // not above U+10FFFF
+  } else {
+    return 0;
+  }
+  if (len > n - i || s[i + 1] < lo || s[i + 1] > hi) return 0;
+  for (std::size_t k = 2; k < len; ++k) {
+    if (s[i + k] < 0x80 || s[i + k] > 0xbf) return 0;
+  }
+  return len;
+}
+
+// A fixed-size name: force its terminator, refuse control characters
+// before it, and make the rest valid UTF-8.
 Status check_name(const char* field, char (&name)[kNameBytes]) {
   name[kNameBytes - 1] = '\0';
-  for (std::size_t i = 0; i < kNameBytes && name[i] != '\0'; ++i) {
-    const auto c = static_cast<unsigned char>(name[i]);
+  std::size_t n = 0;
+  for (; n < kNameBytes && name[n] != '\0'; ++n) {
+    const auto c = static_cast<unsigned char>(name[n]);
     if (c < 0x20 || c == 0x7f)
       return Status::invalid_argument(std::string(field) + " holds control character " + hex(c) + " at byte " +
-                                      std::to_string(i));
+                                      std::to_string(n));
   }
+  (void)replace_invalid_utf8(name, n);
   return Status::ok();
 }
 
@@ -45,6 +72,31 @@ const char* type_name(SubmitType t) {
 }
 
 }  // namespace
+
+std::size_t replace_invalid_utf8(char* text, std::size_t n) {
+  auto* s = reinterpret_cast<unsigned char*>(text);
+  std::size_t replaced = 0;
+  for (std::size_t i = 0; i < n;) {
+    if (s[i] < 0x80) {
+      ++i;
+      continue;
+    }
+    const std::size_t len = utf8_sequence(s, n, i);
+    if (len == 0) {
+      s[i++] = '?';
+      ++replaced;
+    } else {
+      i += len;
+    }
+  }
+  return replaced;
+}
+
+std::string valid_utf8(std::string_view s) {
+  std::string out(s);
+  (void)replace_invalid_utf8(out.data(), out.size());
+  return out;
+}
 
 Status validate_hello(Hello& h) {
   if (h.magic != kMagic) return bad("hello.magic", hex(h.magic), "expected " + hex(kMagic));

@@ -6,7 +6,10 @@
 #pragma once
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
+#include <string>
+#include <string_view>
 
 #include "common/status.hpp"
 #include "ipc/protocol.hpp"
@@ -23,10 +26,19 @@ inline constexpr std::uint16_t kKnownSubmitFlags =
     kSubmitCooperative | kSubmitGraph | kSubmitWhole | kSubmitRunning | kSubmitPinned;
 
 // Magic, version and a known kind. Forces NUL termination of `tenant` and
-// `program` (their last byte) and rejects names holding control characters
-// (ASCII < 0x20 and 0x7f; UTF-8 bytes pass), which would end up in logs and
-// in `lithos status`.
+// `program` (their last byte), rejects names holding control characters
+// (ASCII < 0x20 and 0x7f), and replaces every byte that is not part of a
+// well-formed UTF-8 sequence with '?' (an executable named in Latin-1, "\xe9t\xe9",
+// becomes "?t?"): both names end up in logs, in `lithos status` and its
+// JSON, which must stay valid UTF-8.
 Status validate_hello(Hello& h);
+
+// Replaces, in place, every byte of text[0, n) that is not part of a
+// well-formed UTF-8 sequence (RFC 3629: no overlong forms, no surrogates,
+// nothing above U+10FFFF) with '?'. Returns how many bytes it replaced.
+std::size_t replace_invalid_utf8(char* text, std::size_t n);
+// A copy of `s` with the same replacements.
+std::string valid_utf8(std::string_view s);
 
 // The rules for one client's stream of SubmitMsg, with the per-stream state
 // they need (whether the slot is open, its last launch seq):

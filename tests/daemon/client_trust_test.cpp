@@ -156,14 +156,20 @@ std::size_t count_of(const std::string& text, const std::string& what) {
 // that setuid()s in between listens as another user, and the credentials a
 // client sees are those of the listen()). No folder checks: a fake daemon
 // may sit where lithosd would refuse to. -1 on failure.
-int listen_at(const std::string& path) {
+// A socket bound at `path`, listening when `listen_now` (a listener's
+// SO_PEERCRED is the process that calls listen(): a fake daemon of another
+// uid listens in its child, after setuid).
+int listen_at(const std::string& path, bool listen_now = true) {
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   if (path.size() >= sizeof addr.sun_path) return -1;
   std::memcpy(addr.sun_path, path.c_str(), path.size());
   const int fd = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
   if (fd < 0) return -1;
-  if (::bind(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0 || ::chmod(path.c_str(), 0777) != 0) {
+  // Listening before the function returns: a client started right after
+  // must find someone there, not a refused connection.
+  if (::bind(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0 || ::chmod(path.c_str(), 0777) != 0 ||
+      (listen_now && ::listen(fd, 16) != 0)) {
     ::close(fd);
     return -1;
   }
@@ -189,7 +195,6 @@ void serve(int listen_fd, Answer answer, int report, const std::atomic<bool>* st
            std::atomic<std::uint64_t>* beats = nullptr) {
   std::vector<int> keep;
   std::vector<ipc::Channel> channels;
-  if (::listen(listen_fd, 16) != 0) return;
   while (stop == nullptr || !stop->load()) {
     for (ipc::Channel& ch : channels)
       if (beats != nullptr) beats->store(ch.layout().header.client_beat_ns.load());
@@ -282,17 +287,30 @@ class ClientTrust : public ::testing::Test {
     server_ = std::thread([this, answer] { serve(listen_fd_, answer, report_[1], &stop_, &beat_); });
   }
   // The same in a child process that listens as `uid`.
+  // Returns once the child listens: a client started right after finds it.
   void fake_daemon_as(const std::string& path, uid_t uid, Answer answer) {
-    const int fd = listen_at(path);
+    const int fd = listen_at(path, /*listen_now=*/false);
     ASSERT_GE(fd, 0) << path << ": " << std::strerror(errno);
+    int ready[2];
+    ASSERT_EQ(::pipe2(ready, O_CLOEXEC), 0);
     child_ = ::fork();
     ASSERT_GE(child_, 0);
     if (child_ == 0) {
-      if (::setgid(uid) != 0 || ::setuid(uid) != 0) ::_exit(1);
+      ::close(ready[0]);
+      if (::setgid(uid) != 0 || ::setuid(uid) != 0 || ::listen(fd, 16) != 0) ::_exit(1);
+      const char one = 1;
+      if (::write(ready[1], &one, 1) != 1) ::_exit(1);
+      ::close(ready[1]);
       serve(fd, answer, report_[1], nullptr);
       ::_exit(0);
     }
+    ::close(ready[1]);
     ::close(fd);
+    pollfd p{ready[0], POLLIN, 0};
+    char one = 0;
+    const bool up = ::poll(&p, 1, 30000) > 0 && ::read(ready[0], &one, 1) == 1;
+    ::close(ready[0]);
+    ASSERT_TRUE(up) << "the fake daemon of uid " << uid << " did not come up";
   }
   // The fake daemon's report lines so far.
   std::vector<std::string> reported() {

@@ -90,9 +90,11 @@ TEST(DaemonConfig, ShippedExampleParsesAndValidates) {
   EXPECT_EQ(svc.match, (std::vector<std::string>{"triton_server", "serve*"}));
   ASSERT_TRUE(svc.fallback.has_value());
   EXPECT_EQ(*svc.fallback, sched::TpcSet::range(0, 44));
-  EXPECT_EQ(svc.where, "lithosd.toml:21:1");
+  EXPECT_EQ(svc.where, "lithosd.toml:23:1");
   EXPECT_EQ(svc.pauses_best_effort, sched::BestEffortPause::kAuto);
   EXPECT_DOUBLE_EQ(c->pause_slowdown, 1.15);
+  EXPECT_EQ(c->max_clients, 1024);
+  EXPECT_EQ(c->max_clients_per_uid, 256);
 
   const sched::TenantSpec spec = svc.spec();
   EXPECT_EQ(spec.name, "svc");
@@ -276,7 +278,7 @@ TEST(DaemonConfig, ParseErrorsNameFileAndLine) {
       {"throttle_us too small", "[daemon]\nthrottle_us = 5\n",
        "f.toml:2:", "'throttle_us' = 5 is out of range [10, 100000]"},
       {"throttle_unborrowed_us too large", "[daemon]\nthrottle_unborrowed_us = 1e6\n",
-       "f.toml:2:", "'throttle_unborrowed_us' = 1e+06 is out of range [10, 100000]"},
+       "f.toml:2:", "'throttle_unborrowed_us' = 1000000 is out of range [10, 100000]"},
       {"pause_slowdown below 1", "[daemon]\npause_slowdown = 0.5\n",
        "f.toml:2:", "'pause_slowdown' = 0.5 is out of range [1, 100]"},
       {"idle_grace_us negative", "[daemon]\nidle_grace_us = -5\n",
@@ -297,6 +299,23 @@ TEST(DaemonConfig, ParseErrorsNameFileAndLine) {
        "f.toml:2:", "'mps_multiuser' must be true or false"},
       {"status_shows_all not a boolean", "[daemon]\nstatus_shows_all = 1\n",
        "f.toml:2:", "'status_shows_all' must be true or false"},
+      {"max_clients zero", "[daemon]\nmax_clients = 0\n", "f.toml:2:", "'max_clients' = 0 is out of range [1, 65536]"},
+      {"max_clients_per_uid not an integer", "[daemon]\nmax_clients_per_uid = 2.5\n",
+       "f.toml:2:", "'max_clients_per_uid' must be an integer"},
+      {"max_connecting_per_uid too large", "[daemon]\nmax_connecting_per_uid = 5000\n",
+       "f.toml:2:", "'max_connecting_per_uid' = 5000 is out of range [1, 4096]"},
+      {"max_pending_launches too small", "[daemon]\nmax_pending_launches = 8\n",
+       "f.toml:2:", "'max_pending_launches' = 8 is out of range [16, 4194304]"},
+      {"max_inflight too small", "[daemon]\nmax_inflight = 10\n",
+       "f.toml:2:", "'max_inflight' = 10 is out of range [64, 4194304]"},
+      {"max_queued_grants too large", "[daemon]\nmax_queued_grants = 5000000\n",
+       "f.toml:2:", "'max_queued_grants' = 5000000 is out of range [16, 4194304]"},
+      {"max_events_per_s too small", "[daemon]\nmax_events_per_s = 10\n",
+       "f.toml:2:", "'max_events_per_s' = 10 is out of range [1000, 1000000000]"},
+      {"client_timeout_ms below its floor", "[daemon]\nclient_timeout_ms = 50\n",
+       "f.toml:2:", "'client_timeout_ms' must be 0 (off) or at least 100 ms"},
+      {"progress_timeout_ms negative", "[daemon]\nprogress_timeout_ms = -1\n",
+       "f.toml:2:", "'progress_timeout_ms' = -1 is out of range [0, 3600000]"},
       {"socket too long", "[daemon]\nsocket = \"/" + std::string(200, 's') + "\"\n", "f.toml:2:", "at most 107 bytes"},
       {"empty state_dir", "[daemon]\nstate_dir = \"\"\n", "f.toml:2:", "'state_dir' is empty"},
       {"default_tenant naming nothing", "[daemon]\ndefault_tenant = \"nobody\"\n[[tenant]]\nname = \"a\"\n",
@@ -767,6 +786,59 @@ TEST(DaemonConfig, JsonCarriesTheConfiguration) {
       EXPECT_EQ(*set, *c->tenants[i].fallback);
     }
   }
+}
+
+// The bounds on what clients may make the daemon hold: their defaults, a
+// file that sets them, their JSON, and validate()'s ranges.
+TEST(DaemonConfig, ClientBoundsParseAndValidate) {
+  const DaemonConfig d = default_config();
+  EXPECT_EQ(d.max_clients, 1024);
+  EXPECT_EQ(d.max_clients_per_uid, 256);
+  EXPECT_EQ(d.max_connecting_per_uid, 32);
+  EXPECT_EQ(d.max_pending_launches, 4096u);
+  EXPECT_EQ(d.max_inflight, 16384u);
+  EXPECT_EQ(d.max_queued_grants, 1024u);
+  EXPECT_DOUBLE_EQ(d.max_events_per_s, 1e6);
+  EXPECT_DOUBLE_EQ(d.client_timeout_ms, 2000);
+  EXPECT_DOUBLE_EQ(d.progress_timeout_ms, 30000);
+  auto c = parse(
+      "[daemon]\nmax_clients = 100\nmax_clients_per_uid = 10\nmax_connecting_per_uid = 4\n"
+      "max_pending_launches = 128\nmax_inflight = 512\nmax_queued_grants = 32\nmax_events_per_s = 50000\n"
+      "client_timeout_ms = 0\nprogress_timeout_ms = 250.5\n");
+  ASSERT_TRUE(c) << c.status().message();
+  EXPECT_EQ(c->max_clients, 100);
+  EXPECT_EQ(c->max_clients_per_uid, 10);
+  EXPECT_EQ(c->max_connecting_per_uid, 4);
+  EXPECT_EQ(c->max_pending_launches, 128u);
+  EXPECT_EQ(c->max_inflight, 512u);
+  EXPECT_EQ(c->max_queued_grants, 32u);
+  EXPECT_DOUBLE_EQ(c->max_events_per_s, 50000);
+  EXPECT_DOUBLE_EQ(c->client_timeout_ms, 0);  // off
+  EXPECT_DOUBLE_EQ(c->progress_timeout_ms, 250.5);
+  EXPECT_TRUE(validate(*c, 66).is_ok());
+  const auto j = nlohmann::json::parse(config_json(*c));
+  EXPECT_EQ(j["max_clients"], 100);
+  EXPECT_EQ(j["max_clients_per_uid"], 10);
+  EXPECT_EQ(j["max_connecting_per_uid"], 4);
+  EXPECT_EQ(j["max_pending_launches"], 128);
+  EXPECT_EQ(j["max_inflight"], 512);
+  EXPECT_EQ(j["max_queued_grants"], 32);
+  EXPECT_EQ(j["max_events_per_s"], 50000);
+  EXPECT_EQ(j["client_timeout_ms"], 0);
+  EXPECT_DOUBLE_EQ(j["progress_timeout_ms"].get<double>(), 250.5);
+  // validate() checks what code (or a later refactor's flags) may set.
+  DaemonConfig bad = d;
+  bad.max_clients = 0;
+  EXPECT_NE(validate(bad, 66).message().find("max_clients = 0 is out of range"), std::string::npos);
+  bad = d;
+  bad.max_inflight = 1;
+  EXPECT_NE(validate(bad, 66).message().find("max_inflight = 1 is out of range"), std::string::npos);
+  bad = d;
+  bad.client_timeout_ms = 20;
+  EXPECT_NE(validate(bad, 66).message().find("client_timeout_ms = 20 is out of range [100, 3600000]"),
+            std::string::npos);
+  bad.client_timeout_ms = 0;
+  EXPECT_TRUE(validate(bad, 66).is_ok());
 }
 
 TEST(DaemonConfig, JsonEscapesStrings) {

@@ -5,7 +5,8 @@
 # keys and bad values, so any output fails), and the command line each one
 # starts must be one lithos accepts (the daemon's with --print-config, over
 # a configuration of its own; lithos-metrics's for 3 s, writing its file
-# into a folder of its own). Skipped (77) where
+# into a folder of its own), and a daemon's LimitNOFILE must fit the
+# max_clients it prints. Skipped (77) where
 # systemd-analyze is not installed.
 #   units_test.sh LITHOS PACKAGING_DIR
 set -u
@@ -58,6 +59,17 @@ for unit in "$PKG"/*.service; do
     echo "FAIL $name: '$cmd' is not a command lithos accepts (exit $rc):"; echo "$out" | head -n 5; fail=1
   else
     echo "ok   $name: its command line parses"
+  fi
+  # A daemon's unit gives it descriptors for max_clients (one each) and the
+  # ~300 it keeps of its own (docs/daemon.md, "Hostile clients").
+  if [[ ${argv[1]} == daemon && $rc == 0 ]]; then
+    limit=$(sed -n 's/^LimitNOFILE=//p' "$target")
+    clients=$(printf '%s\n' "$out" | grep -o '"max_clients":[0-9]*' | head -n 1 | cut -d: -f2)
+    if [[ -z $limit || -z $clients || $limit -lt $((clients + 288)) ]]; then
+      echo "FAIL $name: LimitNOFILE=${limit:-(none)} does not fit max_clients ${clients:-?} (+288)"; fail=1
+    else
+      echo "ok   $name: LimitNOFILE=$limit fits max_clients $clients"
+    fi
   fi
 done
 exit $fail

@@ -91,6 +91,48 @@ TEST(IpcValidateHello, RejectsControlCharacters) {
   h = Hello{};
   std::strcpy(h.tenant, "t\xc3\xa9nant");
   EXPECT_TRUE(validate_hello(h).is_ok());
+  EXPECT_STREQ(h.tenant, "t\xc3\xa9nant");
+}
+
+// Names end up in logs and in `lithos status --json`, which must be valid
+// UTF-8: every byte that is not part of a well-formed sequence becomes '?'.
+TEST(IpcValidateHello, MakesNamesValidUtf8) {
+  Hello h;
+  std::strcpy(h.program, "\xe9t\xe9");  // "été" in Latin-1
+  std::strcpy(h.tenant, "x\xff\xfe");
+  ASSERT_TRUE(validate_hello(h).is_ok());
+  EXPECT_STREQ(h.program, "?t?");
+  EXPECT_STREQ(h.tenant, "x??");
+  // A sequence cut by the terminator, overlong forms, surrogates, code
+  // points above U+10FFFF, a lone continuation byte; well-formed ones of
+  // 2, 3 and 4 bytes stay.
+  struct Case {
+    const char* in;
+    const char* out;
+  };
+  const Case cases[] = {
+      {"ab\xe2\x82", "ab??"},
+      {"\xc0\xaf", "??"},
+      {"\xe0\x80\xaf", "???"},
+      {"\xed\xa0\x80", "???"},
+      {"\xf4\x90\x80\x80", "????"},
+      {"\x80x", "?x"},
+      {"\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80", "\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80"},
+  };
+  for (const Case& c : cases) {
+    h = Hello{};
+    std::strcpy(h.program, c.in);
+    ASSERT_TRUE(validate_hello(h).is_ok()) << c.in;
+    EXPECT_STREQ(h.program, c.out);
+  }
+  // A 2-byte sequence whose second byte would be the terminator.
+  h = Hello{};
+  std::memset(h.program, 'a', sizeof h.program);
+  h.program[kNameBytes - 2] = '\xc3';
+  ASSERT_TRUE(validate_hello(h).is_ok());
+  EXPECT_EQ(h.program[kNameBytes - 2], '?');
+  EXPECT_EQ(valid_utf8("caf\xe9"), "caf?");
+  EXPECT_EQ(valid_utf8("caf\xc3\xa9"), "caf\xc3\xa9");
 }
 
 // ---- SubmitMsg ----------------------------------------------------------------
