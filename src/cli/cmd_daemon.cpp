@@ -222,6 +222,29 @@ void quit_mps() {
   }
 }
 
+// The pids of MPS's clients, as its control daemon lists them
+// (get_server_list, then get_client_list of each server); none when it does
+// not answer within 5 s. Called on a thread of lithosd's after a GPU fault.
+std::vector<int> mps_client_pids() {
+  const auto ask = [](const std::string& line) {
+    std::string out;
+    auto rc = bench::run_command({"nvidia-cuda-mps-control"}, {}, line + "\n", 5.0, "/dev/null", &out);
+    std::vector<int> pids;
+    if (!rc || *rc != 0) return pids;
+    std::istringstream words(out);
+    for (std::string w; words >> w;) {
+      if (w.find_first_not_of("0123456789") != std::string::npos || w.size() > 9) continue;
+      pids.push_back(std::stoi(w));
+    }
+    return pids;
+  };
+  std::vector<int> clients;
+  for (const int server : ask("get_server_list")) {
+    for (const int c : ask("get_client_list " + std::to_string(server))) clients.push_back(c);
+  }
+  return clients;
+}
+
 // A trace file, parsed; nullopt after saying why.
 std::optional<daemon::Trace> read_trace(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
@@ -487,6 +510,16 @@ int run_daemon(const DaemonArgs& a) {
     if (const std::string fit = daemon::fit_descriptors(clients, static_cast<int>(opts.size())); !fit.empty())
       std::fprintf(stderr, "lithosd: warning: %s\n", fit.c_str());
   }
+  // Fatal GPU faults ("GPU faults"): NVML's critical Xid events of each GPU
+  // whose UUID is known (LITHOS_NVML_LIBRARY names another NVML library: the
+  // tests' fake), and, where MPS runs, its own list of its clients.
+  // NOLINTNEXTLINE(concurrency-mt-unsafe): read before any thread starts
+  const char* nvml = std::getenv("LITHOS_NVML_LIBRARY");
+  for (daemon::DaemonOptions& opt : opts) {
+    opt.nvml_library = nvml != nullptr ? nvml : "";
+    opt.xid_events = !opt.gpu_uuid.empty() || !opt.nvml_library.empty();
+    if (cfg.mps != daemon::MpsMode::kOff) opt.mps_client_pids = mps_client_pids;
+  }
   std::vector<std::unique_ptr<daemon::Daemon>> served;
   for (const daemon::DaemonOptions& opt : opts) {
     auto d = daemon::Daemon::create(opt);
@@ -553,9 +586,11 @@ struct StatusArgs {
   double every = 0;  // seconds between rounds; 0 = one round
 };
 
-// lithosd's status answer (its JSON text), or why there is none.
-Result<std::string> fetch_status(const std::string& socket) {
-  auto fd = ipc::connect_socket(socket, 1000);
+}  // namespace
+
+// lithosd's status answer (commands.hpp).
+Result<std::string> fetch_status(const std::string& socket, int timeout_ms) {
+  auto fd = ipc::connect_socket(socket, std::min(timeout_ms, 1000));
   if (!fd) return Status::unavailable("no lithosd at " + socket + ": " + fd.status().message());
   ipc::Hello hello;
   hello.kind = ipc::HelloKind::kStatus;
@@ -564,7 +599,7 @@ Result<std::string> fetch_status(const std::string& socket) {
   int passed = -1;
   Status st = ipc::send_packet(fd.value(), &hello, sizeof hello);
   Result<std::size_t> got =
-      st.is_ok() ? ipc::recv_packet(fd.value(), buf.data(), buf.size(), &passed, 3000) : Result<std::size_t>(st);
+      st.is_ok() ? ipc::recv_packet(fd.value(), buf.data(), buf.size(), &passed, timeout_ms) : Result<std::size_t>(st);
   ::close(fd.value());
   if (passed >= 0) ::close(passed);
   if (!got || got.value() == 0) {
@@ -573,6 +608,38 @@ Result<std::string> fetch_status(const std::string& socket) {
   }
   buf.resize(got.value());
   return buf;
+}
+
+namespace {
+
+// The fault line(s) of `lithos status`: an open episode, else the last one.
+void print_fault(std::FILE* f, const nlohmann::json& j) {
+  const nlohmann::json& fault = j.contains("fault") ? j["fault"] : nlohmann::json();
+  if (!fault.is_object()) return;
+  const bool open = fault.value("state", std::string("ok")) != "ok";
+  const nlohmann::json& ep = open ? fault["current"] : fault["last"];
+  if (!ep.is_object()) return;
+  const auto who = [](const nlohmann::json& list) {
+    std::string out;
+    for (const auto& p : list) {
+      out += (out.empty() ? "" : ", ") + p.value("tenant", std::string("?"));
+      if (p.contains("pid") && p["pid"].is_number()) out += " (pid " + std::to_string(p["pid"].get<long>()) + ")";
+    }
+    return out.empty() ? std::string("none") : out;
+  };
+  std::size_t left = 0;
+  for (const auto& a : ep.value("affected", nlohmann::json::array())) left += a.value("gone", true) ? 0U : 1U;
+  std::fprintf(f, "\nfault%s: %s%s, %.1f s ago; reported by %s; in flight: %s", open ? "" : " (last)",
+               ep["error_name"].is_string() ? ep["error_name"].get<std::string>().c_str() : "no client report",
+               ep["xid"].is_number() ? (", Xid " + std::to_string(ep["xid"].get<long>())).c_str() : "",
+               ep.value("age_s", 0.0), who(ep.value("reported_by", nlohmann::json::array())).c_str(),
+               who(ep.value("in_flight", nlohmann::json::array())).c_str());
+  if (open) {
+    std::fprintf(f, "; %s, %zu affected process(es) still there\n", fault.value("state", std::string()).c_str(), left);
+  } else {
+    std::fprintf(f, "; %s after %.0f ms\n", ep.value("outcome", std::string()).c_str(),
+                 ep.value("closed_after_ms", 0.0));
+  }
 }
 
 void print_human(std::FILE* f, const nlohmann::json& j) {
@@ -644,6 +711,7 @@ void print_human(std::FILE* f, const nlohmann::json& j) {
       if (w.is_string()) std::fprintf(f, "warning: %s\n", w.get<std::string>().c_str());
     }
   }
+  print_fault(f, j);
   const auto& k = j["counters"];
   std::fprintf(f,
                "\ngrants %llu (%.0f/s), completions %llu (%llu seen several under one marker), hp launches accounted "
@@ -767,7 +835,7 @@ int write_statuses(std::FILE* f, const StatusArgs& a, const std::string& pattern
   for (std::size_t i = 0; i < sockets.size(); ++i) {
     if (i > 0 && !a.json) std::fputs("\n", f);
     Status w;
-    rc = std::max(rc, write_status(f, a, fetch_status(sockets[i]), &w));
+    rc = std::max(rc, write_status(f, a, fetch_status(sockets[i], 3000), &w));
     if (why->is_ok()) *why = w;
   }
   return rc;

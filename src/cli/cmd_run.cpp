@@ -12,9 +12,11 @@
 // Without a usable NVIDIA driver or GPU it says so in one line on stderr and
 // execs the program untouched (no LD_PRELOAD, no LITHOS_* added): it runs, or
 // fails, exactly as it would without lithos.
+#include <dirent.h>
 #include <limits.h>
 #include <pwd.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <CLI/CLI.hpp>
 
@@ -27,6 +29,8 @@
 #include <string>
 #include <utility>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "cli/commands.hpp"
 #include "gpu/cuda_probe.hpp"
@@ -55,11 +59,59 @@ struct RunArgs {
   std::string daemon;      // lithosd: its socket
   std::string daemon_uid;  // lithosd: the uid it runs as, trusted besides root and this user (name or number)
   bool print_env = false;  // print the environment instead of running a program
+  std::string mps;         // "auto" (the tenant's setting), "on", "off" ("" = auto)
   std::vector<std::string> command;
 };
 
 constexpr int kBadInput = 2;
 constexpr int kFailure = 1;
+
+// A folder of this user's with nothing in it: CUDA_MPS_PIPE_DIRECTORY there
+// keeps a process out of MPS (its driver finds no MPS control pipe and runs
+// it as a plain context). Private (0700) and checked, so that no one else
+// can put a control pipe of theirs there. kFailedPrecondition saying why.
+Result<std::string> no_mps_folder() {
+  // NOLINTNEXTLINE(concurrency-mt-unsafe): lithos run has one thread
+  const char* xdg = std::getenv("XDG_RUNTIME_DIR");
+  const uid_t me = ::geteuid();
+  const std::string dir =
+      xdg != nullptr && *xdg == '/' ? std::string(xdg) + "/lithos-no-mps" : "/tmp/lithos-no-mps-" + std::to_string(me);
+  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST)
+    return Status::unavailable("cannot make " + dir + ": " + std::strerror(errno));
+  struct stat st {};
+  if (::lstat(dir.c_str(), &st) != 0) return Status::unavailable(dir + ": " + std::strerror(errno));
+  if (!S_ISDIR(st.st_mode) || st.st_uid != me || (st.st_mode & 077) != 0) {
+    return Status::failed_precondition(dir +
+                                       " is not a folder of yours that only you may use (remove it; lithos run "
+                                       "makes it anew)");
+  }
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return Status::unavailable(dir + ": " + std::strerror(errno));
+  bool empty = true;
+  while (const dirent* e = ::readdir(d)) {  // NOLINT(concurrency-mt-unsafe)
+    if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0) empty = false;
+  }
+  ::closedir(d);
+  if (!empty) return Status::failed_precondition(dir + " is not empty (remove it; lithos run makes it anew)");
+  return dir;
+}
+
+// Whether the lithosd at `socket` runs `tenant` outside MPS (its status's
+// tenants[].mps is false); nullopt when it does not answer within a short
+// bound or does not know the tenant: the process is left as it is.
+std::optional<bool> tenant_outside_mps(const std::string& socket, const std::string& tenant) {
+  const std::vector<std::string> sockets = ipc::sockets_for_every_gpu(socket);
+  if (sockets.empty()) return std::nullopt;
+  auto text = fetch_status(sockets.front(), 300);
+  if (!text) return std::nullopt;
+  const nlohmann::json j = nlohmann::json::parse(*text, nullptr, false);
+  if (!j.is_object() || !j.contains("tenants") || !j["tenants"].is_array()) return std::nullopt;
+  for (const auto& t : j["tenants"]) {
+    if (t.is_object() && t.value("name", std::string()) == tenant && t.contains("mps") && t["mps"].is_boolean())
+      return !t["mps"].get<bool>();
+  }
+  return std::nullopt;
+}
 
 // Where liblithos.so is: $LITHOS_LIBRARY, else ../lib/liblithos.so relative
 // to this executable (the build tree and an install share that layout).
@@ -323,6 +375,23 @@ int run(RunArgs a) {
     } else if (uid != nullptr && *uid != '\0') {
       env.emplace_back("LITHOS_DAEMON_UID", uid);  // as given (liblithos.so checks it), so that --print-env shows it
     }
+    // Outside MPS when its tenant runs there (mps = false: its faults stay
+    // its own; docs/daemon.md, "GPU faults") or when asked (--mps off).
+    bool outside = a.mps == "off";
+    if (a.mps.empty() || a.mps == "auto") {
+      std::string socket_path;
+      for (const auto& [name, value] : env)
+        if (std::strcmp(name, "LITHOS_DAEMON") == 0) socket_path = value;
+      if (!a.tenant.empty()) outside = tenant_outside_mps(socket_path, a.tenant).value_or(false);
+    }
+    if (outside) {
+      auto dir = no_mps_folder();
+      if (!dir) {
+        std::fprintf(stderr, "lithos run: cannot keep the program out of MPS: %s\n", dir.status().message().c_str());
+        return kFailure;
+      }
+      env.emplace_back("CUDA_MPS_PIPE_DIRECTORY", *dir);
+    }
   }
   if (a.print_env) {
     // For a job that cannot be started through `lithos run` (a container's
@@ -411,6 +480,12 @@ CommandRunner add_run_command(CLI::App& app) {
                 "Run no program: print the environment lithos run would give it (NAME=VALUE lines: liblithos.so "
                 "in LD_PRELOAD, the LITHOS_* variables) after the same checks, for a job started some other way "
                 "(a container's entrypoint, a Kubernetes pod); put LD_PRELOAD's value before any of the job's own");
+  sub->add_option("--mps", args->mps,
+                  "With --tenant/--daemon: auto (default) runs the program outside MPS when lithosd says its tenant "
+                  "does (mps = false: a fatal GPU fault of it then stays its own, docs/daemon.md \"GPU faults\"); "
+                  "off runs it outside MPS (CUDA_MPS_PIPE_DIRECTORY set to an empty folder of yours); on leaves it "
+                  "as it is")
+      ->check(CLI::IsMember({"auto", "on", "off"}));
   sub->add_option("command", args->command, "The program and its arguments (required unless --print-env)");
   return [args] { return run(*args); };
 }

@@ -11,6 +11,8 @@
 #include <optional>
 #include <string>
 
+#include "common/status.hpp"
+
 namespace CLI {
 class App;
 }
@@ -29,6 +31,11 @@ std::optional<std::string> executable_path();
 // returns early) and ignores SIGPIPE: for the commands that run until told
 // to stop (lithos daemon, lithos status --every, lithos bench).
 void catch_stop_signals(void (*handler)(int));
+
+// lithosd's status answer at `socket` (its JSON text, schema lithos.status/1),
+// waiting up to `timeout_ms` for it, or why there is none (cmd_daemon.cpp;
+// `lithos run` asks it whether a tenant runs outside MPS).
+Result<std::string> fetch_status(const std::string& socket, int timeout_ms);
 
 // Each adds a subcommand to `app` and returns the runner to call when that
 // subcommand was selected.

@@ -224,9 +224,9 @@ struct Parser {
   }
 
   Result<TenantConfig> tenant(const toml::table& t) const {
-    LITHOS_RETURN_IF_ERROR(check_keys(
-        t, "[[tenant]]",
-        {"name", "priority", "quota", "slo_ms", "users", "groups", "match", "fallback_tpcs", "pauses_best_effort"}));
+    LITHOS_RETURN_IF_ERROR(check_keys(t, "[[tenant]]",
+                                      {"name", "priority", "quota", "slo_ms", "users", "groups", "match",
+                                       "fallback_tpcs", "pauses_best_effort", "mps"}));
     TenantConfig out;
     out.where = where(source, t);
     auto name = string(t, "name");
@@ -289,6 +289,10 @@ struct Parser {
         return error(*n, ctx + ": only a high-priority tenant pauses best-effort work");
       }
     }
+    if (const toml::node* n = t.get("mps")) {
+      if (!n->is_boolean()) return error(*n, ctx + ": 'mps' must be true or false");
+      out.mps = n->as_boolean()->get();
+    }
     return out;
   }
 
@@ -317,6 +321,16 @@ struct Parser {
                                       json_number(kMinClientTimeoutMs) + " ms");
       }
       *out = **v;
+    }
+    for (auto [key, out] : {std::pair{"fault_exit_grace_ms", &c.fault_exit_grace_ms},
+                            std::pair{"fault_term_grace_ms", &c.fault_term_grace_ms}}) {
+      auto v = number(d, key, 0, kMaxFaultGraceMs, false);
+      if (!v) return v.status();
+      if (v->has_value()) *out = **v;
+    }
+    if (const toml::node* n = d.get("fault_ends_processes")) {
+      if (!n->is_boolean()) return error(*n, "'fault_ends_processes' must be true or false");
+      c.fault_ends_processes = n->as_boolean()->get();
     }
     return Status::ok();
   }
@@ -350,6 +364,9 @@ struct Parser {
                                        "max_events_per_s",
                                        "client_timeout_ms",
                                        "progress_timeout_ms",
+                                       "fault_exit_grace_ms",
+                                       "fault_term_grace_ms",
+                                       "fault_ends_processes",
                                        "state_dir",
                                        "trace",
                                        "default_tenant"}));
@@ -843,6 +860,8 @@ Status validate(const DaemonConfig& c, int device_tpcs) {
        {std::pair{"client_timeout_ms", c.client_timeout_ms}, std::pair{"progress_timeout_ms", c.progress_timeout_ms}}) {
     if (v != 0) LITHOS_RETURN_IF_ERROR(in_range(name, v, kMinClientTimeoutMs, kMaxClientTimeoutMs));
   }
+  LITHOS_RETURN_IF_ERROR(in_range("fault_exit_grace_ms", c.fault_exit_grace_ms, 0, kMaxFaultGraceMs));
+  LITHOS_RETURN_IF_ERROR(in_range("fault_term_grace_ms", c.fault_term_grace_ms, 0, kMaxFaultGraceMs));
   if (c.tenants.empty()) return Status::invalid_argument("no tenants");
   if (c.tenants.size() > kMaxTenants) {
     return Status::invalid_argument("at most " + std::to_string(kMaxTenants) + " tenants");
@@ -984,6 +1003,9 @@ std::string config_json(const DaemonConfig& c) {
   j += ",\"max_events_per_s\":" + json_number(c.max_events_per_s);
   j += ",\"client_timeout_ms\":" + json_number(c.client_timeout_ms);
   j += ",\"progress_timeout_ms\":" + json_number(c.progress_timeout_ms);
+  j += ",\"fault_exit_grace_ms\":" + json_number(c.fault_exit_grace_ms);
+  j += ",\"fault_term_grace_ms\":" + json_number(c.fault_term_grace_ms);
+  j += std::string(",\"fault_ends_processes\":") + (c.fault_ends_processes ? "true" : "false");
   j += ",\"state_dir\":" + json_string(c.state_dir);
   j += ",\"trace\":" + json_string(c.trace);
   j += ",\"default_tenant\":" + json_string(c.default_tenant);
@@ -1002,6 +1024,7 @@ std::string config_json(const DaemonConfig& c) {
     j += "]";
     j += ",\"fallback_tpcs\":" + (t.fallback ? json_string(t.fallback->to_string()) : std::string("null"));
     j += std::string(",\"pauses_best_effort\":") + best_effort_pause_literal(t.pauses_best_effort);
+    j += std::string(",\"mps\":") + (t.mps ? "true" : "false");
     j += "}";
   }
   j += "]}";

@@ -62,6 +62,7 @@ inline constexpr double kMinEventsPerS = 1000;      // max_events_per_s
 inline constexpr double kMaxEventsPerS = 1e9;
 inline constexpr double kMinClientTimeoutMs = 100;  // client_timeout_ms, progress_timeout_ms (or 0: off)
 inline constexpr double kMaxClientTimeoutMs = 3600000;
+inline constexpr double kMaxFaultGraceMs = 600000;  // fault_exit_grace_ms, fault_term_grace_ms
 // A tenant's clients together: this many times one client's bounds.
 inline constexpr std::uint32_t kTenantBoundFactor = 4;
 // Tenant names travel in ipc::Hello/Welcome (64 bytes with the terminating NUL).
@@ -88,6 +89,11 @@ struct TenantConfig {
   // work on the GPU (sched::BestEffortPause; true, false or "auto", the
   // default for a high-priority tenant of a configuration file).
   sched::BestEffortPause pauses_best_effort = sched::BestEffortPause::kNever;
+  // Whether its processes run as MPS clients (where MPS runs). false: `lithos
+  // run --tenant` starts them outside MPS, so that a fatal fault of theirs
+  // stays their own instead of reaching every MPS client of the GPU, at the
+  // cost of time-slicing with the MPS clients (docs/daemon.md, "GPU faults").
+  bool mps = true;
   // "file:line:column" of its [[tenant]] table, for messages; empty for the
   // implicit default tenant and tenants built in code.
   std::string where;
@@ -188,6 +194,14 @@ struct DaemonConfig {
   // taken a grant for progress_timeout_ms is dropped too. 0: off.
   double client_timeout_ms = 2000;
   double progress_timeout_ms = 30000;
+  // A fatal GPU fault (docs/daemon.md, "GPU faults"): affected MPS client
+  // processes get fault_exit_grace_ms to exit on their own, then SIGTERM,
+  // then after fault_term_grace_ms SIGKILL (fault_ends_processes; false:
+  // lithosd waits for them as long as it takes, the GPU out of service for
+  // new MPS clients meanwhile).
+  double fault_exit_grace_ms = 2000;
+  double fault_term_grace_ms = 2000;
+  bool fault_ends_processes = true;
   std::string state_dir;  // default: see default_state_dir()
   std::string trace;      // "" = no trace
   std::string default_tenant = kDefaultTenantName;

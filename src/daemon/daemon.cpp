@@ -17,6 +17,7 @@
 #include <system_error>
 
 #include "daemon/predictor_cache.hpp"
+#include "ipc/cuda_faults.hpp"
 #include "ipc/safe_file.hpp"
 #include "ipc/socket.hpp"
 #include "sched/policy.hpp"
@@ -128,6 +129,7 @@ Daemon::Daemon(DaemonOptions options) : options_(std::move(options)) {}
 
 Daemon::~Daemon() {
   if (cache_.writer.joinable()) cache_.writer.join();
+  if (mps_query_.thread.joinable()) mps_query_.thread.join();
   if (spare_fd_ >= 0) ::close(spare_fd_);
   for (auto& p : pending_) ::close(p->sock);
   for (auto& c : clients_) {
@@ -199,6 +201,38 @@ Result<std::unique_ptr<Daemon>> Daemon::create(DaemonOptions options) {
   auto engine = make_engine(cfg, d->options_.device);
   if (!engine) return engine.status();
   d->engine_ = std::move(engine).value();
+  {
+    FaultSettings fs;
+    fs.exit_grace_ns = static_cast<std::uint64_t>(cfg.fault_exit_grace_ms * 1e6);
+    fs.term_grace_ns = static_cast<std::uint64_t>(cfg.fault_term_grace_ms * 1e6);
+    fs.end_processes = cfg.fault_ends_processes;
+    // A shared ProcessControl given by the caller (tests) is used through a
+    // forwarding owner; otherwise the system's.
+    struct Shared final : ProcessControl {
+      std::shared_ptr<ProcessControl> p;
+      std::optional<std::uint64_t> start_time(int pid) override { return p->start_time(pid); }
+      int signal(int pid, int sig) override { return p->signal(pid, sig); }
+    };
+    std::unique_ptr<ProcessControl> pc;
+    if (d->options_.processes) {
+      auto sh = std::make_unique<Shared>();
+      sh->p = d->options_.processes;
+      pc = std::move(sh);
+    } else {
+      pc = ProcessControl::system();
+    }
+    d->faults_ = std::make_unique<FaultMonitor>(fs, std::move(pc));
+    d->xid_state_ = "off";
+    if (d->options_.xid_events) {
+      std::string why;
+      d->xid_ = XidWatcher::start(d->options_.nvml_library, d->options_.gpu_uuid, &why);
+      d->xid_state_ = d->xid_ != nullptr ? "on" : why;
+      if (d->xid_ == nullptr) {
+        std::fprintf(stderr, "lithosd: NVML's Xid events are not read (%s); GPU faults are still reported by clients\n",
+                     why.c_str());
+      }
+    }
+  }
   d->log_ = std::make_unique<sched::EngineLog>(*d->engine_, !cfg.trace.empty());
   // What an earlier daemon's predictor learnt; a bad or foreign cache is
   // reported and the daemon starts cold (and overwrites it later).
@@ -447,6 +481,7 @@ bool Daemon::step(std::uint64_t now) {
     any |= serve_pending(now);
     any |= check_sockets(now);
     any |= check_clients(now);
+    any |= check_faults(now);
     flush_drop_log(now, false);
   }
   // The heartbeat shares its cache line with the allocation a high-priority
@@ -763,11 +798,12 @@ void Daemon::welcome(int sock, const ipc::Hello& hello_in, std::uint64_t now) {
   clients_.push_back(std::move(c));
   // Said once per client outside MPS: when it comes beside MPS clients, or
   // when the first MPS client comes beside it.
+  // And once for an MPS client of a tenant that runs outside MPS.
   const bool first_inside =
       added.mps == 1 && std::count_if(clients_.begin(), clients_.end(), [](const auto& x) { return x->mps == 1; }) == 1;
-  if (added.mps == 0 || first_inside) {
-    for (const std::string& line :
-         mps_warnings(added.mps == 0 ? std::optional<std::uint32_t>(added.id) : std::nullopt)) {
+  const bool misplaced = added.mps == 1 && !options_.config.tenants[added.tenant].mps;
+  if (added.mps == 0 || first_inside || misplaced) {
+    for (const std::string& line : mps_warnings(first_inside ? std::nullopt : std::optional<std::uint32_t>(added.id))) {
       std::fprintf(stderr, "lithosd: %s\n", line.c_str());
     }
   }
@@ -777,17 +813,28 @@ std::vector<std::string> Daemon::mps_warnings(std::optional<std::uint32_t> only,
   std::size_t inside = 0;
   for (const auto& c : clients_) inside += c->mps == 1 ? 1U : 0U;
   std::vector<std::string> out;
-  if (inside == 0) return out;
   const sched::EngineState& st = engine_->state();
   for (const auto& c : clients_) {
-    if (c->mps != 0 || (only && c->id != *only)) continue;
+    if (only && c->id != *only) continue;
     const std::string who = shows_in_full(*c, viewer) ? "pid " + std::to_string(c->pid) + ", uid " +
                                                             std::to_string(c->uid) + ", " + c->program
                                                       : std::string("another user's");
-    out.push_back("client " + std::to_string(c->id) + " (" + who + ", tenant " + st.tenants[c->tenant].spec.name +
-                  ") runs outside MPS beside " + std::to_string(inside) +
-                  " MPS client(s): its kernels time-slice with theirs and no TPC mask keeps them apart (MPS "
-                  "serves one user id at a time: docs/daemon.md, \"Failure handling\")");
+    const std::string& tenant = st.tenants[c->tenant].spec.name;
+    const bool chosen = !options_.config.tenants[c->tenant].mps;  // its tenant runs outside MPS on purpose
+    if (c->mps == 1 && chosen) {
+      out.push_back("client " + std::to_string(c->id) + " (" + who + ", tenant " + tenant +
+                    ") is an MPS client, but its tenant runs outside MPS (mps = false): a fatal fault of it reaches "
+                    "every MPS client of the GPU. Start it with `lithos run --tenant " +
+                    tenant + "` (docs/daemon.md, \"GPU faults\")");
+      continue;
+    }
+    if (c->mps != 0 || inside == 0) continue;
+    out.push_back("client " + std::to_string(c->id) + " (" + who + ", tenant " + tenant + ") runs outside MPS beside " +
+                  std::to_string(inside) +
+                  " MPS client(s): its kernels time-slice with theirs and no TPC mask keeps "
+                  "them apart" +
+                  (chosen ? std::string(" (its tenant's choice, mps = false: its faults stay its own)")
+                          : std::string(" (MPS serves one user id at a time: docs/daemon.md, \"Failure handling\")")));
   }
   return out;
 }
@@ -900,6 +947,125 @@ bool Daemon::check_clients(std::uint64_t now) {
     --i;
     ++dropped;
     any = true;
+  }
+  return any;
+}
+
+// ---------------------------------------------------------------------------
+// Fatal GPU faults
+
+std::vector<FaultParty> Daemon::fault_parties() const {
+  std::vector<FaultParty> out;
+  out.reserve(clients_.size());
+  for (const auto& c : clients_) {
+    FaultParty p;
+    p.client = c->id;
+    p.pid = c->pid;
+    p.uid = c->uid;
+    p.program = c->program;
+    p.tenant = engine_->state().tenants[c->tenant].spec.name;
+    p.mps = c->mps == 1;
+    p.inflight = c->inflight;
+    p.waiting = c->pending;
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
+void Daemon::log_fault(const std::vector<std::string>& lines) const {
+  for (const std::string& l : lines) std::fprintf(stderr, "lithosd: %s\n", l.c_str());
+}
+
+void Daemon::apply_faults(std::uint64_t now) {
+  for (auto& cp : clients_) {
+    Client& c = *cp;
+    if (c.faulted || !faults_->affected(c.id)) continue;
+    c.faulted = true;
+    ++counters_.faulted_clients;
+    // What it had on the GPU is gone with its context: released at once,
+    // and it is scheduled no more.
+    TenantLoad& load = loads_[c.tenant];
+    for (Stream& st : c.streams) {
+      if (!st.open) continue;
+      counters_.reclaimed_atoms += log_->close_queue(st.queue, to_time(now)).size();
+      for (const sched::LaunchId id : st.launches) targets_.erase(id);
+      st = Stream{};
+    }
+    std::fill(std::begin(c.busy_streams), std::end(c.busy_streams), 0);
+    load.pending -= std::min<std::uint64_t>(load.pending, c.pending);
+    load.inflight -= std::min<std::uint64_t>(load.inflight, c.inflight);
+    load.queued_grants -= std::min<std::uint64_t>(load.queued_grants, c.overflow.size());
+    c.pending = c.inflight = 0;
+    c.overflow.clear();
+    c.channel.layout().header.flags.fetch_or(ipc::kChannelFaulted, std::memory_order_acq_rel);
+    dirty_ = true;
+  }
+}
+
+bool Daemon::check_faults(std::uint64_t now) {
+  bool any = false;
+  if (xid_ != nullptr) {
+    for (const std::uint64_t xid : xid_->take()) {
+      log_fault(faults_->xid(now, xid, fault_parties()));
+      any = true;
+    }
+  }
+  for (auto& cp : clients_) {
+    Client& c = *cp;
+    if (c.fault_read) continue;
+    const std::uint32_t code = c.channel.layout().header.client_fault.load(std::memory_order_acquire);
+    if (code == 0) continue;
+    c.fault_read = true;
+    any = true;
+    if (!ipc::is_sticky_cuda_error(code)) {
+      // Written by the client: only a result that loses a context counts
+      // (said once per client).
+      log_fault({"client " + std::to_string(c.id) + " (pid " + std::to_string(c.pid) + ") reported a fault with " +
+                 ipc::cuda_error_name(code) + ", which loses no context: ignored"});
+      continue;
+    }
+    FaultParty me;
+    for (FaultParty& p : fault_parties()) {
+      if (p.client == c.id) me = p;
+    }
+    log_fault(faults_->client_fault(now, me, code, fault_parties()));
+  }
+  // MPS's own list of its clients, once per GPU fault: processes lithosd
+  // does not serve hold the MPS server too.
+  if (faults_->gpu_faulted() && options_.mps_client_pids && mps_asked_episode_ != faults_->episodes() &&
+      !mps_query_.thread.joinable()) {
+    mps_asked_episode_ = faults_->episodes();
+    mps_query_.done = false;
+    try {
+      mps_query_.thread = std::thread([this] {
+        std::vector<int> pids;
+        try {
+          pids = options_.mps_client_pids();
+        } catch (...) {
+        }
+        const std::lock_guard lock(mps_query_.mu);
+        mps_query_.pids = std::move(pids);
+        mps_query_.done = true;
+      });
+    } catch (const std::system_error&) {
+    }
+  }
+  if (mps_query_.thread.joinable()) {
+    bool done = false;
+    {
+      const std::lock_guard lock(mps_query_.mu);
+      done = mps_query_.done;
+    }
+    if (done) {
+      mps_query_.thread.join();
+      faults_->add_mps_processes(mps_query_.pids);
+    }
+  }
+  if (faults_->open()) {
+    apply_faults(now);
+    const auto lines = faults_->tick(now);
+    any |= !lines.empty();
+    log_fault(lines);
   }
   return any;
 }
@@ -1088,6 +1254,13 @@ bool Daemon::drain_submits(Client& c, std::uint64_t now) {
   ipc::SubmitMsg m;
   bool corrupt = false;
   ipc::SpscRing<ipc::SubmitMsg, ipc::kRingSlots>& ring = c.channel.layout().submit;
+  if (c.faulted) {
+    // Its work is lost: what it still says is read and dropped (it stops
+    // once it sees kChannelFaulted).
+    for (int n = 0; n < 256 && ring.pop(&m, &corrupt); ++n) {
+    }
+    return true;
+  }
   counters_.max_submit_depth = std::max(counters_.max_submit_depth, ring.size());
   // A bounded batch per loop keeps one chatty client from starving others;
   // a client over one of its bounds is not read (its ring fills, and its
@@ -1431,6 +1604,7 @@ std::string Daemon::status_json(std::uint64_t now, std::optional<uid_t> viewer) 
               {"runs_free", engine_->runs_free(ts.id)},
               {"fallback", fallback_of(ts.id).to_string()}};
     if (tc.slo) o["slo_ms"] = static_cast<double>(tc.slo->count()) / 1e6;
+    o["mps"] = tc.mps;  // false: `lithos run --tenant` starts its processes outside MPS ("GPU faults")
     if (tc.pauses_best_effort == sched::BestEffortPause::kAlways) o["pauses_best_effort"] = true;
     if (tc.pauses_best_effort == sched::BestEffortPause::kAuto) o["pauses_best_effort"] = "auto";
     if (auto p = engine_->policy().pause_report(st, ts.id, t)) {
@@ -1472,9 +1646,38 @@ std::string Daemon::status_json(std::uint64_t now, std::optional<uid_t> viewer) 
                        {"inflight", c->inflight},
                        {"queued_grants", c->overflow.size()},
                        {"throttled", c->throttled_since != 0},
+                       {"faulted", c->faulted},
                        {"since_s", static_cast<double>(now - c->since_ns) / 1e9}});
   }
   j["clients"] = clients;
+  {
+    // Fatal GPU faults: what was named. For a viewer who may not see other
+    // users' clients, their pids and programs are left out here too.
+    json f = json::parse(faults_->status_json(now), nullptr, false);
+    if (!f.is_discarded() && !shows_everything_to(viewer)) {
+      const auto scrub = [&](json& ep) {
+        if (!ep.is_object()) return;
+        for (const char* list : {"reported_by", "in_flight"}) {
+          for (json& p : ep[list]) {
+            if (p.value("uid", 0U) == *viewer) continue;
+            p["pid"] = p["uid"] = p["program"] = nullptr;
+          }
+        }
+        for (json& a : ep["affected"]) {
+          bool own = false;
+          for (const auto& c : clients_) own = own || (c->pid == a.value("pid", -1) && c->uid == *viewer);
+          if (!own) a["pid"] = a["who"] = nullptr;
+        }
+      };
+      scrub(f["current"]);
+      scrub(f["last"]);
+    }
+    if (!f.is_discarded()) {
+      f["xid_events_source"] = xid_state_;
+      f["faulted_clients"] = counters_.faulted_clients;
+      j["fault"] = f;
+    }
+  }
   j["warnings"] = mps_warnings(std::nullopt, viewer);
   const double up = std::max(1e-9, static_cast<double>(now - started_ns_) / 1e9);
   j["counters"] = {{"clients_accepted", counters_.clients_accepted},

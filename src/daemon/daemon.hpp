@@ -46,7 +46,9 @@
 #include "common/status.hpp"
 #include "daemon/busy_share.hpp"
 #include "daemon/config.hpp"
+#include "daemon/fault.hpp"
 #include "daemon/trace.hpp"
+#include "daemon/xid_watch.hpp"
 #include "ipc/channel.hpp"
 #include "ipc/protocol.hpp"
 #include "ipc/validate.hpp"
@@ -72,6 +74,15 @@ struct DaemonOptions {
   std::uint64_t spin_ns = 2'000'000;
   // A client whose Hello has not arrived this long after it connected is dropped.
   std::uint64_t hello_timeout_ns = 2'000'000'000;
+  // Fatal GPU faults (fault.hpp): the processes of this machine (a fake in
+  // tests; null: the system's), NVML's critical Xid events of gpu_uuid
+  // (xid_events; nvml_library "" = libnvidia-ml.so.1), and, when MPS runs,
+  // the pids of its clients (MPS control's get_client_list; null: none
+  // asked), called on a thread of its own.
+  std::shared_ptr<ProcessControl> processes;
+  bool xid_events = false;
+  std::string nvml_library;
+  std::function<std::vector<int>()> mps_client_pids;
 };
 
 // The Engine lithosd runs for `config` on `device`: the configured policy,
@@ -118,6 +129,7 @@ std::string fit_descriptors(std::uint64_t clients, int daemons);
 
 // Counters for `lithos status` and the tests.
 struct DaemonCounters {
+  std::uint64_t faulted_clients = 0;  // clients whose work a fatal GPU fault destroyed (fault.hpp)
   std::uint64_t clients_accepted = 0;
   std::uint64_t clients_refused = 0;       // connections refused (every refusal reason)
   std::uint64_t clients_dropped = 0;       // registered clients the daemon dropped (every drop reason)
@@ -256,6 +268,11 @@ class Daemon {
     std::uint64_t alloc_words[4] = {~0ULL, ~0ULL, ~0ULL, ~0ULL};  // last published allocations (now, lasting)
     bool runs_free = false;                                       // kChannelRunsFree as last published
     std::uint64_t grants = 0, launches = 0;
+    // A fatal GPU fault: its client_fault was read; its work was lost (the
+    // FaultMonitor says it is affected): nothing more of it is scheduled,
+    // its messages are read and dropped, kChannelFaulted tells it so.
+    bool fault_read = false;
+    bool faulted = false;
   };
   struct Target {  // where a be launch's grants go
     std::uint32_t client;
@@ -401,6 +418,28 @@ class Daemon {
   static constexpr std::uint64_t kWakeBeforeEndNs = 20'000;
   void account_cache_write(const Status& s);
   static constexpr std::uint64_t kCacheEveryNs = 30'000'000'000ULL;
+
+  // Fatal GPU faults (fault.hpp, docs/daemon.md "GPU faults"): every client's
+  // client_fault and NVML's Xid events are read once a millisecond; a client
+  // the fault affected is scheduled no more. Returns whether anything moved.
+  bool check_faults(std::uint64_t now);
+  // Every registered client as the FaultMonitor sees it.
+  std::vector<FaultParty> fault_parties() const;
+  // Clients the FaultMonitor now says are affected: their queues closed,
+  // their atoms released, kChannelFaulted set.
+  void apply_faults(std::uint64_t now);
+  void log_fault(const std::vector<std::string>& lines) const;
+  std::unique_ptr<FaultMonitor> faults_;
+  std::unique_ptr<XidWatcher> xid_;
+  std::string xid_state_;  // "on", or why NVML's events are not read
+  // MPS control's client list, asked once per GPU fault on a thread of its own.
+  struct MpsQuery {
+    std::thread thread;
+    std::mutex mu;
+    bool done = false;
+    std::vector<int> pids;
+  } mps_query_;
+  std::uint64_t mps_asked_episode_ = 0;  // the episode it was asked for (FaultMonitor::episodes)
 };
 
 }  // namespace lithos::daemon

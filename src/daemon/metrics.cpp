@@ -210,6 +210,29 @@ Result<std::string> prometheus_text(std::string_view status_json) {
   }
   w.one("lithos_throttled_clients", "gauge", "Clients over one of their bounds now (not read until under again).",
         num(k, "throttled_clients"));
+  {
+    // Fatal GPU faults (docs/daemon.md, "GPU faults").
+    const json f = j.value("fault", json::object());
+    const std::string state = f.is_object() ? f.value("state", std::string("ok")) : "ok";
+    w.one("lithos_gpu_faulted", "gauge",
+          "1 while a fatal GPU fault reached every MPS client and the GPU takes no new MPS client.",
+          state == "gpu_faulted" ? 1 : 0);
+    w.one("lithos_fault_open", "gauge", "1 while a fault episode is open (a process's context lost, or an Xid).",
+          state != "ok" ? 1 : 0);
+    w.one("lithos_fault_episodes_total", "counter", "Fault episodes (a client's lost context, or an Xid event).",
+          num(f, "episodes"));
+    w.one("lithos_gpu_faults_total", "counter", "Faults confirmed to have reached every MPS client of the GPU.",
+          num(f, "gpu_faults"));
+    w.one("lithos_xid_events_total", "counter", "NVML critical Xid events of the GPU.", num(f, "xid_events"));
+    w.one("lithos_fault_signals_total", "counter",
+          "SIGTERM and SIGKILL sent to MPS client processes that lingered after a fault.",
+          num(f, "processes_signalled"));
+    w.one("lithos_faulted_clients_total", "counter", "Clients whose work a fatal GPU fault destroyed.",
+          num(f, "faulted_clients"));
+    if (const json last = f.value("last", json()); last.is_object() && last.contains("closed_after_ms"))
+      w.one("lithos_last_fault_recovery_seconds", "gauge", "How long the last fault episode lasted.",
+            num(last, "closed_after_ms") / 1e3);
+  }
   w.one("lithos_max_spin_gap_seconds", "gauge", "Longest gap between two turns of the daemon's loop since it started.",
         num(k, "max_spin_gap_us") / 1e6);
   w.one("lithos_max_step_seconds", "gauge", "Longest single turn of the daemon's loop since it started.",
