@@ -1101,5 +1101,83 @@ TEST(Malformed, BadFatbins) {
   EXPECT_FALSE(parse_fatbin_wrapper(Bytes(10, 0)).is_ok());
 }
 
+// ---------------------------------------------------------------------------
+// The writer's output is a fixed point: what it writes parses back to the
+// same model, and writing that gives the same bytes (found by fuzzing,
+// tests/cubin/fuzz_container.cpp).
+
+// A cubin of four sections whose one LOAD reaches from .text.k past the end
+// of its bytes to .nv.shared.k (SHT_NOBITS), which a reader takes as covered
+// because it lies at the segment's end and memsz exceeds filesz:
+//   0    ELF header
+//   64   .shstrtab (31 bytes)
+//   128  .text.k (32 bytes, ALLOC|EXEC)
+//   256  .nv.shared.k (SHT_NOBITS, 64 bytes, ALLOC|WRITE), then the section headers
+//   512  the program header: LOAD offset 128, filesz 128, memsz 192
+Bytes segment_reaching_past_its_text() {
+  Bytes b(568, 0);
+  const std::uint8_t ident[8] = {0x7f, 'E', 'L', 'F', 2, 1, 1, 0};
+  std::memcpy(b.data(), ident, sizeof ident);
+  put_at<std::uint16_t>(b, 16, kEtExec);
+  put_at<std::uint16_t>(b, 18, kEmCuda);
+  put_at<std::uint32_t>(b, 20, 1);
+  put_at<std::uint64_t>(b, 32, 512);  // e_phoff
+  put_at<std::uint64_t>(b, 40, 256);  // e_shoff
+  put_at<std::uint16_t>(b, 52, 64);
+  put_at<std::uint16_t>(b, 54, 56);
+  put_at<std::uint16_t>(b, 56, 1);
+  put_at<std::uint16_t>(b, 58, 64);
+  put_at<std::uint16_t>(b, 60, 4);
+  put_at<std::uint16_t>(b, 62, 1);  // e_shstrndx
+  const char names[] = "\0.shstrtab\0.text.k\0.nv.shared.k";
+  std::memcpy(b.data() + 64, names, sizeof names);
+  for (int i = 0; i < 32; ++i) b[static_cast<std::size_t>(128 + i)] = static_cast<std::uint8_t>(0x10 + i);
+  struct Shdr {
+    std::uint32_t name, type;
+    std::uint64_t flags, offset, size, align;
+  };
+  const Shdr shdrs[4] = {{0, kShtNull, 0, 0, 0, 0},
+                         {1, kShtStrtab, 0, 64, sizeof names, 1},
+                         {11, kShtProgbits, kShfAlloc | kShfExecInstr, 128, 32, 128},
+                         {19, kShtNobits, kShfAlloc | kShfWrite, 256, 64, 4}};
+  for (std::size_t i = 0; i < 4; ++i) {
+    const std::size_t h = 256 + i * 64;
+    put_at<std::uint32_t>(b, h, shdrs[i].name);
+    put_at<std::uint32_t>(b, h + 4, shdrs[i].type);
+    put_at<std::uint64_t>(b, h + 8, shdrs[i].flags);
+    put_at<std::uint64_t>(b, h + 24, shdrs[i].offset);
+    put_at<std::uint64_t>(b, h + 32, shdrs[i].size);
+    put_at<std::uint64_t>(b, h + 48, shdrs[i].align);
+  }
+  put_at<std::uint32_t>(b, 512, kPtLoad);
+  put_at<std::uint32_t>(b, 516, kPfR | kPfX);
+  put_at<std::uint64_t>(b, 520, 128);  // p_offset
+  put_at<std::uint64_t>(b, 544, 128);  // p_filesz
+  put_at<std::uint64_t>(b, 552, 192);  // p_memsz
+  put_at<std::uint64_t>(b, 560, 8);
+  return b;
+}
+
+TEST(CubinWriter, SegmentKeepsItsNobitsWhenItsFileExtentShrinks) {
+  const Cubin c = parse_ok(segment_reaching_past_its_text());
+  ASSERT_EQ(c.segments.size(), 1u);
+  EXPECT_EQ(c.segments[0].sections, (std::vector<std::uint32_t>{2, 3}));
+  // The writer recomputes the extent from the sections: filesz shrinks to
+  // the text's 32 bytes. .nv.shared.k must then sit at the new end, or a
+  // reader no longer counts it, and p_memsz changed at every rewrite.
+  auto once = c.write();
+  ASSERT_TRUE(once.is_ok()) << once.status().to_string();
+  const Cubin again = parse_ok(*once);
+  ASSERT_EQ(again.segments.size(), 1u);
+  EXPECT_EQ(again.segments[0].offset, 128u);
+  EXPECT_EQ(again.segments[0].filesz, 32u);
+  EXPECT_EQ(again.segments[0].memsz, 32u + 64u);
+  EXPECT_EQ(again.segments[0].sections, (std::vector<std::uint32_t>{2, 3}));
+  EXPECT_EQ(raw_layout(*once).offsets[3], 128u + 32u);  // .nv.shared.k's sh_offset
+  auto twice = again.write();
+  ASSERT_TRUE(twice.is_ok()) << twice.status().to_string();
+  EXPECT_EQ(*twice, *once);
+}
+
 }  // namespace
 }  // namespace lithos::cubin
