@@ -86,7 +86,7 @@ class Reader {
 // Totals over a run of the fuzzer, printed at exit: how many messages the
 // daemon accepted, and how many clients it dropped (malformed on purpose).
 struct Stats {
-  std::uint64_t inputs = 0, clients = 0, launches = 0, accepted = 0, dropped = 0, grants = 0;
+  std::uint64_t inputs = 0, clients = 0, launches = 0, accepted = 0, dropped = 0, grants = 0, quiet = 0;
 };
 Stats& stats() {
   static Stats s;
@@ -95,10 +95,11 @@ Stats& stats() {
       const Stats& t = stats();
       std::fprintf(stderr,
                    "fuzz_daemon: %llu inputs, %llu clients, %llu launches; %llu messages accepted, %llu clients "
-                   "dropped (each for one malformed message); %llu grants checked\n",
+                   "dropped (each for one malformed message); %llu grants checked; %llu quiet checks\n",
                    static_cast<unsigned long long>(t.inputs), static_cast<unsigned long long>(t.clients),
                    static_cast<unsigned long long>(t.launches), static_cast<unsigned long long>(t.accepted),
-                   static_cast<unsigned long long>(t.dropped), static_cast<unsigned long long>(t.grants));
+                   static_cast<unsigned long long>(t.dropped), static_cast<unsigned long long>(t.grants),
+                   static_cast<unsigned long long>(t.quiet));
     });
     return true;
   }();
@@ -177,6 +178,8 @@ struct StreamModel {
   std::uint64_t seq = 0;
   std::uint64_t last_marker = 0;
   std::map<std::uint64_t, Launch> pending;  // by seq
+  std::uint64_t issued = 0;                 // the highest key of work put on the GPU
+  bool stale = false;                       // its slot's value was set back: completions may go unseen
 };
 
 struct ClientModel {
@@ -209,7 +212,10 @@ class Run {
     // file order.
     quota_[0] = sched::TpcSet::range(0, s.quota[0]);
     quota_[1] = sched::TpcSet::range(s.quota[0], s.quota[0] + s.quota[1]);
-    w_.on_turn = [this] { after_turn(); };
+    w_.on_turn = [this] {
+      after_turn();
+      check_quiet();
+    };
     t0_ = w_.now();
   }
 
@@ -339,6 +345,7 @@ class Run {
       turn(1'000);
     }
     ++c.sent;
+    ++pushes_;
   }
 
   // A stream slot: mostly the first eight (so that they are reused), now and
@@ -455,6 +462,7 @@ class Run {
         const bool marker = (fl & 0x80U) != 0 && i == count - 1;
         if (marker) m.marker = static_cast<std::uint32_t>(m.seq);
         c.gpu[s].push_back({m.seq, marker});
+        st.issued = std::max(st.issued, m.seq);
       } else {
         Launch l;
         const bool graph = (m.flags & ipc::kSubmitGraph) != 0;
@@ -489,6 +497,7 @@ class Run {
     const std::uint32_t s = slot_of(b);
     if (!c.streams[s].open) return;
     c.gpu[s].push_back({c.streams[s].seq, true});
+    c.streams[s].issued = std::max(c.streams[s].issued, c.streams[s].seq);
   }
 
   // A slot's value going back (old work of a reused slot writing its
@@ -497,6 +506,7 @@ class Run {
     const std::uint32_t s = slot_of(b);
     const std::uint64_t v = c.layout().completed[s].load();
     c.layout().completed[s].store(v > back ? v - back : 0);
+    c.streams[s].stale = true;
   }
 
   void pop_grants(ClientModel& c, std::uint8_t n) {
@@ -510,6 +520,7 @@ class Run {
       if (a.stale) continue;
       // The client launches the atom, then its marker.
       c.gpu[g.stream].push_back({g.marker, true});
+      c.streams[g.stream].issued = std::max(c.streams[g.stream].issued, g.marker);
       StreamModel& st = c.streams[g.stream];
       st.seq = std::max(st.seq, g.marker);
     }
@@ -731,6 +742,37 @@ class Run {
     if (++turns_ % 64 == 0) check_status();
   }
 
+  // Nothing left to do: a tenant all of whose clients have every message
+  // read, every grant popped and launched, no launch waiting, and every
+  // piece of work on the GPU followed by a marker that landed, at two turns
+  // in a row with nothing sent between, has nothing in flight: the daemon
+  // saw every completion (not if a slot's value was set back).
+  void check_quiet() {
+    std::vector<bool> quiet(state().tenants.size(), true);
+    for (auto& c : clients_) {
+      bool q = c->arrived.empty() && !c->ring_was_full && c->waiting == 0 && c->layout().submit.size() == 0;
+      for (std::uint32_t s = 0; q && s < ipc::kMaxStreams; ++s) {
+        const StreamModel& st = c->streams[s];
+        if (!st.open) continue;
+        const auto g = c->gpu.find(s);
+        q = !st.stale && (g == c->gpu.end() || g->second.empty()) && st.issued <= c->layout().completed[s].load();
+      }
+      if (!q) quiet[c->tenant] = false;
+    }
+    if (leaving_) quiet[leaving_->tenant] = false;
+    const bool nothing_sent = pushes_ == pushes_at_last_turn_;
+    for (std::size_t t = 0; t < quiet.size(); ++t) {
+      const sched::TenantState& ts = state().tenants[t];
+      if (!quiet[t] || quiet_last_turn_.size() <= t || !quiet_last_turn_[t] || !nothing_sent) continue;
+      ++stats().quiet;
+      if (ts.inflight_atoms != 0 || ts.pending_launches != 0)
+        fail("tenant %zu has %u atoms in flight and %u launches pending, though its clients' work all completed", t,
+             ts.inflight_atoms, ts.pending_launches);
+    }
+    quiet_last_turn_ = quiet;
+    pushes_at_last_turn_ = pushes_;
+  }
+
   void check_status() {
     const sched::EngineState& st = state();
     const bool leaving_here = still_there();
@@ -779,6 +821,8 @@ class Run {
   bool joining_ = false;  // a Hello is on its way: the daemon may list one client more
   std::uint64_t turns_ = 0;
   std::uint64_t t0_ = 0;
+  std::uint64_t pushes_ = 0, pushes_at_last_turn_ = 0;
+  std::vector<bool> quiet_last_turn_;
   std::uint64_t accepted_gone_ = 0;
   std::uint64_t malformed_ = 0;
 };
