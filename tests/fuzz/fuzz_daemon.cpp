@@ -288,7 +288,7 @@ class Run {
         if (c) stale_marker(*c, in_.u8(), in_.u8());
         break;
       case 14:
-        if (c && in_.u8() == 0xa5) malformed(index_of(c));
+        if (c && (in_.u8() & 31U) == 0) malformed(index_of(c));  // one malformed op in 32
         break;
       default: break;
     }
