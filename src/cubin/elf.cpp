@@ -451,44 +451,56 @@ Result<Bytes> Cubin::write() const {
     // Program headers. A reader (parse) takes a segment's SHT_NOBITS
     // sections to be those that lie at the end of its file bytes (at its
     // offset when it has none), so the writer puts them there and counts in
-    // memsz exactly the ones a reader will find there: the output then
-    // parses back to the same segments, and writing that gives the same
-    // bytes again.
+    // memsz exactly the ones a reader will find there. A segment that
+    // covered no section keeps its extent, unless sections have come to lie
+    // in it (an edit moved them): then it covers those, as a reader would
+    // find. The output parses back to the same segments, and writing that
+    // gives the same bytes again.
     struct Extent {
       std::uint64_t off, filesz;
       bool any_file;
     };
+    std::vector<std::vector<std::uint32_t>> covered(segments.size());
     std::vector<Extent> extents(segments.size());
-    for (std::size_t i = 0; i < segments.size(); ++i) {
+    // Sections with bytes set the file extent; empty ones only place a
+    // segment that has nothing else.
+    auto extent_of = [&](std::size_t i) {
       const ElfSegment& seg = segments[i];
-      Extent& e = extents[i];
-      e = {seg.offset, seg.filesz, seg.filesz > 0};
-      if (seg.covers_program_headers) {
-        e = {phoff, segments.size() * kPhdrSize, true};
-      } else if (!seg.sections.empty()) {
-        // Sections with bytes set the file extent; empty ones only place a
-        // segment that has nothing else.
-        std::uint64_t lo = UINT64_MAX, hi = 0;
-        e.any_file = false;
-        for (std::uint32_t k : seg.sections) {
-          if (sections[k].is_nobits() || contents(k).empty()) continue;
-          e.any_file = true;
-          lo = std::min(lo, offsets[k]);
-          hi = std::max(hi, offsets[k] + contents(k).size());
-        }
-        if (e.any_file) e = {lo, hi - lo, true};
+      if (seg.covers_program_headers) return Extent{phoff, segments.size() * kPhdrSize, true};
+      if (covered[i].empty()) return Extent{seg.offset, seg.filesz, seg.filesz > 0};
+      std::uint64_t lo = UINT64_MAX, hi = 0;
+      for (std::uint32_t k : covered[i]) {
+        if (sections[k].is_nobits() || contents(k).empty()) continue;
+        lo = std::min(lo, offsets[k]);
+        hi = std::max(hi, offsets[k] + contents(k).size());
       }
-    }
+      return hi > 0 ? Extent{lo, hi - lo, true} : Extent{seg.offset, 0, false};
+    };
     // SHT_NOBITS sections a segment with bytes covers go to its end (the
     // first such segment's, should several claim one).
     std::vector<bool> anchored(n, false);
-    for (std::size_t i = 0; i < segments.size(); ++i) {
-      if (segments[i].covers_program_headers || !extents[i].any_file) continue;
-      for (std::uint32_t k : segments[i].sections) {
+    auto anchor = [&](std::size_t i) {
+      if (segments[i].covers_program_headers || !extents[i].any_file) return;
+      for (std::uint32_t k : covered[i]) {
         if (!sections[k].is_nobits() || anchored[k]) continue;
         offsets[k] = extents[i].off + extents[i].filesz;
         anchored[k] = true;
       }
+    };
+    for (std::size_t i = 0; i < segments.size(); ++i) {
+      covered[i] = segments[i].sections;
+      extents[i] = extent_of(i);
+      anchor(i);
+    }
+    for (std::size_t i = 0; i < segments.size(); ++i) {
+      const ElfSegment& seg = segments[i];
+      if (seg.covers_program_headers || !seg.sections.empty()) continue;
+      for (std::uint32_t k = 1; k < n; ++k) {
+        if (covers_section(seg, sections[k], offsets[k])) covered[i].push_back(k);
+      }
+      if (covered[i].empty()) continue;
+      extents[i] = extent_of(i);
+      anchor(i);
     }
     // Section headers and contents.
     for (std::size_t i = 0; i < n; ++i) {
@@ -515,11 +527,11 @@ Result<Bytes> Cubin::write() const {
       std::uint64_t memsz = seg.memsz;
       if (seg.covers_program_headers) {
         memsz = e.filesz;
-      } else if (!seg.sections.empty()) {
+      } else if (!covered[i].empty()) {
         if (!e.any_file) {  // a segment without file bytes sits at its first empty section
           e.filesz = 0;
           e.off = UINT64_MAX;
-          for (std::uint32_t k : seg.sections) e.off = std::min(e.off, offsets[k]);
+          for (std::uint32_t k : covered[i]) e.off = std::min(e.off, offsets[k]);
         }
         // filesz plus SHT_NOBITS sizes at their alignment, in index order:
         // those of its own that lie at its end; and when that makes memsz
@@ -535,7 +547,7 @@ Result<Bytes> Cubin::write() const {
           return sections[k].nobits_size > UINT64_MAX - m ? UINT64_MAX : m + sections[k].nobits_size;
         };
         std::uint64_t own = e.filesz;
-        for (std::uint32_t k : seg.sections) {
+        for (std::uint32_t k : covered[i]) {
           if (nobits_at_end(k)) own = add(own, k);
         }
         memsz = e.filesz;

@@ -144,8 +144,10 @@ struct ElfSegment {
   // last; its SHT_NOBITS sections are placed at that end; memsz: filesz plus
   // the SHT_NOBITS sizes there, summed in index order at their alignment; a
   // segment without file bytes sits at its first empty section) or the
-  // program header table, and keeps them otherwise. What write() gives
-  // parses back to the same segments: writing it again gives the same bytes.
+  // program header table, and keeps them otherwise, unless an edit moved
+  // sections into the kept extent: then it covers those, as a reader of the
+  // output finds. What write() gives parses back to the same segments:
+  // writing it again gives the same bytes.
   std::uint64_t offset = 0;
   std::uint64_t filesz = 0;
   std::uint64_t memsz = 0;
