@@ -16,8 +16,10 @@
 //   disconnect without one; the GPU running each stream's work in order and
 //   writing its completion markers; clients popping their grants and
 //   launching those atoms; stale markers of a reused slot; the clock
-//   advancing from microseconds to seconds; now and then one malformed
-//   message (its client must be dropped, and only it).
+//   advancing from microseconds to seconds; floods of more launches than a
+//   ring holds; now and then one malformed message (its client must be
+//   dropped, and only it). Opcodes: Run::action; LITHOS_FUZZ_TRACE=1 prints
+//   an input's actions and messages.
 // Messages are valid by construction, so the daemon must accept every one
 // it pops: its `submits` counter must equal what the clients sent and it
 // popped, `clients_dropped` the malformed ones.
@@ -43,7 +45,12 @@
 //  - bounded state: the Engine's open queues are the clients' open streams;
 //    its pending launches per tenant at most those sent and not fully
 //    granted; atoms in flight = running reports + grants - completions -
-//    reclaimed; a full submit ring is drained by 256 a turn;
+//    reclaimed; a full submit ring is drained by 256 a turn; the daemon's
+//    queue of grants waiting for room in a client's ring (the status's
+//    grants less the ring's) is empty unless the ring is full, and holds no
+//    more than the tenant's atoms in flight;
+//  - completions: a tenant whose clients' work all ran, markers landed,
+//    has nothing in flight or pending two turns later;
 //  - the status JSON parses, is valid UTF-8 and agrees with the Engine.
 // At the end every client disconnects: nothing may stay pending or in
 // flight, and no descriptor outlives the input.
@@ -86,7 +93,7 @@ class Reader {
 // Totals over a run of the fuzzer, printed at exit: how many messages the
 // daemon accepted, and how many clients it dropped (malformed on purpose).
 struct Stats {
-  std::uint64_t inputs = 0, clients = 0, launches = 0, accepted = 0, dropped = 0, grants = 0, quiet = 0;
+  std::uint64_t inputs = 0, clients = 0, launches = 0, accepted = 0, dropped = 0, grants = 0, quiet = 0, overflow = 0;
 };
 Stats& stats() {
   static Stats s;
@@ -95,11 +102,12 @@ Stats& stats() {
       const Stats& t = stats();
       std::fprintf(stderr,
                    "fuzz_daemon: %llu inputs, %llu clients, %llu launches; %llu messages accepted, %llu clients "
-                   "dropped (each for one malformed message); %llu grants checked; %llu quiet checks\n",
+                   "dropped (each for one malformed message); %llu grants checked; %llu quiet checks; at most %llu "
+                   "grants waited for room\n",
                    static_cast<unsigned long long>(t.inputs), static_cast<unsigned long long>(t.clients),
                    static_cast<unsigned long long>(t.launches), static_cast<unsigned long long>(t.accepted),
                    static_cast<unsigned long long>(t.dropped), static_cast<unsigned long long>(t.grants),
-                   static_cast<unsigned long long>(t.quiet));
+                   static_cast<unsigned long long>(t.quiet), static_cast<unsigned long long>(t.overflow));
     });
     return true;
   }();
@@ -237,7 +245,7 @@ class Run {
     if (trace()) {
       static const char* const kNames[] = {"connect", "open",  "close",     "launch", "sync",    "gpu",
                                            "pop",     "time",  "goodbye",   "crash",  "tracker", "doorbell",
-                                           "burst",   "stale", "malformed", "nothing"};
+                                           "burst",   "stale", "malformed", "flood"};
       std::fprintf(stderr, "[%llu us] %s client %zu\n", static_cast<unsigned long long>((w_.now() - t0_) / 1000),
                    kNames[op & 15U], clients_.empty() ? 0 : ((op >> 4) & 7U) % clients_.size());
     }
@@ -289,6 +297,11 @@ class Run {
         break;
       case 14:
         if (c && (in_.u8() & 31U) == 0) malformed(index_of(c));  // one malformed op in 32
+        break;
+      case 15:
+        // Now and then a flood: more launches than a ring holds, so that
+        // grants wait in the daemon's queue for room.
+        if (const std::uint8_t f = in_.u8(); c && (f & 3U) == 0) launch(*c, in_.u8(), 300 + 4 * f);
         break;
       default: break;
     }
@@ -780,6 +793,28 @@ class Run {
     const std::size_t listed = j["clients"].size(), known = clients_.size() + (leaving_here ? 1 : 0);
     if (listed != known && !(joining_ && listed == known + 1))
       fail("the status lists %zu clients, %zu are connected", listed, known);
+    // The daemon's per-client queue of grants waiting for room in the ring:
+    // what it dispatched to the client (the status's "grants") less what
+    // reached the ring. Empty unless the ring is full; never more than its
+    // tenant's atoms in flight.
+    for (const auto& jc : j["clients"]) {
+      for (auto& c : clients_) {
+        if (c->id != jc.value("id", 0U)) continue;
+        const std::uint64_t dispatched = jc.value("grants", std::uint64_t{0});
+        const std::uint64_t head = c->layout().grant.head.load();
+        if (dispatched < head)
+          fail("client %u has %llu grants in its ring of %llu dispatched", c->id, static_cast<unsigned long long>(head),
+               static_cast<unsigned long long>(dispatched));
+        const std::uint64_t waiting = dispatched - head;
+        if (waiting > 0 && !c->ring_was_full)  // as the last turn left it (the client may have popped since)
+          fail("%llu grants wait for room in client %u's ring, which has room",
+               static_cast<unsigned long long>(waiting), c->id);
+        if (waiting > st.tenants[c->tenant].inflight_atoms)
+          fail("%llu grants wait for client %u, more than its tenant's %u atoms in flight",
+               static_cast<unsigned long long>(waiting), c->id, st.tenants[c->tenant].inflight_atoms);
+        stats().overflow = std::max<std::uint64_t>(stats().overflow, waiting);
+      }
+    }
     for (const auto& t : j["tenants"]) {
       const std::string name = t.value("name", "");
       for (const sched::TenantState& ts : st.tenants) {
