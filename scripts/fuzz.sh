@@ -41,7 +41,10 @@ while (($#)); do
     *) targets+=("$1"); shift ;;
   esac
 done
-[[ "$secs" =~ ^[0-9]+$ ]] && ((secs > 0)) || { echo "fuzz.sh: --time takes a positive number of seconds" >&2; exit 2; }
+if ! [[ "$secs" =~ ^[0-9]+$ ]] || ((secs == 0)); then
+  echo "fuzz.sh: --time takes a positive number of seconds" >&2
+  exit 2
+fi
 
 if ((build)); then
   command -v clang++ >/dev/null || { echo "fuzz.sh: clang++ not found (scripts/setup.sh installs clang and libFuzzer)" >&2; exit 2; }
@@ -81,14 +84,16 @@ is_known() {
 }
 
 for desc in "${descs[@]}"; do
-  name= binary= dict=
+  name='' binary='' dict=''
   seeds=() corpora=()
   # shellcheck disable=SC1090
   source "$desc"
   if ((${#targets[@]})) && [[ ! " ${targets[*]} " == *" $name "* ]]; then continue; fi
   corpus="$out/corpus/$name" art="$out/artifacts/$name" log="$out/logs/$name.log"
   mkdir -p "$corpus" "$art" "$out/logs"
-  for s in "${seeds[@]}"; do [[ -f "$s" ]] && cp -n "$s" "$corpus/" 2>/dev/null || true; done
+  for s in "${seeds[@]}"; do
+    if [[ -f "$s" ]]; then cp -n "$s" "$corpus/" 2>/dev/null || true; fi
+  done
   pats=$(patterns_of "$name")
   : >"$log"
 
@@ -110,7 +115,7 @@ for desc in "${descs[@]}"; do
   while :; do
     left=$((secs - ($(date +%s) - start)))
     ((left > 0)) || break
-    before=$(ls "$art" 2>/dev/null | sort)
+    before=$(find "$art" -maxdepth 1 -type f -printf '%f\n' | sort)
     set +e
     timeout $((left + 120)) "$binary" "${args[@]}" "-max_total_time=$left" "$corpus" "${corpora[@]}" >>"$log" 2>&1
     rc=$?
@@ -119,7 +124,7 @@ for desc in "${descs[@]}"; do
     n=$(grep -o 'stat::number_of_executed_units: [0-9]*' "$log" | tail -1 | grep -o '[0-9]*$' || echo 0)
     execs=$((execs + n))
     ((rc == 0)) && break
-    fresh=$(comm -13 <(echo "$before") <(ls "$art" | sort) | head -1)
+    fresh=$(comm -13 <(echo "$before") <(find "$art" -maxdepth 1 -type f -printf '%f\n' | sort) | head -1)
     if [[ -z "$fresh" ]]; then
       status="error (exit $rc)"; new_crash=1; break
     fi
