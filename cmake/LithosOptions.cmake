@@ -18,7 +18,16 @@ endif()
 if(LITHOS_WERROR)
   target_compile_options(lithos_options INTERFACE -Werror)
 endif()
-if(LITHOS_SANITIZE)
+if(LITHOS_FUZZ)
+  if(NOT CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
+    message(FATAL_ERROR "LITHOS_FUZZ needs clang (libFuzzer): configure with the `fuzz` preset or scripts/fuzz.sh")
+  endif()
+  # Coverage for libFuzzer in every lithos object; the fuzz targets add
+  # -fsanitize=fuzzer at link time (tests/fuzz/lithos_add_fuzz.cmake).
+  target_compile_options(lithos_options INTERFACE
+    -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer)
+  target_link_options(lithos_options INTERFACE -fsanitize=address,undefined)
+elseif(LITHOS_SANITIZE)
   target_compile_options(lithos_options INTERFACE
     -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer)
   target_link_options(lithos_options INTERFACE -fsanitize=address,undefined)

@@ -11,6 +11,7 @@ packages=(
   libfmt-dev libcli11-dev libtomlplusplus-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   clang-format clang-tidy
+  clang libclang-rt-dev  # the libFuzzer targets (scripts/fuzz.sh): clang and its fuzzer/sanitizer runtimes
   zstd lz4  # the programs that make the decompressor tests' data (tests/cubin/decompress.cmake)
   python3 python3-matplotlib
 )

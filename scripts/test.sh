@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# Every test: set up, then build and run the test suite twice, as CI does:
+# Every test: set up, then build and run the tests as CI does:
 #   1. release build, warnings are errors, then clang-format and clang-tidy
 #   2. ASan + UBSan build of everything
-# Pass --fast to skip the sanitizer build.
+#   3. the libFuzzer targets (clang), LITHOS_FUZZ_TIME (25) seconds each from
+#      their seeds and committed inputs (scripts/fuzz.sh); a crash fails,
+#      naming the input that replays it
+# Pass --fast to skip the sanitizer build and the fuzzers.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -24,5 +27,8 @@ if ((fast == 0)); then
   cmake --preset asan >/dev/null
   cmake --build --preset asan -j "$jobs"
   ctest --preset asan -j "$jobs"
+
+  echo "== libFuzzer targets" >&2
+  scripts/fuzz.sh --time "${LITHOS_FUZZ_TIME:-25}" --out build/fuzz/ci
 fi
 echo "lithos: all tests passed" >&2

@@ -448,6 +448,61 @@ Result<Bytes> Cubin::write() const {
     put<std::uint16_t>(out, 62, shstrndx);
     for (const GapWrite& g : gaps) std::memcpy(out.data() + g.at, g.bytes->data(), g.bytes->size());
 
+    // Program headers. A reader (parse) takes a segment's SHT_NOBITS
+    // sections to be those that lie at the end of its file bytes (at its
+    // offset when it has none), so the writer puts them there and counts in
+    // memsz exactly the ones a reader will find there. A segment that
+    // covered no section keeps its extent, unless sections have come to lie
+    // in it (an edit moved them): then it covers those, as a reader would
+    // find. The output parses back to the same segments, and writing that
+    // gives the same bytes again.
+    struct Extent {
+      std::uint64_t off, filesz;
+      bool any_file;
+    };
+    std::vector<std::vector<std::uint32_t>> covered(segments.size());
+    std::vector<Extent> extents(segments.size());
+    // Sections with bytes set the file extent; empty ones only place a
+    // segment that has nothing else.
+    auto extent_of = [&](std::size_t i) {
+      const ElfSegment& seg = segments[i];
+      if (seg.covers_program_headers) return Extent{phoff, segments.size() * kPhdrSize, true};
+      if (covered[i].empty()) return Extent{seg.offset, seg.filesz, seg.filesz > 0};
+      std::uint64_t lo = UINT64_MAX, hi = 0;
+      for (std::uint32_t k : covered[i]) {
+        if (sections[k].is_nobits() || contents(k).empty()) continue;
+        lo = std::min(lo, offsets[k]);
+        hi = std::max(hi, offsets[k] + contents(k).size());
+      }
+      return hi > 0 ? Extent{lo, hi - lo, true} : Extent{seg.offset, 0, false};
+    };
+    // SHT_NOBITS sections a segment with bytes covers go to its end (the
+    // first such segment's, should several claim one).
+    std::vector<bool> anchored(n, false);
+    auto anchor = [&](std::size_t i) {
+      if (segments[i].covers_program_headers || !extents[i].any_file) return;
+      for (std::uint32_t k : covered[i]) {
+        if (!sections[k].is_nobits() || anchored[k]) continue;
+        offsets[k] = extents[i].off + extents[i].filesz;
+        anchored[k] = true;
+      }
+    };
+    for (std::size_t i = 0; i < segments.size(); ++i) {
+      covered[i] = segments[i].sections;
+      extents[i] = extent_of(i);
+      anchor(i);
+    }
+    for (std::size_t i = 0; i < segments.size(); ++i) {
+      const ElfSegment& seg = segments[i];
+      if (seg.covers_program_headers || !seg.sections.empty()) continue;
+      for (std::uint32_t k = 1; k < n; ++k) {
+        if (covers_section(seg, sections[k], offsets[k])) covered[i].push_back(k);
+      }
+      if (covered[i].empty()) continue;
+      extents[i] = extent_of(i);
+      anchor(i);
+    }
+    // Section headers and contents.
     for (std::size_t i = 0; i < n; ++i) {
       const ElfSection& s = sections[i];
       const Bytes& d = contents(i);
@@ -465,37 +520,44 @@ Result<Bytes> Cubin::write() const {
       put<std::uint64_t>(out, h + 56, s.entsize);
     }
 
+    // Program headers.
     for (std::size_t i = 0; i < segments.size(); ++i) {
       const ElfSegment& seg = segments[i];
-      std::uint64_t off = seg.offset, filesz = seg.filesz, memsz = seg.memsz;
+      Extent& e = extents[i];
+      std::uint64_t memsz = seg.memsz;
       if (seg.covers_program_headers) {
-        off = phoff;
-        filesz = memsz = segments.size() * kPhdrSize;
-      } else if (!seg.sections.empty()) {
-        // Sections with bytes set the file extent; empty ones only place a
-        // segment that has nothing else.
-        bool any_file = false;
-        std::uint64_t lo = UINT64_MAX, hi = 0, first_empty = UINT64_MAX;
-        for (std::uint32_t k : seg.sections) {
-          const ElfSection& s = sections[k];
-          if (s.is_nobits() || contents(k).empty()) {
-            first_empty = std::min(first_empty, offsets[k]);
-            continue;
-          }
-          any_file = true;
-          lo = std::min(lo, offsets[k]);
-          hi = std::max(hi, offsets[k] + contents(k).size());
+        memsz = e.filesz;
+      } else if (!covered[i].empty()) {
+        if (!e.any_file) {  // a segment without file bytes sits at its first empty section
+          e.filesz = 0;
+          e.off = UINT64_MAX;
+          for (std::uint32_t k : covered[i]) e.off = std::min(e.off, offsets[k]);
         }
-        off = any_file ? lo : first_empty;
-        filesz = any_file ? hi - lo : 0;
-        memsz = filesz;
-        for (std::uint32_t k : seg.sections) {
+        // filesz plus SHT_NOBITS sizes at their alignment, in index order:
+        // those of its own that lie at its end; and when that makes memsz
+        // exceed filesz (or it has no file bytes), a reader takes every
+        // allocated SHT_NOBITS section there as covered, so all of them.
+        const std::uint64_t end = e.off + e.filesz;
+        auto nobits_at_end = [&](std::size_t k) {
           const ElfSection& s = sections[k];
-          if (!s.is_nobits()) continue;
-          memsz = align_up(memsz, s.align);
-          memsz = s.nobits_size > UINT64_MAX - memsz ? UINT64_MAX : memsz + s.nobits_size;
+          return s.is_nobits() && (s.flags & kShfAlloc) != 0 && offsets[k] == end;
+        };
+        auto add = [&](std::uint64_t m, std::size_t k) {
+          m = align_up(m, sections[k].align);
+          return sections[k].nobits_size > UINT64_MAX - m ? UINT64_MAX : m + sections[k].nobits_size;
+        };
+        std::uint64_t own = e.filesz;
+        for (std::uint32_t k : covered[i]) {
+          if (nobits_at_end(k)) own = add(own, k);
+        }
+        memsz = e.filesz;
+        if (!e.any_file || own > e.filesz) {
+          for (std::size_t k = 1; k < n; ++k) {
+            if (nobits_at_end(k)) memsz = add(memsz, k);
+          }
         }
       }
+      const std::uint64_t off = e.off, filesz = e.filesz;
       const std::size_t h = static_cast<std::size_t>(phoff + i * kPhdrSize);
       put<std::uint32_t>(out, h, seg.type);
       put<std::uint32_t>(out, h + 4, seg.flags);

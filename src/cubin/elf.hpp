@@ -141,9 +141,13 @@ struct ElfSegment {
   bool covers_program_headers = false;
   // As parsed. write() recomputes them for a segment that covers sections
   // (offset: the first covered section with bytes; filesz: to the end of the
-  // last; memsz: filesz plus the covered SHT_NOBITS sizes, summed in index
-  // order at their alignment; a segment without file bytes sits at its first
-  // empty section) or the program header table, and keeps them otherwise.
+  // last; its SHT_NOBITS sections are placed at that end; memsz: filesz plus
+  // the SHT_NOBITS sizes there, summed in index order at their alignment; a
+  // segment without file bytes sits at its first empty section) or the
+  // program header table, and keeps them otherwise, unless an edit moved
+  // sections into the kept extent: then it covers those, as a reader of the
+  // output finds. What write() gives parses back to the same segments:
+  // writing it again gives the same bytes.
   std::uint64_t offset = 0;
   std::uint64_t filesz = 0;
   std::uint64_t memsz = 0;

@@ -35,10 +35,11 @@ if(LITHOS_NVCC)
   target_compile_definitions(cubin_atomize_test PRIVATE LITHOS_CUBIN_FIXTURES="${LITHOS_CUBIN_FIXTURES}")
   add_dependencies(cubin_atomize_test cubin_atom_fixtures cubin_fixtures)
 
-  lithos_add_fuzz(fuzz_atomize SOURCES fuzz_atomize.cpp LIBS lithos_cubin
+  lithos_add_fuzz(fuzz_atomize SOURCES fuzz_atomize.cpp LIBS lithos_cubin TEST cubin.fuzz_atomize
     SEEDS ${LITHOS_CUBIN_FIXTURES}/coop.sm90.cubin ${LITHOS_CUBIN_FIXTURES}/misc.sm90.cubin
           ${LITHOS_CUBIN_FIXTURES}/corpus_kernels.sm90.cubin
-    DEPENDS cubin_fixtures cubin_atom_fixtures SECONDS 20)
+    CORPUS ${LITHOS_FUZZ_REGRESSIONS}/fuzz_atomize
+    DICT ${LITHOS_FUZZ_DIR}/dicts/cubin.dict SECONDS 20)
 endif()
 
 # `lithos atomize` through the binary: a fatbin in, the rewritten cubin out.

@@ -56,13 +56,11 @@ endif()
 
 # Fuzz seeds: the small fixtures (the large ones slow every mutation down).
 set(cont_seeds "")
-set(cont_fuzz_deps "")
 if(LITHOS_NVCC)
   foreach(f IN ITEMS coop.sm90.cubin cluster.sm90.cubin misc.sm90.cubin coop.sm80.cubin coop.plain.fatbin
                      coop.zstd.fatbin coop.lz4.fatbin)
     list(APPEND cont_seeds ${LITHOS_CUBIN_FIXTURES}/${f})
   endforeach()
-  set(cont_fuzz_deps cubin_fixtures)
 endif()
 
 lithos_add_test(cubin_container_test
@@ -76,6 +74,8 @@ endif()
 lithos_add_fuzz(fuzz_container
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/fuzz_container.cpp
   LIBS lithos_cubin
+  TEST cubin.fuzz_container
   SEEDS ${cont_seeds}
-  DEPENDS ${cont_fuzz_deps}
+  CORPUS ${LITHOS_FUZZ_CORPORA}/fuzz_container ${LITHOS_FUZZ_REGRESSIONS}/fuzz_container
+  DICT ${LITHOS_FUZZ_DIR}/dicts/cubin.dict
   SECONDS 20)

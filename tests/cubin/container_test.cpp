@@ -1101,5 +1101,127 @@ TEST(Malformed, BadFatbins) {
   EXPECT_FALSE(parse_fatbin_wrapper(Bytes(10, 0)).is_ok());
 }
 
+// ---------------------------------------------------------------------------
+// The writer's output is a fixed point: what it writes parses back to the
+// same model, and writing that gives the same bytes (found by fuzzing,
+// tests/cubin/fuzz_container.cpp).
+
+// A small cubin written by hand: the ELF header, then the given sections
+// (index 0, the null section, is added; `name` is an offset into .shstrtab,
+// section 1), the section header table at `shoff` and one program header at
+// `phoff`. Section contents are bytes 0x10, 0x11, ...
+struct TinySection {
+  std::uint32_t name, type;
+  std::uint64_t flags, offset, size, align;
+};
+struct TinySegment {
+  std::uint64_t offset, filesz, memsz;
+};
+Bytes tiny_cubin(const std::vector<TinySection>& sections, const TinySegment& seg, std::uint64_t shoff,
+                 std::uint64_t phoff) {
+  const std::size_t shnum = sections.size() + 1;
+  Bytes b(static_cast<std::size_t>(std::max(shoff + shnum * 64, phoff + 56)), 0);
+  const std::uint8_t ident[8] = {0x7f, 'E', 'L', 'F', 2, 1, 1, 0};
+  std::memcpy(b.data(), ident, sizeof ident);
+  put_at<std::uint16_t>(b, 16, kEtExec);
+  put_at<std::uint16_t>(b, 18, kEmCuda);
+  put_at<std::uint32_t>(b, 20, 1);
+  put_at<std::uint64_t>(b, 32, phoff);
+  put_at<std::uint64_t>(b, 40, shoff);
+  put_at<std::uint16_t>(b, 52, 64);
+  put_at<std::uint16_t>(b, 54, 56);
+  put_at<std::uint16_t>(b, 56, 1);
+  put_at<std::uint16_t>(b, 58, 64);
+  put_at<std::uint16_t>(b, 60, static_cast<std::uint16_t>(shnum));
+  put_at<std::uint16_t>(b, 62, 1);  // e_shstrndx
+  for (std::size_t i = 0; i < sections.size(); ++i) {
+    const TinySection& t = sections[i];
+    if (t.type != kShtNobits && t.type != kShtStrtab) {
+      for (std::uint64_t k = 0; k < t.size; ++k)
+        b[static_cast<std::size_t>(t.offset + k)] = static_cast<std::uint8_t>(0x10 + k);
+    }
+    const std::size_t h = static_cast<std::size_t>(shoff + (i + 1) * 64);
+    put_at<std::uint32_t>(b, h, t.name);
+    put_at<std::uint32_t>(b, h + 4, t.type);
+    put_at<std::uint64_t>(b, h + 8, t.flags);
+    put_at<std::uint64_t>(b, h + 24, t.offset);
+    put_at<std::uint64_t>(b, h + 32, t.size);
+    put_at<std::uint64_t>(b, h + 48, t.align);
+  }
+  const std::size_t p = static_cast<std::size_t>(phoff);
+  put_at<std::uint32_t>(b, p, kPtLoad);
+  put_at<std::uint32_t>(b, p + 4, kPfR | kPfX);
+  put_at<std::uint64_t>(b, p + 8, seg.offset);
+  put_at<std::uint64_t>(b, p + 32, seg.filesz);
+  put_at<std::uint64_t>(b, p + 40, seg.memsz);
+  put_at<std::uint64_t>(b, p + 48, 8);
+  return b;
+}
+
+// .shstrtab of the tiny cubins: offsets 1, 11, 19 and 27.
+constexpr char kTinyNames[] = "\0.shstrtab\0.text.a\0.text.b\0.nv.shared.a";
+
+Bytes with_names(Bytes b) {
+  std::memcpy(b.data() + 64, kTinyNames, sizeof kTinyNames);
+  return b;
+}
+
+// One LOAD reaching from .text.a (128, 32 bytes) past the end of its bytes
+// to .nv.shared.a (SHT_NOBITS, 64 bytes at 256), which a reader takes as
+// covered because it lies at the segment's end and memsz exceeds filesz.
+Bytes segment_reaching_past_its_text() {
+  return with_names(tiny_cubin({{1, kShtStrtab, 0, 64, sizeof kTinyNames, 1},
+                                {11, kShtProgbits, kShfAlloc | kShfExecInstr, 128, 32, 128},
+                                {27, kShtNobits, kShfAlloc | kShfWrite, 256, 64, 4}},
+                               {128, 128, 192}, 256, 512));
+}
+
+TEST(CubinWriter, SegmentKeepsItsNobitsWhenItsFileExtentShrinks) {
+  const Cubin c = parse_ok(segment_reaching_past_its_text());
+  ASSERT_EQ(c.segments.size(), 1u);
+  EXPECT_EQ(c.segments[0].sections, (std::vector<std::uint32_t>{2, 3}));
+  // The writer recomputes the extent from the sections: filesz shrinks to
+  // the text's 32 bytes. .nv.shared.k must then sit at the new end, or a
+  // reader no longer counts it, and p_memsz changed at every rewrite.
+  auto once = c.write();
+  ASSERT_TRUE(once.is_ok()) << once.status().to_string();
+  const Cubin again = parse_ok(*once);
+  ASSERT_EQ(again.segments.size(), 1u);
+  EXPECT_EQ(again.segments[0].offset, 128u);
+  EXPECT_EQ(again.segments[0].filesz, 32u);
+  EXPECT_EQ(again.segments[0].memsz, 32u + 64u);
+  EXPECT_EQ(again.segments[0].sections, (std::vector<std::uint32_t>{2, 3}));
+  EXPECT_EQ(raw_layout(*once).offsets[3], 128u + 32u);  // .nv.shared.k's sh_offset
+  auto twice = again.write();
+  ASSERT_TRUE(twice.is_ok()) << twice.status().to_string();
+  EXPECT_EQ(*twice, *once);
+}
+
+// A LOAD that covers no section ([384, 448): the section header table's
+// bytes), kept as parsed; growing .text.a moves .text.b (32 bytes) to 384,
+// into it. A reader of the output takes the segment to cover .text.b, so the
+// writer must already give it .text.b's extent, or filesz changed at the
+// next rewrite (found by fuzzing the atomizer, which grows text sections).
+TEST(CubinWriter, SectionMovedIntoAKeptSegmentIsCovered) {
+  Cubin c = parse_ok(with_names(tiny_cubin({{1, kShtStrtab, 0, 64, sizeof kTinyNames, 1},
+                                            {11, kShtProgbits, kShfAlloc | kShfExecInstr, 128, 32, 128},
+                                            {19, kShtProgbits, kShfAlloc | kShfExecInstr, 256, 32, 128}},
+                                           {384, 64, 64}, 384, 640)));
+  ASSERT_EQ(c.segments.size(), 1u);
+  EXPECT_TRUE(c.segments[0].sections.empty());
+  ASSERT_TRUE(c.resize_section(2, 160).is_ok());
+  auto once = c.write();
+  ASSERT_TRUE(once.is_ok()) << once.status().to_string();
+  EXPECT_EQ(raw_layout(*once).offsets[3], 384u);
+  const Cubin again = parse_ok(*once);
+  ASSERT_EQ(again.segments.size(), 1u);
+  EXPECT_EQ(again.segments[0].sections, (std::vector<std::uint32_t>{3}));
+  EXPECT_EQ(again.segments[0].offset, 384u);
+  EXPECT_EQ(again.segments[0].filesz, 32u);
+  auto twice = again.write();
+  ASSERT_TRUE(twice.is_ok()) << twice.status().to_string();
+  EXPECT_EQ(*twice, *once);
+}
+
 }  // namespace
 }  // namespace lithos::cubin

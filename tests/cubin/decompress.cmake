@@ -164,6 +164,8 @@ target_compile_definitions(cubin_decompress_test PRIVATE LITHOS_DECOMPRESS_DATA=
 lithos_add_fuzz(fuzz_decompress
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/fuzz_decompress.cpp
   LIBS lithos_cubin
-  DEPENDS cubin_decompress_data
+  TEST cubin.fuzz_decompress
   SEEDS ${decomp_seeds}
+  CORPUS ${LITHOS_FUZZ_REGRESSIONS}/fuzz_decompress
+  DICT ${LITHOS_FUZZ_DIR}/dicts/decompress.dict
   SECONDS 20)

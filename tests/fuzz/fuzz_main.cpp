@@ -1,22 +1,27 @@
 // A small mutation fuzzer driving a libFuzzer-style entry point
-// (LLVMFuzzerTestOneInput), so that the cubin/ parsers are fuzzed in CI
-// with the project's own compiler (g++, under ASan + UBSan in the sanitizer
-// build) for a bounded time. With clang the same targets also build against
-// libFuzzer (-fsanitize=fuzzer) for longer runs; see tests/cubin/README.md.
+// (LLVMFuzzerTestOneInput, and LLVMFuzzerInitialize when the target has
+// one), so that every fuzz target runs in CI with the project's own compiler
+// (g++, under ASan + UBSan in the sanitizer build) for a bounded time. With
+// clang the same targets build against libFuzzer (LITHOS_FUZZ, the `fuzz`
+// preset) for longer runs: scripts/fuzz.sh, tests/fuzz/README.md.
 //
-//   fuzz_x [--seconds S] [--runs N] [--seed K] SEED_FILE...
+//   fuzz_x [--seconds S] [--runs N] [--seed K] SEED_FILE_OR_FOLDER...
 //
-// Each seed runs as is, then mutated copies (bit flips, byte overwrites with
-// boundary values, inserted/erased/duplicated ranges, truncation, splices of
-// two seeds, 16/32-bit little-endian fields set to boundary values) until
-// the time or run budget ends. Deterministic for a given --seed. A crash or a
-// sanitizer report fails the test; before each input the driver writes it to
-// fuzz-last-input.bin in the working directory so that it can be replayed.
+// Each seed (a file, or every file of a folder, in name order) runs as is,
+// then mutated copies (bit flips, byte overwrites with boundary values,
+// inserted/erased/duplicated ranges, truncation, splices of two seeds,
+// 16/32-bit little-endian fields set to boundary values) until the time or
+// run budget ends. Deterministic for a given --seed. A crash or a sanitizer
+// report fails the test; before each input the driver writes it to
+// fuzz-last-input.bin in the working directory so that it can be replayed
+// (`fuzz_x --runs 0 fuzz-last-input.bin`).
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <random>
@@ -24,6 +29,7 @@
 #include <vector>
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size);
+extern "C" __attribute__((weak)) int LLVMFuzzerInitialize(int* argc, char*** argv);
 
 namespace {
 
@@ -36,6 +42,22 @@ Input read_file(const char* path) {
     std::exit(2);
   }
   return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
+}
+
+// A seed file, or every regular file of a seed folder (sorted by name).
+void add_seeds(const char* path, std::vector<Input>& seeds) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!fs::is_directory(path, ec)) {
+    seeds.push_back(read_file(path));
+    return;
+  }
+  std::vector<std::string> files;
+  for (const auto& e : fs::directory_iterator(path, ec)) {
+    if (e.is_regular_file(ec)) files.push_back(e.path().string());
+  }
+  std::sort(files.begin(), files.end());
+  for (const std::string& f : files) seeds.push_back(read_file(f.c_str()));
 }
 
 void save_last(const Input& in) {
@@ -128,7 +150,7 @@ class Mutator {
 
 int main(int argc, char** argv) {
   double seconds = 10;
-  std::uint64_t runs = 0, seed = 1;
+  std::uint64_t runs = UINT64_MAX, seed = 1;  // --runs 0: the seeds only
   std::vector<Input> seeds;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -138,19 +160,20 @@ int main(int argc, char** argv) {
       if (a == "--runs") runs = std::strtoull(v, nullptr, 10);
       if (a == "--seed") seed = std::strtoull(v, nullptr, 10);
     } else if (a == "--help" || a == "-h") {
-      std::printf("usage: %s [--seconds S] [--runs N] [--seed K] SEED_FILE...\n", argv[0]);
+      std::printf("usage: %s [--seconds S] [--runs N] [--seed K] SEED_FILE_OR_FOLDER...\n", argv[0]);
       return 0;
     } else {
-      seeds.push_back(read_file(argv[i]));
+      add_seeds(argv[i], seeds);
     }
   }
   if (seeds.empty()) seeds.emplace_back();
+  if (LLVMFuzzerInitialize != nullptr) LLVMFuzzerInitialize(&argc, &argv);
 
   for (const Input& s : seeds) run_one(s, true);
   Mutator m(seed);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
   std::uint64_t n = 0;
-  while ((runs == 0 || n < runs) && std::chrono::steady_clock::now() < deadline) {
+  while (n < runs && std::chrono::steady_clock::now() < deadline) {
     Input in = seeds[m.below(seeds.size())];
     m.mutate(in, seeds);
     // Saving every input costs a write; save every one only while the driver
