@@ -903,6 +903,18 @@ Status validate(const DaemonConfig& c, int device_tpcs) {
       if (m.empty()) return Status::invalid_argument(ctx + ": an empty match pattern");
     }
   }
+  // A high-priority tenant without a quota runs on the TPCs no quota holds:
+  // there must be some (found by fuzzing: its clients were published an
+  // empty allocation and dropped at their first launch).
+  if (quotas >= device_tpcs) {
+    for (const TenantConfig& t : c.tenants) {
+      if (t.priority != sched::PriorityClass::kHigh || t.quota != 0) continue;
+      return Status::invalid_argument((t.where.empty() ? "" : t.where + ": ") + "tenant " + quoted(t.name) +
+                                      ": a high-priority tenant with quota 0 runs on the TPCs no quota holds, and the "
+                                      "quotas of the others hold all " +
+                                      std::to_string(device_tpcs) + ": give it a quota, or lower theirs");
+    }
+  }
   if (c.tenant(c.default_tenant) == nullptr) {
     return Status::invalid_argument("default_tenant " + quoted(c.default_tenant) +
                                     " is not a declared tenant (tenants: " + tenant_names(c) + ")");

@@ -462,6 +462,7 @@ void Daemon::save_cache(std::uint64_t now, bool force) {
 
 bool Daemon::step(std::uint64_t now) {
   ++counters_.loops;
+  turn_ns_ = now;
   bool any = false;
   // Engine events and doorbells are counted per window.
   if (now - event_window_ns_ >= kEventWindowNs) {
@@ -1472,7 +1473,9 @@ void Daemon::deliver(Client& c, const ipc::GrantMsg& g) {
 // for launches that do not wait; a waiting best-effort tenant's fallback.
 sched::TpcSet Daemon::allocation_of(sched::TenantId t, bool lasting) const {
   if (!engine_->state().tenants[t].is_high() && !engine_->runs_free(t)) return fallback_of(t);
-  return engine_->immediate_set(t, to_time(now_ns()), lasting);
+  // The time of this turn (step's `now`: tests and fuzzers drive it), the
+  // clock only outside a turn.
+  return engine_->immediate_set(t, to_time(turn_ns_ != 0 ? turn_ns_ : now_ns()), lasting);
 }
 
 // A client's two sets (now, and for a graph whose set lasts), written when

@@ -440,6 +440,7 @@ class Daemon {
     std::vector<int> pids;
   } mps_query_;
   std::uint64_t mps_asked_episode_ = 0;  // the episode it was asked for (FaultMonitor::episodes)
+  std::uint64_t turn_ns_ = 0;            // `now` of the turn in progress (step), for allocation_of
 };
 
 }  // namespace lithos::daemon

@@ -378,6 +378,12 @@ quota = 30
   EXPECT_NE(m.find("more than the device's 66 TPCs"), std::string::npos) << m;
   // Exactly the device is fine.
   EXPECT_EQ(validate_error("[[tenant]]\nname = \"a\"\npriority = \"high\"\nquota = 66\n"), "(valid)");
+  // But then a high-priority tenant without a quota has no TPC to run on.
+  m = validate_error(
+      "[[tenant]]\nname = \"a\"\npriority = \"high\"\nquota = 66\n[[tenant]]\nname = \"z\"\npriority = \"high\"\n");
+  EXPECT_EQ(m.rfind("f.toml:5:1: tenant 'z': a high-priority tenant with quota 0 runs on the TPCs no quota holds", 0),
+            0u)
+      << m;
   // A fallback set outside the device.
   m = validate_error("[[tenant]]\nname = \"a\"\nfallback_tpcs = \"60-69\"\n");
   EXPECT_EQ(m.rfind("f.toml:1:1: tenant 'a': fallback_tpcs 60-69 is not inside the device's TPCs 0-65", 0), 0u) << m;

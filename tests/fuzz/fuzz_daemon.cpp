@@ -136,6 +136,9 @@ Settings read_settings(Reader& in) {
   s.idle_grace_us = kGrace[(b0 >> 6) & 3];
   s.quota[0] = b1 % 41;
   s.quota[1] = b2 % (67 - s.quota[0]);
+  // A high-priority tenant without a quota needs TPCs no quota holds
+  // (validate() refuses the configuration otherwise; found here).
+  if ((s.quota[0] == 0 || s.quota[1] == 0) && s.quota[0] + s.quota[1] == 66) --s.quota[s.quota[0] == 0 ? 1 : 0];
   s.pause[0] = b3 % 3;
   s.pause[1] = (b3 / 3) % 3;
   s.burst_gap_us = (b3 / 9) % 2 != 0 ? 500 : 0;

@@ -169,9 +169,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
 
   ipc::Hello hello;
-  // A packet larger than a Hello is not refused at once: the daemon reads
-  // it as nothing yet and closes the connection at its Hello timeout.
-  DaemonUnderTest::Answer a = w.await_answer(sock, 4, size > sizeof hello);
+  // A packet that is not a Hello's size is refused at once (a kBadHello
+  // Welcome saying why, or the connection closed).
+  DaemonUnderTest::Answer a = w.await_answer(sock, 4);
   const bool whole = size == sizeof hello;
   if (whole) std::memcpy(&hello, data, sizeof hello);
   ipc::Hello checked = hello;
@@ -181,7 +181,16 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   std::uint32_t client_id = 0;
   std::string tenant_name;
   if (!whole) {
-    if (!a.closed || a.fd >= 0) fail("a %zu-byte packet (not a Hello's %zu) was answered", size, sizeof hello);
+    if (a.fd >= 0) fail("a %zu-byte packet (not a Hello's %zu) got a descriptor", size, sizeof hello);
+    if (!a.closed) {
+      ipc::Welcome wel;
+      if (a.bytes.size() != sizeof wel) fail("the answer to a %zu-byte packet is not a Welcome", size);
+      std::memcpy(&wel, a.bytes.data(), sizeof wel);
+      if (wel.status != ipc::WelcomeStatus::kBadHello)
+        fail("a %zu-byte packet (not a Hello's %zu) was answered with status %u", size, sizeof hello,
+             static_cast<unsigned>(wel.status));
+      check_terminated(wel.message, sizeof wel.message, "message");
+    }
   } else if (valid && hello.kind == ipc::HelloKind::kStatus) {
     if (a.closed) fail("a status request was closed without an answer");
     if (a.fd >= 0) fail("a status answer came with a descriptor");
