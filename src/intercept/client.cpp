@@ -702,14 +702,16 @@ void DaemonClient::note_result(int code) noexcept {
 
 void DaemonClient::report_fault(std::uint32_t code) noexcept {
   if (!wanted_) return;
-  std::uint32_t none = 0;
-  if (!fault_.compare_exchange_strong(none, code != 0 ? code : kFaultByDaemon, std::memory_order_acq_rel)) return;
-  // lithosd first (what it names and when), then this client's state.
-  if (ipc::ChannelLayout* l = layout_; l != nullptr && code != 0) {
+  // lithosd first (what it names and when): the first sticky result this
+  // process saw, also when lithosd said so before.
+  if (ipc::ChannelLayout* l = layout_;
+      l != nullptr && code != 0 && l->header.client_fault.load(std::memory_order_relaxed) == 0) {
     l->header.client_fault_ns.store(now_ns(), std::memory_order_relaxed);
     std::uint32_t zero = 0;
     l->header.client_fault.compare_exchange_strong(zero, code, std::memory_order_release);
   }
+  std::uint32_t none = 0;
+  if (!fault_.compare_exchange_strong(none, code != 0 ? code : kFaultByDaemon, std::memory_order_acq_rel)) return;
   State s = state_.load(std::memory_order_acquire);
   while (s != State::kForked && !state_.compare_exchange_weak(s, State::kFaulted, std::memory_order_acq_rel)) {
   }

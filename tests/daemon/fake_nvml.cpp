@@ -2,8 +2,10 @@
 // checked: any UUID is found) that reports a critical Xid event when asked.
 //
 //   FAKE_NVML_XID_FILE=PATH  nvmlEventSetWait reports one Xid event once PATH
-//                            exists: the number it holds (31 when it holds
-//                            none); again after it was removed and made anew
+//                            exists (a fatal fault's: the fake driver's
+//                            FAKE_CUDA_FAULT_FILE may be the same file);
+//                            again after it was removed and made anew
+//   FAKE_NVML_XID=N          that event's Xid (default 31: an MMU fault)
 //   FAKE_NVML_FAIL=init|register  that call fails (NVML_ERROR_UNKNOWN 999,
 //                            NVML_ERROR_NOT_SUPPORTED 3)
 //
@@ -11,7 +13,6 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -79,10 +80,7 @@ __attribute__((visibility("default"))) int nvmlEventSetWait_v2(void* set, EventD
     if (there && !g_reported) {
       g_reported = true;
       unsigned long long xid = 31;
-      if (std::FILE* f = std::fopen(path, "r")) {
-        if (std::fscanf(f, "%llu", &xid) != 1) xid = 31;
-        std::fclose(f);
-      }
+      if (const char* x = std::getenv("FAKE_NVML_XID")) xid = std::strtoull(x, nullptr, 10);
       data->device = &g_device;
       data->eventType = 0x8;
       data->eventData = xid;

@@ -349,6 +349,7 @@ class XidWatcherTest : public ::testing::Test {
     std::filesystem::remove(file_);
     ::unsetenv("FAKE_NVML_XID_FILE");
     ::unsetenv("FAKE_NVML_FAIL");
+    ::unsetenv("FAKE_NVML_XID");
   }
   std::filesystem::path file_;
 };
@@ -358,7 +359,8 @@ TEST_F(XidWatcherTest, ReportsEachXidOnce) {
   auto w = XidWatcher::start(LITHOS_FAKE_NVML, "GPU-00000000-0000-0000-0000-000000000000", &why);
   ASSERT_NE(w, nullptr) << why;
   EXPECT_TRUE(w->take().empty());
-  std::ofstream(file_) << "43\n";
+  ::setenv("FAKE_NVML_XID", "43", 1);
+  std::ofstream(file_) << "fault\n";
   std::vector<std::uint64_t> got;
   const auto t0 = std::chrono::steady_clock::now();
   while (got.empty() && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(30)) {
