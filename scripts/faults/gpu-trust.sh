@@ -90,6 +90,22 @@ run_tenant() {  # $1: tenant ("" = no lithos), $2: log, rest: the command
   fi
 }
 
+# As a supervisor restarts a job: run_tenant again while it fails before
+# it is ready (the MPS server refuses new clients until a fault's affected
+# processes are gone), up to 20 times; every attempt's lines in one file.
+restarted() {
+  local tenant=$1 log=$2; shift 2
+  for attempt in $(seq 1 20); do
+    run_tenant "$tenant" "$log.try" "$@"
+    local rc=$?
+    echo "{\"attempt\":$attempt,\"rc\":$rc,\"t\":$(date +%s.%N)}" >>"$log"
+    cat "$log.try" >>"$log"
+    grep -q '"event": "ready"' "$log.try" && return $rc
+    sleep 0.2
+  done
+  return 1
+}
+
 if [[ " $PHASES " == *" stopped "* ]]; then
   echo "== stopped" >&2
   start_daemon off stopped || exit 1
@@ -120,9 +136,9 @@ fault_run() {
   # The replacements start once the first service has gone (or after 25 s).
   for _ in $(seq 1 250); do kill -0 $svc1 2>/dev/null || break; sleep 0.1; done
   date +%s.%N >"$WORK/$label-restart.txt"
-  run_tenant svc "$WORK/$label-svc2.jsonl" $PY scripts/faults/svc.py --kind service --seconds 8 --rate 100 &
+  restarted svc "$WORK/$label-svc2.jsonl" $PY scripts/faults/svc.py --kind service --seconds 8 --rate 100 &
   local svc2=$!
-  run_tenant train "$WORK/$label-train2.jsonl" $PY scripts/faults/svc.py --kind train --seconds 8 &
+  restarted train "$WORK/$label-train2.jsonl" $PY scripts/faults/svc.py --kind train --seconds 8 &
   local train2=$!
   wait $svc1; echo "$?" >"$WORK/$label-svc1.rc"
   wait $train1; echo "$?" >"$WORK/$label-train1.rc"

@@ -60,11 +60,13 @@ def main():
             import triton.language as tl
 
             @triton.jit
-            def scribble(p, n: tl.constexpr):
+            def scribble(p, stride, n: tl.constexpr):
                 i = tl.arange(0, n)
-                tl.store(p + i.to(tl.int64) * (1 << 40) + (1 << 44), i)
+                tl.store(p + i.to(tl.int64) * stride, i)
 
-            bad = lambda: scribble[(1,)](torch.empty(1, device=dev, dtype=torch.int32), n=64)
+            target = torch.empty(1, device=dev, dtype=torch.int32)
+            scribble[(1,)](target, 0, n=64)  # compiled now, harmless: every lane writes target[0]
+            bad = lambda: scribble[(1,)](target, 1 << 40, n=64)  # far outside any allocation
         step()
         torch.cuda.synchronize()
         say(event="ready")

@@ -113,7 +113,9 @@ def fault(d, label, res):
         own = lines(f"{d}/{label}-{key}.jsonl")
         req = first(own, "req")
         entry = {"first_request_after_fault_s": (req["t"] - t_fault) if req and t_fault else None,
-                 "rc": read(f"{d}/{label}-{key}.rc")}
+                 "rc": read(f"{d}/{label}-{key}.rc"),
+                 "attempts": sum(1 for e in own if "attempt" in e),
+                 "errors": [e.get("message") for e in own if e.get("event") == "error"][:3]}
         if r["restart_t"]:
             for p in polls:
                 if p["t"] < r["restart_t"]:
@@ -142,7 +144,8 @@ def fault(d, label, res):
     for key in ("svc2", "train2"):
         e = r[key]
         print(f"  new {key:<6}            scheduled after {e.get('scheduled_after_fault_s')} s, first request "
-              f"after {e.get('first_request_after_fault_s')} s, rc={e['rc']}")
+              f"after {e.get('first_request_after_fault_s')} s, rc={e['rc']}, attempts {e['attempts']} "
+              f"{e['errors'] if e['errors'] else ''}")
 
 
 def cost(d, res):
