@@ -102,7 +102,7 @@ Result<std::string> no_mps_folder() {
 std::optional<bool> tenant_outside_mps(const std::string& socket, const std::string& tenant) {
   const std::vector<std::string> sockets = ipc::sockets_for_every_gpu(socket);
   if (sockets.empty()) return std::nullopt;
-  auto text = fetch_status(sockets.front(), 300);
+  auto text = fetch_status(sockets.front(), 100);
   if (!text) return std::nullopt;
   const nlohmann::json j = nlohmann::json::parse(*text, nullptr, false);
   if (!j.is_object() || !j.contains("tenants") || !j["tenants"].is_array()) return std::nullopt;
