@@ -34,7 +34,9 @@ PHASES=${TRUST_PHASES:-stopped fault linger outside cost}
 ROUNDS=${STOPPED_ROUNDS:-3}
 PY=python3
 export PYTHONUNBUFFERED=1
-git rev-parse --short HEAD >"$WORK/commit.txt" 2>/dev/null
+# The commit measured: LITHOS_COMMIT when given (the copy on the GPU machine
+# may not carry its history), else git's.
+echo "${LITHOS_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null)}" >"$WORK/commit.txt"
 nvidia-smi --query-gpu=name,uuid,driver_version --format=csv,noheader >"$WORK/gpu.txt"
 "$LITHOS" calibrate >"$WORK/calibrate.txt" 2>&1 || { cat "$WORK/calibrate.txt"; exit 1; }
 
@@ -83,11 +85,16 @@ trap cleanup EXIT
 
 run_tenant() {  # $1: tenant ("" = no lithos), $2: log, rest: the command
   local tenant=$1 log=$2; shift 2
+  local t0 rc
+  t0=$(date +%s.%N)
   if [[ -z $tenant ]]; then
     timeout 300 "$@" >"$log" 2>"$log.err"
   else
     timeout 300 "$LITHOS" run --daemon "$SOCK" --tenant "$tenant" -- "$@" >"$log" 2>"$log.err"
   fi
+  rc=$?
+  echo "{\"wall_s\":$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.3f", b - a }')}" >"$log.wall"
+  return $rc
 }
 
 # As a supervisor restarts a job: run_tenant again while it fails before
@@ -164,14 +171,18 @@ fi
 if [[ " $PHASES " == *" cost "* ]]; then
   echo "== cost" >&2
   start_daemon start cost || exit 1
-  run_tenant svc "$WORK/cost-alone.jsonl" $PY scripts/faults/svc.py --kind service --seconds 15 --rate 100
-  for t in train untrusted; do
-    run_tenant "$t" "$WORK/cost-$t-trainer.jsonl" $PY scripts/faults/svc.py --kind train --seconds 60 &
-    tp=$!
-    sleep 10
-    run_tenant svc "$WORK/cost-$t.jsonl" $PY scripts/faults/svc.py --kind service --seconds 15 --rate 100
-    pkill -TERM -f "svc.py --kind train --seconds 60"
-    wait $tp
+  # COST_ROUNDS rounds (default 2) of alone, beside a trainer inside MPS,
+  # beside one outside MPS; each service window 15 s.
+  for r in $(seq 1 "${COST_ROUNDS:-2}"); do
+    run_tenant svc "$WORK/cost-alone-$r.jsonl" $PY scripts/faults/svc.py --kind service --seconds 15 --rate 100
+    for t in train untrusted; do
+      run_tenant "$t" "$WORK/cost-$t-$r-trainer.jsonl" $PY scripts/faults/svc.py --kind train --seconds 60 &
+      tp=$!
+      sleep 8
+      run_tenant svc "$WORK/cost-$t-$r.jsonl" $PY scripts/faults/svc.py --kind service --seconds 15 --rate 100
+      pkill -TERM -f "svc.py --kind train --seconds 60"
+      wait $tp
+    done
   done
   stop_daemon cost
 fi

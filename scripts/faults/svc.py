@@ -5,7 +5,8 @@ loop, printing one JSON line per request or step.
 
   svc.py --kind service|train --seconds S [--rate R] [--linger S] [--fault-after S]
 
-Lines: {"event":"ready","t":...} once CUDA works; {"event":"req","t":...,
+Lines: {"event":"start","t":...} first (before torch is imported);
+{"event":"ready","t":...} once CUDA works; {"event":"req","t":...,
 "ms":...} per request (per step for train); {"event":"error","t":...,
 "message":...} when a CUDA call fails, then exit 1, or with --linger stay
 alive that long first (a process that catches the error and goes on);
@@ -30,6 +31,7 @@ def main():
     ap.add_argument("--linger", type=float, default=0)
     ap.add_argument("--fault-after", type=float, default=-1)
     a = ap.parse_args()
+    say(event="start")  # before torch is imported: the process's own start-up follows
     import torch
     dev = torch.device("cuda")
     try:
@@ -44,7 +46,8 @@ def main():
                         y = torch.relu(y @ m) * 0.01
                 return y
         else:
-            model = torch.nn.Sequential(*[torch.nn.Linear(4096, 4096) for _ in range(8)]).to(dev, torch.bfloat16)
+            model = torch.nn.Sequential(*[torch.nn.Linear(4096, 4096, device=dev, dtype=torch.bfloat16)
+                                          for _ in range(8)])
             opt = torch.optim.SGD(model.parameters(), lr=1e-4)
             xb = torch.randn(2048, 4096, device=dev, dtype=torch.bfloat16)
 

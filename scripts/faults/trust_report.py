@@ -52,20 +52,26 @@ def stopped(d, res):
     labels = ["plain", "stopped-hp", "stopped-be", "live-hp", "live-be"]
     rows = {}
     for lab in labels:
-        runs = [lines(p) for p in sorted(glob.glob(f"{d}/{lab}-*.json"))]
+        files = sorted(glob.glob(f"{d}/{lab}-*.json"))
+        runs = [lines(p) for p in files]
         tot = [r[0]["total_s"] for r in runs if r]
+        walls = [w[0]["wall_s"] for w in (lines(p + ".wall") for p in files) if w]
         if tot:
-            rows[lab] = {"runs": len(tot), "total_s_median": statistics.median(tot), "total_s": tot}
+            rows[lab] = {"runs": len(tot), "total_s_median": statistics.median(tot), "total_s": tot,
+                         "wall_s_median": statistics.median(walls) if walls else None, "wall_s": walls}
     if not rows:
         return
     base = rows.get("plain", {}).get("total_s_median")
-    print("\nA process of 200 GEMMs (gemms.py: its CUDA time, context included), median of rounds")
-    print(f"{'run':<12} {'rounds':>6} {'median s':>9} {'vs plain':>9}  all")
+    wbase = rows.get("plain", {}).get("wall_s_median")
+    print("\nA process of 200 GEMMs (gemms.py): its CUDA time (context included) and the whole process's wall time "
+          "(python, torch, lithos run), medians of rounds")
+    print(f"{'run':<12} {'rounds':>6} {'CUDA s':>7} {'vs plain':>9} {'wall s':>7} {'vs plain':>9}  CUDA s of each")
     for lab, r in rows.items():
         ratio = r["total_s_median"] / base if base else None
-        r["vs_plain"] = ratio
-        print(f"{lab:<12} {r['runs']:>6} {r['total_s_median']:>9.3f} {ratio if ratio else 0:>8.3f}x  "
-              + " ".join(f"{x:.3f}" for x in r["total_s"]))
+        wr = r["wall_s_median"] / wbase if wbase and r["wall_s_median"] else None
+        r["vs_plain"], r["wall_vs_plain"] = ratio, wr
+        print(f"{lab:<12} {r['runs']:>6} {r['total_s_median']:>7.3f} {ratio or 0:>8.3f}x {r['wall_s_median'] or 0:>7.2f} "
+              f"{wr or 0:>8.3f}x  " + " ".join(f"{x:.3f}" for x in r["total_s"]))
     res["stopped"] = rows
 
 
@@ -112,6 +118,9 @@ def fault(d, label, res):
     for tenant, key in (("svc", "svc2"), ("train", "train2")):
         own = lines(f"{d}/{label}-{key}.jsonl")
         req = first(own, "req")
+        # The last attempt's start (the one that ran).
+        starts = [e for e in own if e.get("event") == "start"]
+        start_t = starts[-1]["t"] if starts else None
         entry = {"first_request_after_fault_s": (req["t"] - t_fault) if req and t_fault else None,
                  "rc": read(f"{d}/{label}-{key}.rc"),
                  "attempts": sum(1 for e in own if "attempt" in e),
@@ -125,6 +134,7 @@ def fault(d, label, res):
                     if c.get("tenant") == tenant and born >= r["restart_t"] - 0.5 and \
                             (c.get("launches", 0) > 0 or c.get("grants", 0) > 0):
                         entry["scheduled_after_fault_s"] = (p["t"] - t_fault) if t_fault else None
+                        entry["scheduled_after_own_start_s"] = (p["t"] - start_t) if start_t else None
                         break
                 if "scheduled_after_fault_s" in entry:
                     break
@@ -143,26 +153,34 @@ def fault(d, label, res):
           f"done={s['done']}, rc={s['rc']}")
     for key in ("svc2", "train2"):
         e = r[key]
-        print(f"  new {key:<6}            scheduled after {e.get('scheduled_after_fault_s')} s, first request "
-              f"after {e.get('first_request_after_fault_s')} s, rc={e['rc']}, attempts {e['attempts']} "
+        fmt = lambda v: f"{v:.2f}" if isinstance(v, (int, float)) else str(v)
+        print(f"  new {key:<6}            started {fmt(r['restart_t'] - t_fault if r['restart_t'] and t_fault else None)} s "
+              f"after the fault, scheduled {fmt(e.get('scheduled_after_fault_s'))} s after it "
+              f"({fmt(e.get('scheduled_after_own_start_s'))} s after its own start: python, torch, CUDA), first request "
+              f"{fmt(e.get('first_request_after_fault_s'))} s, rc={e['rc']}, attempts {e['attempts']} "
               f"{e['errors'] if e['errors'] else ''}")
 
 
 def cost(d, res):
-    alone = [e["ms"] for e in lines(f"{d}/cost-alone.jsonl") if e.get("event") == "req"]
+    reqs = lambda pat: [e["ms"] for p in sorted(glob.glob(pat)) for e in lines(p) if e.get("event") == "req"]
+    alone = reqs(f"{d}/cost-alone-*.jsonl")
     if not alone:
         return
     rows = {"alone": alone}
     for t in ("train", "untrusted"):
-        rows[t] = [e["ms"] for e in lines(f"{d}/cost-{t}.jsonl") if e.get("event") == "req"]
-    print("\nThe service (100 requests/s) beside a trainer inside MPS (train) and outside MPS (untrusted)")
+        rows[t] = reqs(f"{d}/cost-{t}-[0-9].jsonl")
+    print("\nThe service (100 requests/s, all rounds pooled) beside a trainer inside MPS (train) and outside MPS "
+          "(untrusted)")
     print(f"{'beside':<10} {'requests':>8} {'P50 ms':>8} {'P99 ms':>8} {'P99/alone':>10} {'trainer steps/s':>16}")
     out = {}
     for k, xs in rows.items():
         p50, p99 = pct(xs, 0.5), pct(xs, 0.99)
-        tr = lines(f"{d}/cost-{k}-trainer.jsonl") if k != "alone" else []
-        steps = [e["t"] for e in tr if e.get("event") == "req"]
-        sps = (len(steps) - 1) / (steps[-1] - steps[0]) if len(steps) > 1 else None
+        rates = []
+        for p in sorted(glob.glob(f"{d}/cost-{k}-*-trainer.jsonl")) if k != "alone" else []:
+            steps = [e["t"] for e in lines(p) if e.get("event") == "req"]
+            if len(steps) > 1:
+                rates.append((len(steps) - 1) / (steps[-1] - steps[0]))
+        sps = statistics.median(rates) if rates else None
         out[k] = {"requests": len(xs), "p50_ms": p50, "p99_ms": p99, "trainer_steps_per_s": sps,
                   "p99_vs_alone": p99 / pct(alone, 0.99) if p99 else None}
         print(f"{k:<10} {len(xs):>8} {p50 or 0:>8.2f} {p99 or 0:>8.2f} {out[k]['p99_vs_alone'] or 0:>9.2f}x "
