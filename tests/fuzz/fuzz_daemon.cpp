@@ -158,6 +158,11 @@ std::string config_text(const Settings& s) {
   t += "max_stolen_atoms = " + std::to_string(s.max_stolen) + "\n";
   t += "idle_grace_us = " + std::to_string(s.idle_grace_us) + "\n";
   t += "burst_gap_us = " + std::to_string(s.burst_gap_us) + "\n";
+  // The drops that follow the clock (a client that stopped, or made no
+  // progress for 30 s) are off: this harness moves time in jumps, its
+  // clients beat no heartbeat, and the model counts only malformed drops
+  // (tests/daemon/hostile_test.cpp covers those two).
+  t += "client_timeout_ms = 0\nprogress_timeout_ms = 0\n";
   for (int i = 0; i < 2; ++i) {
     t += std::string("[[tenant]]\nname = \"") + (i == 0 ? "svc" : "svc2") +
          "\"\npriority = \"high\"\nquota = " + std::to_string(s.quota[i]) +
