@@ -191,6 +191,12 @@ Result<Cubin> parse_impl(ByteView image) {
     }
     c.layout.push_back(std::move(item));
   }
+  // The ELF ends with its last section or header table. Bytes after that
+  // (an image may be longer) are not part of it: an in-memory image is cut
+  // there (probe_image_in_memory) and the writer keeps none of them, so no
+  // segment may reach into them. (An empty section may lie there: it has no
+  // bytes, and the writer places it at most at the end of its output.)
+  const std::uint64_t elf_end = cursor;
 
   // Symbols.
   for (std::uint32_t i = 0; i < shnum; ++i) {
@@ -243,7 +249,9 @@ Result<Cubin> parse_impl(ByteView image) {
     seg.memsz = r.u64(h + 40);
     seg.align = r.u64(h + 48);
     if (!r.ok()) return bad("truncated program header table");
-    if (!r.has(seg.offset, seg.filesz)) return bad("segment " + std::to_string(i) + ": out of bounds");
+    if (seg.offset > elf_end || seg.filesz > elf_end - seg.offset) {
+      return bad("segment " + std::to_string(i) + ": out of bounds (the ELF ends at " + hex(elf_end) + ")");
+    }
     if (seg.offset == phoff && seg.filesz == phnum * kPhdrSize) {
       seg.covers_program_headers = true;
       continue;
@@ -430,6 +438,12 @@ Result<Bytes> Cubin::write() const {
       }
     }
     const std::uint64_t total = cursor;
+    // An empty section lies at most at the end of the file (a reader refuses
+    // one past it): one placed at its alignment after the last bytes may
+    // have come to lie past the end when an edit moved that end.
+    for (std::size_t i = 0; i < n; ++i) {
+      offsets[i] = std::min(offsets[i], total);
+    }
 
     Bytes out(static_cast<std::size_t>(total), 0);
     std::copy(ident.begin(), ident.end(), out.begin());
@@ -558,6 +572,10 @@ Result<Bytes> Cubin::write() const {
         }
       }
       const std::uint64_t off = e.off, filesz = e.filesz;
+      if (off > total || filesz > total - off) {  // a kept extent the file no longer reaches
+        return bad("segment " + std::to_string(i) + " covers no section and lies past the end of the file (at " +
+                   hex(off) + ", " + hex(filesz) + " bytes; the file ends at " + hex(total) + ")");
+      }
       const std::size_t h = static_cast<std::size_t>(phoff + i * kPhdrSize);
       put<std::uint32_t>(out, h, seg.type);
       put<std::uint32_t>(out, h + 4, seg.flags);

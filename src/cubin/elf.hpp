@@ -146,8 +146,9 @@ struct ElfSegment {
   // segment without file bytes sits at its first empty section) or the
   // program header table, and keeps them otherwise, unless an edit moved
   // sections into the kept extent: then it covers those, as a reader of the
-  // output finds. What write() gives parses back to the same segments:
-  // writing it again gives the same bytes.
+  // output finds; write() fails if an edit shrank the file under a kept
+  // extent. What write() gives parses back to the same segments: writing it
+  // again gives the same bytes.
   std::uint64_t offset = 0;
   std::uint64_t filesz = 0;
   std::uint64_t memsz = 0;
@@ -178,7 +179,9 @@ struct CubinKernel {
 class Cubin {
  public:
   // Parses and validates an ELF64 little-endian EM_CUDA image. `image` may
-  // be longer than the ELF (trailing bytes are ignored).
+  // be longer than the ELF (trailing bytes are ignored); the ELF ends with
+  // its last section or header table, and a segment reaching past that end
+  // is refused.
   static Result<Cubin> parse(ByteView image);
 
   // Serialises with the layout recomputed (see the top of this file).

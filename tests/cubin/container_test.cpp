@@ -1025,7 +1025,7 @@ TEST(Malformed, BadCubinHeadersAndTables) {
     ASSERT_TRUE(rela.has_value());
     put_at<std::uint64_t>(c.sections[*rela].data, 0, 1u << 30);
     EXPECT_FALSE(c.relocations().is_ok());
-    c.sections[*rela].data.resize(c.sections[*rela].data.size() - 1);
+    c.sections[*rela].data.pop_back();  // no longer a whole number of entries
     EXPECT_FALSE(c.relocations().is_ok());
   }
   // The writer refuses an inconsistent model.
@@ -1221,6 +1221,87 @@ TEST(CubinWriter, SectionMovedIntoAKeptSegmentIsCovered) {
   auto twice = again.write();
   ASSERT_TRUE(twice.is_ok()) << twice.status().to_string();
   EXPECT_EQ(*twice, *once);
+}
+
+// Bytes after the ELF (its last section or header table) are not part of it:
+// the parser ignores them and the writer keeps none. A segment reaching into
+// them (here a LOAD at the program header table, which is last, three entries
+// long while the table has one) is malformed: the rewrite pointed it outside
+// the file (found by fuzz_atomize). The parser refuses it. An empty section
+// placed there has no bytes: the writer puts it at the end of the file
+// (before, past it, where a reader refuses it). The trailing bytes are dropped.
+TEST(CubinWriter, SegmentPastTheEndOfTheElfIsRefused) {
+  auto image = [](std::uint64_t seg_filesz, std::uint64_t text_b_offset) {
+    Bytes b = with_names(tiny_cubin({{1, kShtStrtab, 0, 64, sizeof kTinyNames, 1},
+                                     {11, kShtProgbits, kShfAlloc | kShfExecInstr, 128, 32, 128},
+                                     {19, kShtProgbits, kShfAlloc | kShfExecInstr, text_b_offset, 0, 8}},
+                                    {512, seg_filesz, seg_filesz}, 256, 512));
+    EXPECT_EQ(b.size(), 512u + 56u);
+    b.resize(b.size() + 112, 0xee);  // trailing bytes
+    return b;
+  };
+  auto r = Cubin::parse(image(3 * 56, 160));
+  EXPECT_FALSE(r.is_ok());
+  if (!r.is_ok()) {
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  }
+  for (const std::uint64_t text_b : {160u, 600u}) {
+    const Bytes good = image(56, text_b);
+    const Cubin c = parse_ok(good);
+    ASSERT_EQ(c.segments.size(), 1u);
+    EXPECT_TRUE(c.segments[0].covers_program_headers);
+    auto once = c.write();
+    ASSERT_TRUE(once.is_ok()) << once.status().to_string();
+    ASSERT_EQ(once->size(), 568u);
+    EXPECT_EQ(raw_layout(*once).offsets[3], std::min<std::uint64_t>(text_b, 568));
+    const Cubin again = parse_ok(*once);
+    auto twice = again.write();
+    ASSERT_TRUE(twice.is_ok()) << twice.status().to_string();
+    EXPECT_EQ(*twice, *once);
+    if (text_b == 160) {
+      EXPECT_EQ(*once, Bytes(good.begin(), good.end() - 112));
+    }
+  }
+}
+
+// An empty section at the end of the file (640, after the program header
+// table), at its alignment (128). Growing .text.a by 8 bytes moves the end to
+// 648; placed at its alignment the section would lie at 768, past the end,
+// where a reader refuses it. The writer places it at the end.
+TEST(CubinWriter, EmptySectionAtTheEndStaysInTheFile) {
+  Cubin c = parse_ok(with_names(tiny_cubin({{1, kShtStrtab, 0, 64, sizeof kTinyNames, 1},
+                                            {11, kShtProgbits, kShfAlloc | kShfExecInstr, 128, 32, 128},
+                                            {19, kShtProgbits, kShfAlloc | kShfExecInstr, 640, 0, 128}},
+                                           {128, 32, 32}, 256, 584)));
+  ASSERT_TRUE(c.resize_section(2, 40).is_ok());
+  auto once = c.write();
+  ASSERT_TRUE(once.is_ok()) << once.status().to_string();
+  EXPECT_EQ(once->size(), 648u);
+  EXPECT_EQ(raw_layout(*once).offsets[3], 648u);
+  const Cubin again = parse_ok(*once);
+  auto twice = again.write();
+  ASSERT_TRUE(twice.is_ok()) << twice.status().to_string();
+  EXPECT_EQ(*twice, *once);
+}
+
+// A LOAD that covers no section ([400, 504): the last section header and the
+// program header table) is kept as parsed. Emptying .text.a (128 bytes) moves
+// both tables 152 bytes down and the file ends at 352: the kept extent lies
+// past it. write() refuses rather than give an image a reader refuses.
+TEST(CubinWriter, KeptSegmentPastTheEndOfTheFileIsAnError) {
+  Cubin c = parse_ok(with_names(tiny_cubin(
+      {{1, kShtStrtab, 0, 64, sizeof kTinyNames, 1}, {11, kShtProgbits, kShfAlloc | kShfExecInstr, 128, 128, 128}},
+      {400, 104, 104}, 256, 448)));
+  ASSERT_EQ(c.segments.size(), 1u);
+  EXPECT_TRUE(c.segments[0].sections.empty());
+  EXPECT_FALSE(c.segments[0].covers_program_headers);
+  ASSERT_TRUE(c.write().is_ok());
+  ASSERT_TRUE(c.resize_section(2, 0).is_ok());
+  auto out = c.write();
+  EXPECT_FALSE(out.is_ok());
+  if (!out.is_ok()) {
+    EXPECT_NE(out.status().message().find("segment 0"), std::string::npos) << out.status().to_string();
+  }
 }
 
 }  // namespace
