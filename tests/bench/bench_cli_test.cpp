@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -125,17 +126,38 @@ TEST(BenchCli, RunsModesWithItsOwnMpsDaemonAndMergesLaterRuns) {
   const json res = read_json(out + "/results.json");
   ASSERT_EQ(res["schema"], "lithos.bench/1");
   EXPECT_EQ(res["modes"][1]["mode"], "mps-alone");
+  // What sleep-based tenants measure depends on how loaded the machine is
+  // (on a busy 2-core machine a 2 ms sleep takes 4 ms or more): what is
+  // checked is what the harness decides, not how fast the tenants ran.
+  const json* alone_mode = mode(res, "alone");
+  ASSERT_NE(alone_mode, nullptr);
+  const json& alone_svc = (*alone_mode)["phases"][0]["tenants"][0];
+  const json& alone_train = (*alone_mode)["phases"][0]["tenants"][1];
+  // "vs alone": each repetition's value over the alone median (two
+  // repetitions: the median of the ratios is the ratio of the medians).
+  const auto expect_norm = [&](const json& t, const json& alone_t, const char* value, const char* norm,
+                               const std::string& m) {
+    const json& v = t[value]["median"];
+    const json& a = alone_t[value]["median"];
+    if (!v.is_number() || !a.is_number() || a.get<double>() <= 0) return;  // nothing measured to normalise
+    const double want = v.get<double>() / a.get<double>();
+    EXPECT_NEAR(t["norm"][norm]["median"].get<double>(), want, 1e-9 * std::max(1.0, want)) << m << " " << norm;
+  };
   for (const char* m : {"alone", "mps-alone", "time-slicing", "mps", "mps-priority"}) {
     const json* e = mode(res, m);
     ASSERT_NE(e, nullptr) << m;
     EXPECT_EQ((*e)["status"], "ok") << m;
     const json& svc = (*e)["phases"][0]["tenants"][0];
     EXPECT_EQ(svc["name"], "svc");
-    EXPECT_GT(svc["samples"].get<int>(), 50) << m;
-    // Sleep-based tenants do not interfere: every mode is close to alone.
-    EXPECT_LT(svc["norm"]["p50"]["median"].get<double>(), 3.0) << m;
+    // Every mode offers the service the same seeded arrivals, and each one
+    // is a sample, finished or not (a lower bound).
+    EXPECT_GT(svc["samples"].get<int>(), 0) << m;
+    EXPECT_EQ(svc["samples"], alone_svc["samples"]) << m;
+    expect_norm(svc, alone_svc, "p50_ms", "p50", m);
+    expect_norm(svc, alone_svc, "p99_ms", "p99", m);
     const json& train = (*e)["phases"][0]["tenants"][1];
-    EXPECT_GT(train["norm"]["throughput"]["median"].get<double>(), 0.5) << m;
+    EXPECT_EQ(train["name"], "train");
+    expect_norm(train, alone_train, "throughput", "throughput", m);
   }
   // The report can be rebuilt from the runs alone.
   std::filesystem::remove(out + "/report.md");

@@ -11,7 +11,6 @@ whole file runs in about 15 s.
 import json
 import os
 import random
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -34,14 +33,32 @@ def config(**over):
     return c
 
 
-def expected_arrivals(seed, phase, rep, rate, window_s):
-    """Arrivals in one window, straight from the protocol's definition."""
+def arrival_offsets(seed, phase, rep, rate, window_s):
+    """Arrivals in one window (seconds after its start), straight from the
+    protocol's definition."""
     rng = random.Random(seed * 1000003 + phase * 1009 + rep)
-    n, t = 0, rng.expovariate(rate)
+    out, t = [], rng.expovariate(rate)
     while t < window_s:
-        n += 1
+        out.append(t)
         t += rng.expovariate(rate)
-    return n
+    return out
+
+
+def expected_arrivals(seed, phase, rep, rate, window_s):
+    """The number of arrivals in one window."""
+    return len(arrival_offsets(seed, phase, rep, rate, window_s))
+
+
+def assert_back_to_back(test, rep):
+    """A closed loop's requests run one after the other, each recorded in the
+    window of its completion: their latencies add up to at most the window
+    plus the first one (which may have started before the window). A
+    latency that counted more than its own request would break this; how
+    many requests fit depends on the machine, so that is not asserted."""
+    lat = rep["latencies_ms"]
+    if lat:
+        slack = 0.001 * len(lat)  # each latency is rounded to 0.1 us
+        test.assertLessEqual(sum(lat), rep["window_s"] * 1000.0 + lat[0] + slack, lat)
 
 
 class Run:
@@ -127,20 +144,22 @@ class TenantProtocolTest(unittest.TestCase):
             self.assertEqual(rep["window_s"], 0.4)
             self.assertEqual(rep["unfinished_ms"], [])
             self.assertEqual(rep["completed"], len(rep["latencies_ms"]))
-            # 0.4 s / 20 ms. A sleep never ends early, but on a loaded machine
-            # (CI runs fuzzers beside this) one may end late: per request only
-            # the lower bound, the median for the rest.
-            self.assertTrue(10 <= rep["completed"] <= 21, rep["completed"])
+            # A sleep never ends early, but on a loaded machine it may end
+            # late, by any amount: only the bounds that follow from that.
+            # 0.4 s / 20 ms: at most 20 requests end in the window, plus one
+            # begun before it.
+            self.assertTrue(1 <= rep["completed"] <= 21, rep["completed"])
             self.assertTrue(all(lat >= 19.9 for lat in rep["latencies_ms"]), rep["latencies_ms"])
-            self.assertLess(statistics.median(rep["latencies_ms"]), 30.0, rep["latencies_ms"])
+            assert_back_to_back(self, rep)
 
     def test_training_loop_counts_steps(self):
         run = run_tenant(self, config(kind="training", params={"ms": 10.0}))
         self.assert_ok(run)
         for rep in run.event("result")["phases"][0]["reps"]:
-            self.assertTrue(15 <= rep["completed"] <= 31, rep["completed"])  # 0.3 s / 10 ms
+            self.assertTrue(1 <= rep["completed"] <= 31, rep["completed"])  # 0.3 s / 10 ms at most
             self.assertEqual(rep["completed"], len(rep["latencies_ms"]))
             self.assertTrue(all(lat >= 9.9 for lat in rep["latencies_ms"]))
+            assert_back_to_back(self, rep)
 
     def test_phase_params_override_tenant_params(self):
         phases = [{"name": "short", "params": {}}, {"name": "long", "params": {"ms": 25.0}}]
@@ -153,13 +172,17 @@ class TenantProtocolTest(unittest.TestCase):
         short, long = run.event("result")["phases"]
         self.assertEqual((short["name"], long["name"]), ("short", "long"))
         for rep in short["reps"]:
-            self.assertTrue(25 <= rep["completed"] <= 61, rep["completed"])  # 0.3 s / 5 ms
+            self.assertTrue(1 <= rep["completed"] <= 61, rep["completed"])  # 0.3 s / 5 ms at most
             self.assertTrue(all(lat >= 4.9 for lat in rep["latencies_ms"]), rep["latencies_ms"])
-            self.assertLess(statistics.median(rep["latencies_ms"]), 10.0, rep["latencies_ms"])
+            assert_back_to_back(self, rep)
         for rep in long["reps"]:
-            self.assertTrue(6 <= rep["completed"] <= 13, rep["completed"])  # 0.3 s / 25 ms
+            self.assertTrue(1 <= rep["completed"] <= 13, rep["completed"])  # 0.3 s / 25 ms at most
             self.assertTrue(all(lat >= 24.9 for lat in rep["latencies_ms"]), rep["latencies_ms"])
-            self.assertLess(statistics.median(rep["latencies_ms"]), 35.0, rep["latencies_ms"])
+            assert_back_to_back(self, rep)
+        # The short phase ran shorter requests than the long one's 25 ms: a
+        # lower bound is all a loaded machine allows per request, so one
+        # request of the whole phase below 25 ms is enough.
+        self.assertLess(min(lat for rep in short["reps"] for lat in rep["latencies_ms"]), 24.9, short)
 
     def test_service_arrivals_follow_the_seeded_streams(self):
         rate, window = 100.0, 0.3
@@ -171,11 +194,12 @@ class TenantProtocolTest(unittest.TestCase):
             self.assertGreaterEqual(run.exited, run.start + 0.1 + 2 * window + 0.1)  # results at the end
             self.assertEqual(run.event("ready")["info"]["rate_rps"], rate)
             reps = run.event("result")["phases"][0]["reps"]
-            got = [rep["completed"] for rep in reps]
-            # At 10 % load everything finishes: one latency per arrival.
+            # Every arrival of the seeded stream is recorded: a latency, or a
+            # lower bound if the machine was too slow to finish it by the end
+            # of the drain (at 10 % load that takes a very loaded machine).
+            got = [rep["completed"] + len(rep["unfinished_ms"]) for rep in reps]
             self.assertEqual(got, [expected_arrivals(seed, 0, r, rate, window) for r in range(2)])
             for rep in reps:
-                self.assertEqual(rep["unfinished_ms"], [])
                 self.assertEqual(len(rep["latencies_ms"]), rep["completed"])
                 self.assertTrue(all(lat >= 0.99 for lat in rep["latencies_ms"]))
             counts.setdefault(seed, []).append(got)
@@ -193,10 +217,20 @@ class TenantProtocolTest(unittest.TestCase):
         self.assertNotIn("calibrated_here", info)
         reps = run.event("result")["phases"][0]["reps"]
         first = reps[0]["latencies_ms"]
-        self.assertGreater(len(first), 20)
+        self.assertGreaterEqual(len(first), 2)
         self.assertTrue(all(lat >= 4.9 for lat in first))
-        self.assertGreater(first[-1], first[0] + 100.0)  # FIFO order: the queue grows
+        # One FIFO server: the requests of the first window finished in
+        # arrival order, each at least 5 ms after the one before, however
+        # late it arrived: a latency counts the time spent queueing.
+        arrived = [a * 1000.0 for a in arrival_offsets(3, 0, 0, 400.0, 0.4)]
+        done = [a + lat for a, lat in zip(arrived, first)]
+        for k in range(1, len(done)):
+            self.assertGreaterEqual(done[k] - done[k - 1], 4.9, (k, done[k - 1], done[k]))
+        # The server cannot keep up: it finishes at most one request per 5 ms
+        # until the drain ends (0.9 s after T), so the rest are unfinished.
         unfinished = [u for rep in reps for u in rep["unfinished_ms"]]
+        arrivals = sum(expected_arrivals(3, 0, r, 400.0, 0.4) for r in range(2))
+        self.assertGreaterEqual(len(unfinished), arrivals - int(0.9 / 0.005))
         self.assertGreater(len(unfinished), 20)
         for r, rep in enumerate(reps):
             # Every arrival is either finished or a lower bound ...

@@ -6,13 +6,12 @@ the tests need neither torch nor a GPU.
 
   python3 -m unittest discover -s tests/bench -p 'test_tenant*.py' -v
 """
-import statistics
 import tempfile
 import textwrap
 import unittest
 from pathlib import Path
 
-from test_tenant import config, run_tenant
+from test_tenant import assert_back_to_back, config, run_tenant
 
 # A unit of work that sleeps args.ms, counts what it did and tells the
 # tenant about it; build() checks what it was called with.
@@ -80,12 +79,15 @@ class ModuleWorkloadTest(unittest.TestCase):
         self.assertGreaterEqual(own["steps"], 3 + 1 + 5)
         self.assertEqual(own["syncs"], own["steps"] + 1)  # the capacity loop syncs once before it starts
         # No torch here: one request's time is its wall time; the capacity
-        # is measured in a closed loop (10 ms requests: at most 100/s).
-        self.assertTrue(9.9 <= ready["calib"]["gpu_ms"] < 30.0, ready["calib"])
-        self.assertTrue(30.0 < ready["calib"]["capacity_rps"] <= 101.0, ready["calib"])
+        # is measured in a closed loop (10 ms requests: at most 100/s). A
+        # sleep never ends early but may end late by any amount on a loaded
+        # machine: only the bounds that follow from that.
+        self.assertGreaterEqual(ready["calib"]["gpu_ms"], 9.9, ready["calib"])
+        self.assertTrue(0.0 < ready["calib"]["capacity_rps"] <= 101.0, ready["calib"])
         for rep in run.event("result")["phases"][0]["reps"]:
-            self.assertTrue(10 <= rep["completed"] <= 31, rep["completed"])  # 0.3 s / 10 ms
+            self.assertTrue(1 <= rep["completed"] <= 31, rep["completed"])  # 0.3 s / 10 ms at most
             self.assertTrue(all(lat >= 9.9 for lat in rep["latencies_ms"]))
+            assert_back_to_back(self, rep)
 
     def test_a_callable_is_a_unit_of_work_and_measure_is_asked_first(self):
         path = self.write("callable.py", textwrap.dedent('''
@@ -116,7 +118,7 @@ class ModuleWorkloadTest(unittest.TestCase):
         self.assertEqual(run.rc, 0, run.stderr)
         calib = run.event("ready")["calib"]
         self.assertEqual(calib["gpu_ms"], 1.5)
-        self.assertTrue(100.0 < calib["capacity_rps"] <= 501.0, calib)  # 2 ms requests
+        self.assertTrue(0.0 < calib["capacity_rps"] <= 501.0, calib)  # 2 ms requests: at most 500/s
         reps = run.event("result")["phases"][0]["reps"]
         self.assertTrue(all(rep["completed"] > 0 for rep in reps), reps)
 
@@ -139,8 +141,11 @@ class ModuleWorkloadTest(unittest.TestCase):
         run = run_tenant(self, cfg, timeout=60.0)
         self.assertEqual(run.rc, 0, run.stderr)
         short, long = run.event("result")["phases"]
-        # The median, not every request: a loaded machine may oversleep now and then.
-        self.assertLess(statistics.median(lat for rep in short["reps"] for lat in rep["latencies_ms"]), 8.0, short)
+        # Each phase's unit slept its own args.ms: never less (a lower bound
+        # per request), and the short phase's below the long one's 16 ms at
+        # least once (a loaded machine may oversleep any one request).
+        self.assertTrue(all(lat >= 3.9 for rep in short["reps"] for lat in rep["latencies_ms"]), short)
+        self.assertLess(min(lat for rep in short["reps"] for lat in rep["latencies_ms"]), 15.9, short)
         self.assertTrue(all(lat >= 15.9 for rep in long["reps"] for lat in rep["latencies_ms"]), long)
 
     def test_bad_modules_fail_with_an_error_event(self):
