@@ -49,6 +49,13 @@ def expected_arrivals(seed, phase, rep, rate, window_s):
     return len(arrival_offsets(seed, phase, rep, rate, window_s))
 
 
+def assert_ran(test, phases):
+    """The loop ran: some request ended in one of the windows (how many
+    depends on the machine; a loaded one may keep the tenant off the CPU for
+    a window or two)."""
+    test.assertGreaterEqual(sum(rep["completed"] for ph in phases for rep in ph["reps"]), 1, phases)
+
+
 def assert_back_to_back(test, rep):
     """A closed loop's requests run one after the other, each recorded in the
     window of its completion: their latencies add up to at most the window
@@ -74,7 +81,7 @@ class Run:
         return found[0]
 
 
-def run_tenant(test, cfg, start_in=0.5, send_start=True, start_line=None, timeout=30.0):
+def run_tenant(test, cfg, start_in=1.0, send_start=True, start_line=None, timeout=120.0):
     """Runs tenant.py through the protocol: the configuration line; after its
     ready line, {"start": now + start_in} (or `start_line`, or EOF when not
     send_start); then reads stdout to the end. Asserts that every stdout line
@@ -148,18 +155,20 @@ class TenantProtocolTest(unittest.TestCase):
             # late, by any amount: only the bounds that follow from that.
             # 0.4 s / 20 ms: at most 20 requests end in the window, plus one
             # begun before it.
-            self.assertTrue(1 <= rep["completed"] <= 21, rep["completed"])
+            self.assertLessEqual(rep["completed"], 21)
             self.assertTrue(all(lat >= 19.9 for lat in rep["latencies_ms"]), rep["latencies_ms"])
             assert_back_to_back(self, rep)
+        assert_ran(self, phases)
 
     def test_training_loop_counts_steps(self):
         run = run_tenant(self, config(kind="training", params={"ms": 10.0}))
         self.assert_ok(run)
         for rep in run.event("result")["phases"][0]["reps"]:
-            self.assertTrue(1 <= rep["completed"] <= 31, rep["completed"])  # 0.3 s / 10 ms at most
+            self.assertLessEqual(rep["completed"], 31)  # 0.3 s / 10 ms at most
             self.assertEqual(rep["completed"], len(rep["latencies_ms"]))
             self.assertTrue(all(lat >= 9.9 for lat in rep["latencies_ms"]))
             assert_back_to_back(self, rep)
+        assert_ran(self, run.event("result")["phases"])
 
     def test_phase_params_override_tenant_params(self):
         phases = [{"name": "short", "params": {}}, {"name": "long", "params": {"ms": 25.0}}]
@@ -172,13 +181,14 @@ class TenantProtocolTest(unittest.TestCase):
         short, long = run.event("result")["phases"]
         self.assertEqual((short["name"], long["name"]), ("short", "long"))
         for rep in short["reps"]:
-            self.assertTrue(1 <= rep["completed"] <= 61, rep["completed"])  # 0.3 s / 5 ms at most
+            self.assertLessEqual(rep["completed"], 61)  # 0.3 s / 5 ms at most
             self.assertTrue(all(lat >= 4.9 for lat in rep["latencies_ms"]), rep["latencies_ms"])
             assert_back_to_back(self, rep)
         for rep in long["reps"]:
-            self.assertTrue(1 <= rep["completed"] <= 13, rep["completed"])  # 0.3 s / 25 ms at most
+            self.assertLessEqual(rep["completed"], 13)  # 0.3 s / 25 ms at most
             self.assertTrue(all(lat >= 24.9 for lat in rep["latencies_ms"]), rep["latencies_ms"])
             assert_back_to_back(self, rep)
+        assert_ran(self, [short])
         # The short phase ran shorter requests than the long one's 25 ms: a
         # lower bound is all a loaded machine allows per request, so one
         # request of the whole phase below 25 ms is enough.
@@ -282,7 +292,7 @@ class TenantProtocolTest(unittest.TestCase):
         cases["missing field"] = (missing, "window_s")
         for name, (cfg, word) in cases.items():
             with self.subTest(name):
-                run = run_tenant(self, cfg, timeout=10.0)
+                run = run_tenant(self, cfg)
                 self.assertEqual(run.rc, 1, run.stderr)
                 self.assertEqual([e["event"] for e in run.events], ["error"])
                 self.assertIn(word, run.event("error")["message"])
@@ -324,7 +334,7 @@ class TenantProtocolTest(unittest.TestCase):
         code = ("import os, sys; sys.path.insert(0, sys.argv[1]); import tenant; p = tenant.Protocol(); "
                 "print('python chatter'); os.write(1, b'native chatter\\n'); p.emit({'event': 'x'})")
         out = subprocess.run([sys.executable, "-c", code, str(TENANT.parent)], capture_output=True, text=True,
-                             timeout=30, cwd=ROOT, env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
+                             timeout=120, cwd=ROOT, env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
         self.assertEqual(out.returncode, 0, out.stderr)
         self.assertEqual(out.stdout, '{"event": "x"}\n')
         self.assertIn("python chatter", out.stderr)
