@@ -1750,7 +1750,7 @@ TEST_F(DaemonE2E, AStreamThatStopsRunningFreeKeepsItsAtomsInFlight) {
   start_daemon();
   // Forty launches running free (markers land), then, once the service is
   // connected, twenty granted ones, whose markers stop landing at launch 50.
-  gates_ = {40};
+  gates_ = {40, kAfterLast};  // and it stays registered to the end
   Proc be = client("train", 60, 0, 0, false, "", 0, /*hang_after=*/50);
   ASSERT_TRUE(reaches_gate(be, 40)) << be.err();
   ASSERT_TRUE(wait_for([](const json& st) { return st["counters"]["completions"] >= 30; })) << status().dump();
@@ -1760,7 +1760,6 @@ TEST_F(DaemonE2E, AStreamThatStopsRunningFreeKeepsItsAtomsInFlight) {
   ASSERT_TRUE(reaches_gate(svc)) << svc.err();
   ASSERT_TRUE(settled([this](const json& st) { return tenant(st, "train")["runs_free"] == false; })) << status().dump();
   open_gate(be, 40);
-  // Launch 50's atom never ends: the trainer waits for a grant from then on.
   ASSERT_TRUE(wait_until([&] { return launches_of(be).size() >= 51; }, kDeadlineS)) << be.err();
   EXPECT_TRUE(wait_for([this](const json& st) { return tenant(st, "train")["inflight_atoms"] >= 1; }))
       << "granted atoms whose markers never land must stay in flight: " << status().dump();
