@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -12,6 +13,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -125,17 +127,38 @@ TEST(BenchCli, RunsModesWithItsOwnMpsDaemonAndMergesLaterRuns) {
   const json res = read_json(out + "/results.json");
   ASSERT_EQ(res["schema"], "lithos.bench/1");
   EXPECT_EQ(res["modes"][1]["mode"], "mps-alone");
+  // What sleep-based tenants measure depends on how loaded the machine is
+  // (on a busy 2-core machine a 2 ms sleep takes 4 ms or more): what is
+  // checked is what the harness decides, not how fast the tenants ran.
+  const json* alone_mode = mode(res, "alone");
+  ASSERT_NE(alone_mode, nullptr);
+  const json& alone_svc = (*alone_mode)["phases"][0]["tenants"][0];
+  const json& alone_train = (*alone_mode)["phases"][0]["tenants"][1];
+  // "vs alone": each repetition's value over the alone median (two
+  // repetitions: the median of the ratios is the ratio of the medians).
+  const auto expect_norm = [&](const json& t, const json& alone_t, const char* value, const char* norm,
+                               const std::string& m) {
+    const json& v = t[value]["median"];
+    const json& a = alone_t[value]["median"];
+    if (!v.is_number() || !a.is_number() || a.get<double>() <= 0) return;  // nothing measured to normalise
+    const double want = v.get<double>() / a.get<double>();
+    EXPECT_NEAR(t["norm"][norm]["median"].get<double>(), want, 1e-9 * std::max(1.0, want)) << m << " " << norm;
+  };
   for (const char* m : {"alone", "mps-alone", "time-slicing", "mps", "mps-priority"}) {
     const json* e = mode(res, m);
     ASSERT_NE(e, nullptr) << m;
     EXPECT_EQ((*e)["status"], "ok") << m;
     const json& svc = (*e)["phases"][0]["tenants"][0];
     EXPECT_EQ(svc["name"], "svc");
-    EXPECT_GT(svc["samples"].get<int>(), 50) << m;
-    // Sleep-based tenants do not interfere: every mode is close to alone.
-    EXPECT_LT(svc["norm"]["p50"]["median"].get<double>(), 3.0) << m;
+    // Every mode offers the service the same seeded arrivals, and each one
+    // is a sample, finished or not (a lower bound).
+    EXPECT_GT(svc["samples"].get<int>(), 0) << m;
+    EXPECT_EQ(svc["samples"], alone_svc["samples"]) << m;
+    expect_norm(svc, alone_svc, "p50_ms", "p50", m);
+    expect_norm(svc, alone_svc, "p99_ms", "p99", m);
     const json& train = (*e)["phases"][0]["tenants"][1];
-    EXPECT_GT(train["norm"]["throughput"]["median"].get<double>(), 0.5) << m;
+    EXPECT_EQ(train["name"], "train");
+    expect_norm(train, alone_train, "throughput", "throughput", m);
   }
   // The report can be rebuilt from the runs alone.
   std::filesystem::remove(out + "/report.md");
@@ -186,6 +209,19 @@ TEST(BenchCli, RunsModesWithItsOwnMpsDaemonAndMergesLaterRuns) {
     for (json& rep : run["gpu"]["phases"][0]["reps"]) rep["busy"] = busy;
     std::ofstream(out + "/runs/" + file + ".json") << run.dump();
   }
+  // The trainer's, a closed loop's, is the inverse of its throughput ratio:
+  // the steps it made in each window are written into its runs too (what a
+  // sleeping tenant makes depends on the machine's load): 100 alone, 80
+  // under MPS alone, so 1.25.
+  for (const auto& [file, steps] : {std::pair{"alone-train", 100}, std::pair{"mps-alone-train", 80}}) {
+    json run = read_json(out + "/runs/" + file + ".json");
+    for (json& rep : run["tenants"][0]["phases"][0]["reps"]) {
+      rep["completed"] = steps;
+      rep["latencies_ms"] = std::vector<double>(static_cast<std::size_t>(steps), 500.0 / steps);
+      rep["unfinished_ms"] = json::array();
+    }
+    std::ofstream(out + "/runs/" + file + ".json") << run.dump();
+  }
   r = bench("--report-only --sim hybrid-stacking-heavy --out " + out);
   ASSERT_EQ(r.status, 0) << r.out;
   const json with_lithos = read_json(out + "/results.json")["simulator"];
@@ -194,8 +230,8 @@ TEST(BenchCli, RunsModesWithItsOwnMpsDaemonAndMergesLaterRuns) {
   const json& slow = with_lithos["mps_slowdown"];
   ASSERT_TRUE(slow.contains("svc")) << slow.dump();
   EXPECT_NEAR(slow["svc"].get<double>(), 1.2, 1e-9);
-  ASSERT_TRUE(slow.contains("train")) << slow.dump();  // a closed loop: 1 / its throughput ratio, at least 1
-  EXPECT_GE(slow["train"].get<double>(), 1.0);
+  ASSERT_TRUE(slow.contains("train")) << slow.dump();
+  EXPECT_NEAR(slow["train"].get<double>(), 1.25, 1e-9);
   EXPECT_TRUE(has(read_text(out + "/report.md"), "mps_slowdown")) << "the report says where the model's cost came from";
   std::optional<double> lithos_train;
   for (const json& row : with_lithos["rows"]) {

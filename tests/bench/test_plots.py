@@ -46,7 +46,7 @@ except ImportError as e:  # reported by every test, never skipped
 def run_plots(*args, env=None):
     """Runs plots.py with this interpreter; returns the CompletedProcess."""
     return subprocess.run([sys.executable, PLOTS, *args], capture_output=True, text=True,
-                          timeout=180, env=env)
+                          timeout=900, env=env)
 
 
 def png_size(path):

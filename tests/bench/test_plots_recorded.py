@@ -20,7 +20,7 @@ RESULTS = os.path.join(ROOT, "docs", "results", "2026-11-21-h100-bench")
 
 
 def run(*args):
-    return subprocess.run([sys.executable, PLOTS, *args], capture_output=True, text=True, timeout=120)
+    return subprocess.run([sys.executable, PLOTS, *args], capture_output=True, text=True, timeout=900)
 
 
 def png_size(path):

@@ -11,7 +11,6 @@ whole file runs in about 15 s.
 import json
 import os
 import random
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -34,14 +33,32 @@ def config(**over):
     return c
 
 
-def expected_arrivals(seed, phase, rep, rate, window_s):
-    """Arrivals in one window, straight from the protocol's definition."""
+def arrival_offsets(seed, phase, rep, rate, window_s):
+    """Arrivals in one window (seconds after its start), straight from the
+    protocol's definition."""
     rng = random.Random(seed * 1000003 + phase * 1009 + rep)
-    n, t = 0, rng.expovariate(rate)
+    out, t = [], rng.expovariate(rate)
     while t < window_s:
-        n += 1
+        out.append(t)
         t += rng.expovariate(rate)
-    return n
+    return out
+
+
+def expected_arrivals(seed, phase, rep, rate, window_s):
+    """The number of arrivals in one window."""
+    return len(arrival_offsets(seed, phase, rep, rate, window_s))
+
+
+def assert_back_to_back(test, rep):
+    """A closed loop's requests run one after the other, each recorded in the
+    window of its completion: their latencies add up to at most the window
+    plus the first one (which may have started before the window). A
+    latency that counted more than its own request would break this; how
+    many requests fit depends on the machine, so that is not asserted."""
+    lat = rep["latencies_ms"]
+    if lat:
+        slack = 0.001 * len(lat)  # each latency is rounded to 0.1 us
+        test.assertLessEqual(sum(lat), rep["window_s"] * 1000.0 + lat[0] + slack, lat)
 
 
 class Run:
@@ -57,7 +74,7 @@ class Run:
         return found[0]
 
 
-def run_tenant(test, cfg, start_in=0.5, send_start=True, start_line=None, timeout=30.0):
+def run_tenant(test, cfg, start_in=1.0, send_start=True, start_line=None, timeout=120.0):
     """Runs tenant.py through the protocol: the configuration line; after its
     ready line, {"start": now + start_in} (or `start_line`, or EOF when not
     send_start); then reads stdout to the end. Asserts that every stdout line
@@ -127,20 +144,22 @@ class TenantProtocolTest(unittest.TestCase):
             self.assertEqual(rep["window_s"], 0.4)
             self.assertEqual(rep["unfinished_ms"], [])
             self.assertEqual(rep["completed"], len(rep["latencies_ms"]))
-            # 0.4 s / 20 ms. A sleep never ends early, but on a loaded machine
-            # (CI runs fuzzers beside this) one may end late: per request only
-            # the lower bound, the median for the rest.
-            self.assertTrue(10 <= rep["completed"] <= 21, rep["completed"])
+            # A sleep never ends early, but on a loaded machine it may end
+            # late, by any amount: only the bounds that follow from that.
+            # 0.4 s / 20 ms: at most 20 requests end in the window, plus one
+            # begun before it.
+            self.assertLessEqual(rep["completed"], 21)
             self.assertTrue(all(lat >= 19.9 for lat in rep["latencies_ms"]), rep["latencies_ms"])
-            self.assertLess(statistics.median(rep["latencies_ms"]), 30.0, rep["latencies_ms"])
+            assert_back_to_back(self, rep)
 
     def test_training_loop_counts_steps(self):
         run = run_tenant(self, config(kind="training", params={"ms": 10.0}))
         self.assert_ok(run)
         for rep in run.event("result")["phases"][0]["reps"]:
-            self.assertTrue(15 <= rep["completed"] <= 31, rep["completed"])  # 0.3 s / 10 ms
+            self.assertLessEqual(rep["completed"], 31)  # 0.3 s / 10 ms at most
             self.assertEqual(rep["completed"], len(rep["latencies_ms"]))
             self.assertTrue(all(lat >= 9.9 for lat in rep["latencies_ms"]))
+            assert_back_to_back(self, rep)
 
     def test_phase_params_override_tenant_params(self):
         phases = [{"name": "short", "params": {}}, {"name": "long", "params": {"ms": 25.0}}]
@@ -153,13 +172,13 @@ class TenantProtocolTest(unittest.TestCase):
         short, long = run.event("result")["phases"]
         self.assertEqual((short["name"], long["name"]), ("short", "long"))
         for rep in short["reps"]:
-            self.assertTrue(25 <= rep["completed"] <= 61, rep["completed"])  # 0.3 s / 5 ms
+            self.assertLessEqual(rep["completed"], 61)  # 0.3 s / 5 ms at most
             self.assertTrue(all(lat >= 4.9 for lat in rep["latencies_ms"]), rep["latencies_ms"])
-            self.assertLess(statistics.median(rep["latencies_ms"]), 10.0, rep["latencies_ms"])
+            assert_back_to_back(self, rep)
         for rep in long["reps"]:
-            self.assertTrue(6 <= rep["completed"] <= 13, rep["completed"])  # 0.3 s / 25 ms
+            self.assertLessEqual(rep["completed"], 13)  # 0.3 s / 25 ms at most
             self.assertTrue(all(lat >= 24.9 for lat in rep["latencies_ms"]), rep["latencies_ms"])
-            self.assertLess(statistics.median(rep["latencies_ms"]), 35.0, rep["latencies_ms"])
+            assert_back_to_back(self, rep)
 
     def test_service_arrivals_follow_the_seeded_streams(self):
         rate, window = 100.0, 0.3
@@ -171,11 +190,12 @@ class TenantProtocolTest(unittest.TestCase):
             self.assertGreaterEqual(run.exited, run.start + 0.1 + 2 * window + 0.1)  # results at the end
             self.assertEqual(run.event("ready")["info"]["rate_rps"], rate)
             reps = run.event("result")["phases"][0]["reps"]
-            got = [rep["completed"] for rep in reps]
-            # At 10 % load everything finishes: one latency per arrival.
+            # Every arrival of the seeded stream is recorded: a latency, or a
+            # lower bound if the machine was too slow to finish it by the end
+            # of the drain (at 10 % load that takes a very loaded machine).
+            got = [rep["completed"] + len(rep["unfinished_ms"]) for rep in reps]
             self.assertEqual(got, [expected_arrivals(seed, 0, r, rate, window) for r in range(2)])
             for rep in reps:
-                self.assertEqual(rep["unfinished_ms"], [])
                 self.assertEqual(len(rep["latencies_ms"]), rep["completed"])
                 self.assertTrue(all(lat >= 0.99 for lat in rep["latencies_ms"]))
             counts.setdefault(seed, []).append(got)
@@ -193,10 +213,19 @@ class TenantProtocolTest(unittest.TestCase):
         self.assertNotIn("calibrated_here", info)
         reps = run.event("result")["phases"][0]["reps"]
         first = reps[0]["latencies_ms"]
-        self.assertGreater(len(first), 20)
         self.assertTrue(all(lat >= 4.9 for lat in first))
-        self.assertGreater(first[-1], first[0] + 100.0)  # FIFO order: the queue grows
+        # One FIFO server: the requests of the first window finished in
+        # arrival order, each at least 5 ms after the one before, however
+        # late it arrived: a latency counts the time spent queueing.
+        arrived = [a * 1000.0 for a in arrival_offsets(3, 0, 0, 400.0, 0.4)]
+        done = [a + lat for a, lat in zip(arrived, first)]
+        for k in range(1, len(done)):
+            self.assertGreaterEqual(done[k] - done[k - 1], 4.9, (k, done[k - 1], done[k]))
+        # The server cannot keep up: it finishes at most one request per 5 ms
+        # until the drain ends (0.9 s after T), so the rest are unfinished.
         unfinished = [u for rep in reps for u in rep["unfinished_ms"]]
+        arrivals = sum(expected_arrivals(3, 0, r, 400.0, 0.4) for r in range(2))
+        self.assertGreaterEqual(len(unfinished), arrivals - int(0.9 / 0.005))
         self.assertGreater(len(unfinished), 20)
         for r, rep in enumerate(reps):
             # Every arrival is either finished or a lower bound ...
@@ -248,7 +277,7 @@ class TenantProtocolTest(unittest.TestCase):
         cases["missing field"] = (missing, "window_s")
         for name, (cfg, word) in cases.items():
             with self.subTest(name):
-                run = run_tenant(self, cfg, timeout=10.0)
+                run = run_tenant(self, cfg)
                 self.assertEqual(run.rc, 1, run.stderr)
                 self.assertEqual([e["event"] for e in run.events], ["error"])
                 self.assertIn(word, run.event("error")["message"])
@@ -290,7 +319,7 @@ class TenantProtocolTest(unittest.TestCase):
         code = ("import os, sys; sys.path.insert(0, sys.argv[1]); import tenant; p = tenant.Protocol(); "
                 "print('python chatter'); os.write(1, b'native chatter\\n'); p.emit({'event': 'x'})")
         out = subprocess.run([sys.executable, "-c", code, str(TENANT.parent)], capture_output=True, text=True,
-                             timeout=30, cwd=ROOT, env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
+                             timeout=120, cwd=ROOT, env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
         self.assertEqual(out.returncode, 0, out.stderr)
         self.assertEqual(out.stdout, '{"event": "x"}\n')
         self.assertIn("python chatter", out.stderr)

@@ -6,13 +6,12 @@ the tests need neither torch nor a GPU.
 
   python3 -m unittest discover -s tests/bench -p 'test_tenant*.py' -v
 """
-import statistics
 import tempfile
 import textwrap
 import unittest
 from pathlib import Path
 
-from test_tenant import config, run_tenant
+from test_tenant import assert_back_to_back, config, run_tenant
 
 # A unit of work that sleeps args.ms, counts what it did and tells the
 # tenant about it; build() checks what it was called with.
@@ -80,12 +79,15 @@ class ModuleWorkloadTest(unittest.TestCase):
         self.assertGreaterEqual(own["steps"], 3 + 1 + 5)
         self.assertEqual(own["syncs"], own["steps"] + 1)  # the capacity loop syncs once before it starts
         # No torch here: one request's time is its wall time; the capacity
-        # is measured in a closed loop (10 ms requests: at most 100/s).
-        self.assertTrue(9.9 <= ready["calib"]["gpu_ms"] < 30.0, ready["calib"])
-        self.assertTrue(30.0 < ready["calib"]["capacity_rps"] <= 101.0, ready["calib"])
+        # is measured in a closed loop (10 ms requests: at most 100/s). A
+        # sleep never ends early but may end late by any amount on a loaded
+        # machine: only the bounds that follow from that.
+        self.assertGreaterEqual(ready["calib"]["gpu_ms"], 9.9, ready["calib"])
+        self.assertTrue(0.0 < ready["calib"]["capacity_rps"] <= 101.0, ready["calib"])
         for rep in run.event("result")["phases"][0]["reps"]:
-            self.assertTrue(10 <= rep["completed"] <= 31, rep["completed"])  # 0.3 s / 10 ms
+            self.assertLessEqual(rep["completed"], 31)  # 0.3 s / 10 ms at most
             self.assertTrue(all(lat >= 9.9 for lat in rep["latencies_ms"]))
+            assert_back_to_back(self, rep)
 
     def test_a_callable_is_a_unit_of_work_and_measure_is_asked_first(self):
         path = self.write("callable.py", textwrap.dedent('''
@@ -116,9 +118,12 @@ class ModuleWorkloadTest(unittest.TestCase):
         self.assertEqual(run.rc, 0, run.stderr)
         calib = run.event("ready")["calib"]
         self.assertEqual(calib["gpu_ms"], 1.5)
-        self.assertTrue(100.0 < calib["capacity_rps"] <= 501.0, calib)  # 2 ms requests
-        reps = run.event("result")["phases"][0]["reps"]
-        self.assertTrue(all(rep["completed"] > 0 for rep in reps), reps)
+        self.assertTrue(0.0 < calib["capacity_rps"] <= 501.0, calib)  # 2 ms requests: at most 500/s
+        # Every finished arrival took at least the unit's 2 ms (how many
+        # arrive follows the measured capacity, and how many finish the load).
+        for rep in run.event("result")["phases"][0]["reps"]:
+            self.assertEqual(rep["completed"], len(rep["latencies_ms"]))
+            self.assertTrue(all(lat >= 1.9 for lat in rep["latencies_ms"]), rep)
 
     def test_a_callable_without_sync_needs_torch(self):
         try:
@@ -136,11 +141,14 @@ class ModuleWorkloadTest(unittest.TestCase):
         cfg = self.module_config({"path": path, "args": {"ms": 4.0}, "warmup": 0}, window_s=0.2,
                                  phases=[{"name": "short", "params": {}},
                                          {"name": "long", "params": {"args": {"ms": 16.0}}}])
-        run = run_tenant(self, cfg, timeout=60.0)
+        run = run_tenant(self, cfg)
         self.assertEqual(run.rc, 0, run.stderr)
         short, long = run.event("result")["phases"]
-        # The median, not every request: a loaded machine may oversleep now and then.
-        self.assertLess(statistics.median(lat for rep in short["reps"] for lat in rep["latencies_ms"]), 8.0, short)
+        # Each phase's unit slept its own args.ms, never less: the long
+        # phase's requests took 16 ms or more although the tenant's args say
+        # 4. (A loaded machine may oversleep any request by any amount, so
+        # nothing is asserted about how much shorter the short ones were.)
+        self.assertTrue(all(lat >= 3.9 for rep in short["reps"] for lat in rep["latencies_ms"]), short)
         self.assertTrue(all(lat >= 15.9 for rep in long["reps"] for lat in rep["latencies_ms"]), long)
 
     def test_bad_modules_fail_with_an_error_event(self):

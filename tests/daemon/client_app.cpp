@@ -37,8 +37,11 @@
 // block_ids) of that cubin on a GRID x 3 grid and prints the bounds of
 // every launch (atom) the fake GPU saw, as {"params":[[lo,hi],...]}.
 // With CLIENT_BURST=N the pause comes after every N launches instead.
-// With CLIENT_UNTIL=PATH the launches also end, before launch i > 0, once
-// PATH exists (LAUNCHES is then a bound).
+// With CLIENT_STOP_FILE=PATH the launches also end, before launch i > 0,
+// once PATH exists (LAUNCHES is then a bound).
+// With CLIENT_UNTIL=KEY it stops after the first burst (and its pause) at
+// whose end its daemon statistics count KEY >= 1 (tracker_wakes,
+// doorbells): LAUNCHES is then the most it makes.
 // With CLIENT_PTSZ=1 it launches through cuLaunchKernel_ptsz /
 // cuGraphLaunch_ptsz on the per-thread default stream.
 // With CLIENT_CAPTURE=1 the launches are made inside one stream capture
@@ -57,6 +60,10 @@
 // are of that stream. With CLIENT_SYNC_ALL=1 too, at the end, with device
 // 0's context current, it synchronises every device's stream (a stream of
 // another GPU than the current context's) and prints {"synced_all":N}.
+// With CLIENT_GATES="I:PATH[,I:PATH...]", before launch I (I = LAUNCHES:
+// after the last launch, before the hold) it prints {"waiting":I} and waits
+// until the file PATH exists (at most 120 s, then exits 3): the test opens
+// a gate once what it waits for has happened, instead of sleeping.
 // With CLIENT_PARAMS=1 every launch passes one parameter {i, i + 1000}
 // (overwritten once the launch returns) and, before the statistics, it prints
 //   {"params":[[lo,hi],...]}   the values the fake GPU saw, launch by launch.
@@ -113,6 +120,40 @@ std::string last_tpcs(const std::uint8_t* q) {
 int fail(const char* what) {
   std::fprintf(stderr, "daemon_client_app: %s\n", what);
   return 3;
+}
+
+struct Gate {
+  long at = 0;
+  std::string path;
+};
+
+// CLIENT_GATES: "I:PATH,I:PATH..." (no commas in the paths).
+std::vector<Gate> parse_gates(const char* spec) {
+  std::vector<Gate> gates;
+  std::string rest = spec != nullptr ? spec : "";
+  while (!rest.empty()) {
+    const std::size_t comma = rest.find(',');
+    const std::string one = rest.substr(0, comma);
+    rest = comma == std::string::npos ? "" : rest.substr(comma + 1);
+    const std::size_t colon = one.find(':');
+    if (colon == std::string::npos) continue;
+    gates.push_back({std::atol(one.substr(0, colon).c_str()), one.substr(colon + 1)});
+  }
+  return gates;
+}
+
+// Waits at every gate for launch index i; false when one stays shut for 120 s.
+bool pass_gates(const std::vector<Gate>& gates, long i) {
+  for (const Gate& g : gates) {
+    if (g.at != i) continue;
+    std::printf("{\"waiting\":%ld}\n", i);
+    std::fflush(stdout);
+    for (int tries = 0; ::access(g.path.c_str(), F_OK) != 0; ++tries) {
+      if (tries >= 60'000) return false;
+      sleep_ms(2);
+    }
+  }
+  return true;
 }
 
 }  // namespace
@@ -234,6 +275,14 @@ int main(int argc, char** argv) {
   const bool capture = std::getenv("CLIENT_CAPTURE") != nullptr;
   // CLIENT_BURST=N: the pause comes after every N launches (bursts of N).
   const long burst = std::max(1L, std::getenv("CLIENT_BURST") != nullptr ? std::atol(std::getenv("CLIENT_BURST")) : 1L);
+  const std::string until = std::getenv("CLIENT_UNTIL") != nullptr ? std::getenv("CLIENT_UNTIL") : "";
+  auto counted = [&] {
+    std::vector<char> text(1 << 16);
+    stats(text.data(), text.size());
+    const std::string key = "\"" + until + "\":";
+    const char* at = std::strstr(text.data(), key.c_str());
+    return at != nullptr && std::atol(at + key.size()) >= 1;
+  };
   const long fork_at = std::getenv("CLIENT_FORK_AT") != nullptr ? std::atol(std::getenv("CLIENT_FORK_AT")) : -1;
   auto value_writes = reinterpret_cast<unsigned long (*)()>(::dlsym(drv, "fake_value_writes"));
   const unsigned long writes_before = value_writes != nullptr ? value_writes() : 0;
@@ -250,9 +299,11 @@ int main(int argc, char** argv) {
     return begin != nullptr && begin(stream, CU_STREAM_CAPTURE_MODE_GLOBAL) == CUDA_SUCCESS;
   };
   if (capture && capture_after <= 0 && !begin_capture()) return fail("capture failed");
-  const char* until = std::getenv("CLIENT_UNTIL");
+  const char* stop_file = std::getenv("CLIENT_STOP_FILE");
+  const std::vector<Gate> gates = parse_gates(std::getenv("CLIENT_GATES"));
   for (int i = 0; i < launches; ++i) {
-    if (until != nullptr && i > 0 && ::access(until, F_OK) == 0) break;
+    if (stop_file != nullptr && i > 0 && ::access(stop_file, F_OK) == 0) break;
+    if (!pass_gates(gates, i)) return fail("a gate stayed shut for 120 s");
     if (capture && capture_after > 0 && i == capture_after) {
       std::this_thread::sleep_for(std::chrono::microseconds(capture_gap_us));
       if (!begin_capture()) return fail("capture failed");
@@ -305,6 +356,7 @@ int main(int argc, char** argv) {
       std::fflush(stdout);
     }
     if (pause_ms > 0 && (i + 1) % burst == 0) sleep_ms(pause_ms);
+    if (!until.empty() && (i + 1) % burst == 0 && counted()) break;
   }
   if (capture) {
     auto end = reinterpret_cast<CUresult (*)(CUstream, CUgraph*)>(::dlsym(drv, "cuStreamEndCapture"));
@@ -320,6 +372,7 @@ int main(int argc, char** argv) {
     std::printf("{\"synced_all\":%d}\n", devices);
     std::fflush(stdout);
   }
+  if (!pass_gates(gates, launches)) return fail("a gate stayed shut for 120 s");
   if (hold_ms > 0) sleep_ms(hold_ms);
   if (with_params || cubin != nullptr) {
     const int most = cubin != nullptr ? 64 * launches : launches + 1;  // atoms of rewritten kernels

@@ -529,7 +529,7 @@ TEST_F(ClientTrust, AClientStartedUnderAStoppedDaemonRunsAndRegistersLater) {
   EXPECT_EQ(s["fallbacks"], 0) << s.dump();
 
   const std::string until = (dir_ / "until").string();
-  Proc c = client(sock_, 1000000, 5, {"LITHOS_REGISTER_WAIT_MS=5", "CLIENT_UNTIL=" + until});
+  Proc c = client(sock_, 1000000, 5, {"LITHOS_REGISTER_WAIT_MS=5", "CLIENT_STOP_FILE=" + until});
   ASSERT_TRUE(wait_until([&] { return c.launches().size() >= 20; })) << c.err();
   daemon_.signal(SIGCONT);
   // Registered in the background, and granted from then on.
@@ -559,7 +559,7 @@ TEST_F(ClientTrust, AClientStartedUnderAStoppedDaemonRunsAndRegistersLater) {
 TEST_F(ClientTrust, ADaemonStoppedMidRunCostsOneGrantTimeout) {
   start_daemon();
   const std::string until = (dir_ / "until").string();
-  Proc c = client(sock_, 1000000, 5, {"LITHOS_REGISTER_WAIT_MS=20000", "CLIENT_UNTIL=" + until});
+  Proc c = client(sock_, 1000000, 5, {"LITHOS_REGISTER_WAIT_MS=20000", "CLIENT_STOP_FILE=" + until});
   ASSERT_TRUE(wait_until([&] { return grants() >= 10; })) << c.err();
   const std::uint64_t before = grants();
   daemon_.signal(SIGSTOP);

@@ -4,8 +4,8 @@
 # must pass `systemd-analyze verify` without a word (it exits 0 on unknown
 # keys and bad values, so any output fails), and the command line each one
 # starts must be one lithos accepts (the daemon's with --print-config, over
-# a configuration of its own; lithos-metrics's for 3 s, writing its file
-# into a folder of its own), and a daemon's LimitNOFILE must fit the
+# a configuration of its own; lithos-metrics's until it has written its
+# file into a folder of its own), and a daemon's LimitNOFILE must fit the
 # max_clients it prints. Skipped (77) where
 # systemd-analyze is not installed.
 #   units_test.sh LITHOS PACKAGING_DIR
@@ -44,15 +44,28 @@ for unit in "$PKG"/*.service; do
     rc=$?
   else
     # lithos-metrics: it runs until stopped, writing its file at once (no
-    # daemon answers here: lithos_up 0). Stopped by SIGTERM after 3 s, as
-    # systemd stops it; an option lithos does not know ends it at once.
+    # daemon answers here: lithos_up 0). Stopped by SIGTERM once the file is
+    # there (waited for up to 60 s: a loaded machine may be slow to start
+    # it), as systemd stops it; an option lithos does not know ends it at
+    # once, with its own status.
     rm -f "$T/lithos.prom"
-    out=$(timeout -s TERM 3 "${argv[@]}" 2>&1)
+    "${argv[@]}" >"$T/metrics.log" 2>&1 &
+    pid=$!
+    for ((i = 0; i < 600; ++i)); do
+      grep -q '^lithos_up 0' "$T/lithos.prom" 2>/dev/null && break
+      kill -0 "$pid" 2>/dev/null || break
+      sleep 0.1
+    done
+    running=0
+    kill -0 "$pid" 2>/dev/null && running=1
+    kill -TERM "$pid" 2>/dev/null
+    wait "$pid"
     rc=$?
-    if [[ $rc == 124 ]] && grep -q '^lithos_up 0' "$T/lithos.prom" 2>/dev/null; then
+    out=$(cat "$T/metrics.log")
+    if ((running)) && grep -q '^lithos_up 0' "$T/lithos.prom" 2>/dev/null; then
       rc=0
-    elif [[ $rc == 124 ]]; then
-      rc=1; out="it ran, but wrote no lithos_up line to its --out file"
+    elif ((running)); then
+      rc=1; out="it ran for 60 s, but wrote no lithos_up line to its --out file"
     fi
   fi
   if [[ $rc != 0 ]]; then

@@ -35,7 +35,10 @@ TEST(Watchdog, KillsAChildThatNeverFinishes) {
   EXPECT_EQ(r.status().code(), StatusCode::kUnavailable);
   EXPECT_NE(r.status().message().find("watchdog"), std::string::npos) << r.status().message();
   EXPECT_NE(r.status().message().find("hanging work"), std::string::npos);
-  EXPECT_LT(secs, 5.0);
+  // Killed after its 1 s, not waited for: later than that on a loaded
+  // machine, but far below a launch that never ends.
+  EXPECT_GE(secs, 1.0);
+  EXPECT_LT(secs, 60.0);
 }
 
 TEST(Watchdog, ReportsAChildThatDies) {

@@ -207,8 +207,10 @@ TEST_F(IpcSocket, Timeouts) {
   ASSERT_FALSE(n.is_ok());
   EXPECT_EQ(n.status().code(), StatusCode::kUnavailable);
   EXPECT_NE(n.status().message().find("timed out"), std::string::npos);
+  // Never early; late by any amount on a loaded machine, but it returns
+  // (the bound only catches a wait that never ends).
   EXPECT_GE(waited, std::chrono::milliseconds(90));
-  EXPECT_LT(waited, std::chrono::seconds(5));
+  EXPECT_LT(waited, std::chrono::seconds(60));
   // 0: only what is there already.
   n = recv_packet(server, buf, sizeof buf, nullptr, 0);
   EXPECT_EQ(n.status().code(), StatusCode::kUnavailable);
