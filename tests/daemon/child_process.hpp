@@ -49,7 +49,7 @@ bool wait_until(Pred pred, double timeout_s = 60) {
 }
 
 // A child process, its stdout in a file and its stderr in that file's
-// ".err". The test's own LITHOS*, LD_PRELOAD and FAKE_* variables are not
+// ".err". The test's own LITHOS*, LD_PRELOAD, FAKE_* and CLIENT_* variables are not
 // passed on; `env_add` is (its entries win).
 struct Proc {
   pid_t pid = -1;
@@ -68,7 +68,9 @@ struct Proc {
     };
     for (char** e = environ; *e != nullptr; ++e) {
       const std::string kv = *e;
-      if (kv.rfind("LITHOS", 0) == 0 || kv.rfind("LD_PRELOAD=", 0) == 0 || kv.rfind("FAKE_", 0) == 0) continue;
+      if (kv.rfind("LITHOS", 0) == 0 || kv.rfind("LD_PRELOAD=", 0) == 0 || kv.rfind("FAKE_", 0) == 0 ||
+          kv.rfind("CLIENT_", 0) == 0)
+        continue;
       if (added(kv)) continue;
       env.push_back(kv);
     }
@@ -105,6 +107,13 @@ struct Proc {
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
     return -1001;
+  }
+  // Whether it has not exited yet (reaps it when it has: wait() then
+  // returns -1001).
+  bool running() const {
+    if (pid <= 0) return false;
+    int st = 0;
+    return ::waitpid(pid, &st, WNOHANG) == 0;
   }
   void signal(int sig) const {
     if (pid > 0) ::kill(pid, sig);

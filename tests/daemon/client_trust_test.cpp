@@ -37,6 +37,7 @@
 #include <thread>
 #include <vector>
 
+#include "child_process.hpp"
 #include "ipc/channel.hpp"
 #include "ipc/protocol.hpp"
 #include "ipc/socket.hpp"
@@ -49,83 +50,16 @@ using nlohmann::json;
 namespace fs = std::filesystem;
 namespace ipc = lithos::ipc;
 
-double since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
+using lithos::test::since;
+using lithos::test::wait_until;
 
-// Waits until `pred()` holds; false after `timeout_s` (which only matters
-// when something is wrong).
-bool wait_until(const std::function<bool()>& pred, double timeout_s = 30) {
-  const auto t0 = std::chrono::steady_clock::now();
-  while (since(t0) < timeout_s) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  return pred();
-}
-
-// A child process with its stdout and stderr in files.
-struct Proc {
-  pid_t pid = -1;
-  std::string out;
-
+// A client application (client_app.cpp): its launches and statistics.
+struct Proc : lithos::test::Proc {
   static Proc spawn(const std::vector<std::string>& argv, const std::vector<std::string>& env_add,
                     const std::string& out_path) {
     Proc p;
-    p.out = out_path;
-    std::vector<std::string> env;
-    for (char** e = environ; *e != nullptr; ++e) {
-      const std::string kv = *e;
-      if (kv.rfind("LITHOS_", 0) == 0 || kv.rfind("LD_PRELOAD=", 0) == 0 || kv.rfind("FAKE_", 0) == 0 ||
-          kv.rfind("CLIENT_", 0) == 0)
-        continue;
-      env.push_back(kv);
-    }
-    env.insert(env.end(), env_add.begin(), env_add.end());
-    std::vector<char*> a, e;
-    for (const auto& s : argv) a.push_back(const_cast<char*>(s.c_str()));
-    a.push_back(nullptr);
-    for (const auto& s : env) e.push_back(const_cast<char*>(s.c_str()));
-    e.push_back(nullptr);
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 1, out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_addopen(&fa, 2, (out_path + ".err").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (posix_spawn(&p.pid, a[0], &fa, nullptr, a.data(), e.data()) != 0) p.pid = -1;
-    posix_spawn_file_actions_destroy(&fa);
+    static_cast<lithos::test::Proc&>(p) = lithos::test::Proc::spawn(argv, env_add, out_path);
     return p;
-  }
-  // Exit status (-signal when killed), or -1000 after `timeout_s`.
-  int wait(double timeout_s = 60) {
-    const auto t0 = std::chrono::steady_clock::now();
-    while (pid > 0) {
-      int st = 0;
-      if (::waitpid(pid, &st, WNOHANG) == pid) {
-        pid = -1;
-        return WIFEXITED(st) ? WEXITSTATUS(st) : -WTERMSIG(st);
-      }
-      if (since(t0) > timeout_s) {
-        ::kill(pid, SIGKILL);
-        ::waitpid(pid, &st, 0);
-        pid = -1;
-        return -1000;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
-    return -1001;
-  }
-  void signal(int sig) const {
-    if (pid > 0) ::kill(pid, sig);
-  }
-  std::vector<json> lines() const {
-    std::vector<json> v;
-    std::ifstream f(out);
-    std::string line;
-    while (std::getline(f, line)) {
-      json j = json::parse(line, nullptr, false);
-      if (!j.is_discarded()) v.push_back(j);
-    }
-    return v;
   }
   std::vector<json> launches() const {
     std::vector<json> v;
@@ -137,12 +71,6 @@ struct Proc {
     for (const json& j : lines())
       if (j.contains("stats") && j["stats"].contains("daemon")) return j["stats"]["daemon"];
     return nullptr;
-  }
-  std::string err() const {
-    std::ifstream f(out + ".err");
-    std::stringstream s;
-    s << f.rdbuf();
-    return s.str();
   }
 };
 
@@ -332,7 +260,12 @@ class ClientTrust : public ::testing::Test {
     std::vector<std::string> env = {"LD_PRELOAD=" LITHOS_PRELOAD,       "LD_LIBRARY_PATH=" LITHOS_FAKE_DRIVER_DIR,
                                     "LITHOS_SLOT_MAP=" LITHOS_FAKE_MAP, "LITHOS_LOG=warn",
                                     "LITHOS_DAEMON=" + socket,          "LITHOS_TENANT=train",
-                                    "LITHOS_GRANT_TIMEOUT_MS=300",      "LITHOS_DEFER_LAUNCHES=0"};
+                                    "LITHOS_GRANT_TIMEOUT_MS=60000",    "LITHOS_DEFER_LAUNCHES=0"};
+    // `extra` wins over these (getenv() finds the first of a name).
+    for (const std::string& kv : extra) {
+      const std::string name = kv.substr(0, kv.find('=') + 1);
+      std::erase_if(env, [&](const std::string& e) { return e.rfind(name, 0) == 0; });
+    }
     env.insert(env.end(), extra.begin(), extra.end());
     Proc p = Proc::spawn(
         {LITHOS_CLIENT_APP, std::to_string(launches), std::to_string(pause_ms), std::to_string(hold_ms), "4096"}, env,
@@ -559,7 +492,11 @@ TEST_F(ClientTrust, AClientStartedUnderAStoppedDaemonRunsAndRegistersLater) {
 TEST_F(ClientTrust, ADaemonStoppedMidRunCostsOneGrantTimeout) {
   start_daemon();
   const std::string until = (dir_ / "until").string();
-  Proc c = client(sock_, 1000000, 5, {"LITHOS_REGISTER_WAIT_MS=20000", "CLIENT_STOP_FILE=" + until});
+  // A grant timeout far beyond how long a loaded machine keeps a running
+  // daemon off the CPU (a second outage would fail the test), and short
+  // enough to wait for.
+  Proc c = client(sock_, 1000000, 5,
+                  {"LITHOS_REGISTER_WAIT_MS=20000", "LITHOS_GRANT_TIMEOUT_MS=2000", "CLIENT_STOP_FILE=" + until});
   ASSERT_TRUE(wait_until([&] { return grants() >= 10; })) << c.err();
   const std::uint64_t before = grants();
   daemon_.signal(SIGSTOP);

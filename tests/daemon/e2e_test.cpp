@@ -28,6 +28,7 @@
 #include <tuple>
 #include <vector>
 
+#include "child_process.hpp"
 #include "daemon/daemon.hpp"
 #include "daemon/trace.hpp"
 #include "gpu/slot_map.hpp"
@@ -44,90 +45,18 @@ using lithos::sched::TpcSet;
 using nlohmann::json;
 namespace fs = std::filesystem;
 
-std::string read_all(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
+using lithos::test::read_all;
+using lithos::test::since;
 
-double since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
-// A child process with its stdout in a file.
-struct Proc {
-  pid_t pid = -1;
-  std::string out;
-  std::map<int, std::string> gates;  // a client's gates (CLIENT_GATES): launch index -> file that opens it
-
+// A child process with its stdout in a file, and a client's gates
+// (CLIENT_GATES): launch index -> the file that opens it.
+struct Proc : lithos::test::Proc {
+  std::map<int, std::string> gates;
   static Proc spawn(const std::vector<std::string>& argv, const std::vector<std::string>& env_add,
                     const std::string& out_path) {
     Proc p;
-    p.out = out_path;
-    std::vector<std::string> env;
-    auto added = [&](const std::string& kv) {  // env_add sets this name: its value wins
-      const std::string name = kv.substr(0, kv.find('=') + 1);
-      return std::any_of(env_add.begin(), env_add.end(), [&](const std::string& a) { return a.rfind(name, 0) == 0; });
-    };
-    for (char** e = environ; *e != nullptr; ++e) {
-      const std::string kv = *e;
-      if (kv.rfind("LITHOS_", 0) == 0 || kv.rfind("LD_PRELOAD=", 0) == 0 || kv.rfind("FAKE_", 0) == 0) continue;
-      if (added(kv)) continue;
-      env.push_back(kv);
-    }
-    env.insert(env.end(), env_add.begin(), env_add.end());
-    std::vector<char*> a, e;
-    for (const auto& s : argv) a.push_back(const_cast<char*>(s.c_str()));
-    a.push_back(nullptr);
-    for (const auto& s : env) e.push_back(const_cast<char*>(s.c_str()));
-    e.push_back(nullptr);
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 1, out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_addopen(&fa, 2, (out_path + ".err").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (posix_spawn(&p.pid, a[0], &fa, nullptr, a.data(), e.data()) != 0) p.pid = -1;
-    posix_spawn_file_actions_destroy(&fa);
+    static_cast<lithos::test::Proc&>(p) = lithos::test::Proc::spawn(argv, env_add, out_path);
     return p;
-  }
-  // Exit status (-signal when killed), or -1000 after `timeout_s`.
-  int wait(double timeout_s = 60) {
-    const auto t0 = std::chrono::steady_clock::now();
-    while (pid > 0) {
-      int st = 0;
-      const pid_t r = ::waitpid(pid, &st, WNOHANG);
-      if (r == pid) {
-        pid = -1;
-        return WIFEXITED(st) ? WEXITSTATUS(st) : -WTERMSIG(st);
-      }
-      if (since(t0) > timeout_s) {
-        ::kill(pid, SIGKILL);
-        ::waitpid(pid, &st, 0);
-        pid = -1;
-        return -1000;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
-    return -1001;
-  }
-  void signal(int sig) const {
-    if (pid > 0) ::kill(pid, sig);
-  }
-  std::vector<json> lines() const {
-    std::vector<json> v;
-    std::ifstream f(out);
-    std::string line;
-    while (std::getline(f, line)) {
-      json j = json::parse(line, nullptr, false);
-      if (!j.is_discarded()) v.push_back(j);
-    }
-    return v;
-  }
-  std::string err() const {
-    std::ifstream f(out + ".err");
-    std::stringstream s;
-    s << f.rdbuf();
-    return s.str();
   }
 };
 

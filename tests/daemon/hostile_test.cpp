@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "ipc/protocol.hpp"
+#include "child_process.hpp"
 #include "ipc/socket.hpp"
 
 extern char** environ;
@@ -39,104 +40,10 @@ namespace {
 using nlohmann::json;
 namespace fs = std::filesystem;
 
-double since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
-std::string read_all(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
-
-// Waits until `pred()` holds; false after `timeout_s` (which only matters
-// when the test fails).
-template <class Pred>
-bool wait_until(Pred pred, double timeout_s = 30) {
-  const auto t0 = std::chrono::steady_clock::now();
-  while (since(t0) < timeout_s) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return pred();
-}
-
-// A child process, its stdout and stderr in files.
-struct Proc {
-  pid_t pid = -1;
-  std::string out;
-
-  static Proc spawn(const std::vector<std::string>& argv, const std::vector<std::string>& env_add,
-                    const std::string& out_path) {
-    Proc p;
-    p.out = out_path;
-    std::vector<std::string> env;
-    for (char** e = environ; *e != nullptr; ++e) {
-      const std::string kv = *e;
-      if (kv.rfind("LITHOS", 0) == 0 || kv.rfind("LD_PRELOAD=", 0) == 0 || kv.rfind("FAKE_", 0) == 0) continue;
-      env.push_back(kv);
-    }
-    env.insert(env.end(), env_add.begin(), env_add.end());
-    std::vector<char*> a, e;
-    for (const auto& s : argv) a.push_back(const_cast<char*>(s.c_str()));
-    a.push_back(nullptr);
-    for (const auto& s : env) e.push_back(const_cast<char*>(s.c_str()));
-    e.push_back(nullptr);
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 1, out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_addopen(&fa, 2, (out_path + ".err").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (posix_spawn(&p.pid, a[0], &fa, nullptr, a.data(), e.data()) != 0) p.pid = -1;
-    posix_spawn_file_actions_destroy(&fa);
-    return p;
-  }
-  // Exit status (-signal when killed), or -1000 after `timeout_s`.
-  int wait(double timeout_s = 60) {
-    const auto t0 = std::chrono::steady_clock::now();
-    while (pid > 0) {
-      int st = 0;
-      if (::waitpid(pid, &st, WNOHANG) == pid) {
-        pid = -1;
-        return WIFEXITED(st) ? WEXITSTATUS(st) : -WTERMSIG(st);
-      }
-      if (since(t0) > timeout_s) {
-        ::kill(pid, SIGKILL);
-        ::waitpid(pid, &st, 0);
-        pid = -1;
-        return -1000;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
-    return -1001;
-  }
-  bool running() const {
-    if (pid <= 0) return false;
-    int st = 0;
-    return ::waitpid(pid, &st, WNOHANG) == 0;
-  }
-  void signal(int sig) const {
-    if (pid > 0) ::kill(pid, sig);
-  }
-  std::vector<json> lines() const {
-    std::vector<json> v;
-    std::ifstream f(out);
-    std::string line;
-    while (std::getline(f, line)) {
-      json j = json::parse(line, nullptr, false);
-      if (!j.is_discarded()) v.push_back(j);
-    }
-    return v;
-  }
-  // The last line that has `key`; null when none.
-  json printed(const char* key) const {
-    json found = nullptr;
-    for (const json& j : lines())
-      if (j.is_object() && j.contains(key)) found = j;
-    return found;
-  }
-  std::string err() const { return read_all(out + ".err"); }
-};
+using lithos::test::Proc;
+using lithos::test::read_all;
+using lithos::test::since;
+using lithos::test::wait_until;
 
 class DaemonHostile : public ::testing::Test {
  protected:
@@ -270,8 +177,12 @@ class DaemonHostile : public ::testing::Test {
   // A liblithos.so client over the fake driver (tests/daemon/client_app.cpp).
   Proc& app(const std::string& tenant, int launches, int pause_ms, int hold_ms = 0) {
     const std::vector<std::string> env = {"LD_PRELOAD=" LITHOS_PRELOAD, "LD_LIBRARY_PATH=" LITHOS_FAKE_DRIVER_DIR,
-                                          "LITHOS_LOG=error", "LITHOS_DAEMON=" + sock_, "LITHOS_GRANT_TIMEOUT_MS=300",
-                                          "LITHOS_TENANT=" + tenant, "LITHOS_SLOT_MAP=" LITHOS_FAKE_MAP,
+                                          "LITHOS_LOG=error", "LITHOS_DAEMON=" + sock_, "LITHOS_TENANT=" + tenant,
+                                          "LITHOS_SLOT_MAP=" LITHOS_FAKE_MAP,
+                                          // No test here stops the daemon: a loaded machine must not
+                                          // make a client take it for gone, or launch before it is
+                                          // registered.
+                                          "LITHOS_GRANT_TIMEOUT_MS=60000", "LITHOS_REGISTER_WAIT_MS=20000",
                                           // Each launch made (and granted) in the launching thread: its
                                           // statistics then count every grant before it prints them.
                                           "LITHOS_DEFER_LAUNCHES=0"};
