@@ -139,9 +139,11 @@ struct Proc {
   std::string err() const { return read_all(out + ".err"); }
 };
 
-// `lithos status --json` over lithosd's socket; null when no daemon answers.
-inline nlohmann::json lithosd_status(const std::string& socket) {
-  auto fd = ipc::connect_socket(socket, 200);
+// `lithos status --json` over lithosd's socket; null when no daemon answers
+// (connects within `connect_ms`, answers within `answer_ms`) or its answer
+// is not JSON.
+inline nlohmann::json lithosd_status(const std::string& socket, int connect_ms = 200, int answer_ms = 5000) {
+  auto fd = ipc::connect_socket(socket, connect_ms);
   if (!fd) return nullptr;
   ipc::Hello h;
   h.kind = ipc::HelloKind::kStatus;
@@ -149,7 +151,7 @@ inline nlohmann::json lithosd_status(const std::string& socket) {
   int passed = -1;
   nlohmann::json j = nullptr;
   if (ipc::send_packet(fd.value(), &h, sizeof h).is_ok()) {
-    auto got = ipc::recv_packet(fd.value(), buf.data(), buf.size(), &passed, 5000);
+    auto got = ipc::recv_packet(fd.value(), buf.data(), buf.size(), &passed, answer_ms);
     if (got && got.value() > 0) j = nlohmann::json::parse(buf.substr(0, got.value()), nullptr, false);
   }
   ::close(fd.value());

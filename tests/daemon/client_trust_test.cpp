@@ -296,21 +296,32 @@ class ClientTrust : public ::testing::Test {
     ASSERT_GT(daemon_.pid, 0);
     ASSERT_TRUE(wait_until([&] { return status().is_object(); }, 20)) << daemon_.err();
   }
-  // lithosd's status (JSON), null when it does not answer within 2 s.
-  json status() const {
-    auto fd = ipc::connect_socket(sock_, 200);
-    if (!fd) return nullptr;
-    ipc::Hello h;
-    h.kind = ipc::HelloKind::kStatus;
-    std::string buf(1 << 20, '\0');
-    json j = nullptr;
-    if (ipc::send_packet(fd.value(), &h, sizeof h).is_ok()) {
-      auto got = ipc::recv_packet(fd.value(), buf.data(), buf.size(), nullptr, 2000);
-      if (got && got.value() > 0) j = json::parse(buf.substr(0, got.value()), nullptr, false);
-    }
-    ::close(fd.value());
-    return j.is_discarded() ? json(nullptr) : j;
+  // A client of the fake daemon at `path` (of uid 65534) is refused before
+  // it sends anything: said once, with `why` and what to do; it runs
+  // unscheduled and the fake daemon saw only a connection. Named as the
+  // daemon's uid (LITHOS_DAEMON_UID), the next client trusts it and is
+  // greeted.
+  void expect_refused_unless_named(const std::string& path, const std::string& why) {
+    Proc c = client(path, 4, 0, {"LITHOS_REGISTER_WAIT_MS=20000"});
+    ASSERT_EQ(c.wait(), 0) << c.err();
+    expect_ran_unscheduled(c, 4);
+    const json s = c.daemon_stats();
+    ASSERT_TRUE(s.is_object()) << c.err();
+    EXPECT_EQ(s["state"], "refused") << s.dump();
+    EXPECT_EQ(count_of(c.err(), "is not trusted"), 1U) << c.err();
+    EXPECT_NE(c.err().find(why), std::string::npos) << c.err();
+    EXPECT_NE(c.err().find("LITHOS_DAEMON_UID"), std::string::npos) << c.err();  // what to do
+    ASSERT_TRUE(wait_until([&] { return !reported().empty(); })) << "the client never connected";
+    EXPECT_EQ(reported(), std::vector<std::string>{"C"});
+    Proc named = client(path, 4, 0, {"LITHOS_REGISTER_WAIT_MS=20000", "LITHOS_DAEMON_UID=65534"});
+    const pid_t pid = named.pid;
+    ASSERT_EQ(named.wait(), 0) << named.err();
+    EXPECT_EQ(named.err().find("is not trusted"), std::string::npos) << named.err();
+    ASSERT_TRUE(wait_until([&] { return reported().size() >= 2; }));
+    EXPECT_EQ(reported()[1], "H " + std::to_string(pid) + " train");
   }
+  // lithosd's status (JSON), null when it does not answer within 2 s.
+  json status() const { return lithos::test::lithosd_status(sock_, 200, 2000); }
   std::uint64_t grants() const {
     const json st = status();
     return st.is_object() ? st["counters"]["grants"].get<std::uint64_t>() : 0;
@@ -378,24 +389,7 @@ TEST_F(ClientTrust, AFolderOfAnotherUidIsRefused) {
   ASSERT_EQ(::chown(theirs.c_str(), 65534, 65534), 0);
   const std::string path = (theirs / "lithosd.sock").string();
   fake_daemon(path, Answer::kClose);  // listening as root: only the folder gives it away
-  Proc c = client(path, 4, 0, {"LITHOS_REGISTER_WAIT_MS=20000"});
-  ASSERT_EQ(c.wait(), 0) << c.err();
-  expect_ran_unscheduled(c, 4);
-  const json s = c.daemon_stats();
-  ASSERT_TRUE(s.is_object()) << c.err();
-  EXPECT_EQ(s["state"], "refused") << s.dump();
-  EXPECT_EQ(count_of(c.err(), "is not trusted"), 1U) << c.err();
-  EXPECT_NE(c.err().find("belongs to uid 65534"), std::string::npos) << c.err();
-  EXPECT_NE(c.err().find("LITHOS_DAEMON_UID"), std::string::npos) << c.err();  // what to do
-  ASSERT_TRUE(wait_until([&] { return !reported().empty(); })) << "the client never connected";
-  EXPECT_EQ(reported(), std::vector<std::string>{"C"});
-  // Named as the daemon's uid: trusted, and greeted.
-  Proc named = client(path, 4, 0, {"LITHOS_REGISTER_WAIT_MS=20000", "LITHOS_DAEMON_UID=65534"});
-  const pid_t pid = named.pid;
-  ASSERT_EQ(named.wait(), 0) << named.err();
-  EXPECT_EQ(named.err().find("is not trusted"), std::string::npos) << named.err();
-  ASSERT_TRUE(wait_until([&] { return reported().size() >= 2; }));
-  EXPECT_EQ(reported()[1], "H " + std::to_string(pid) + " train");
+  expect_refused_unless_named(path, "belongs to uid 65534");
 }
 
 // A daemon listening as another uid (SO_PEERCRED), in a folder of root's:
@@ -404,22 +398,7 @@ TEST_F(ClientTrust, AFolderOfAnotherUidIsRefused) {
 TEST_F(ClientTrust, AListenerOfAnotherUidIsRefusedUnlessNamed) {
   if (::geteuid() != 0) GTEST_SKIP() << "needs root: the fake daemon setuid()s to another uid";
   fake_daemon_as(sock_, 65534, Answer::kClose);
-  Proc c = client(sock_, 4, 0, {"LITHOS_REGISTER_WAIT_MS=20000"});
-  ASSERT_EQ(c.wait(), 0) << c.err();
-  expect_ran_unscheduled(c, 4);
-  const json s = c.daemon_stats();
-  ASSERT_TRUE(s.is_object()) << c.err();
-  EXPECT_EQ(s["state"], "refused") << s.dump();
-  EXPECT_EQ(count_of(c.err(), "is not trusted"), 1U) << c.err();
-  EXPECT_NE(c.err().find("runs as uid 65534"), std::string::npos) << c.err();
-  ASSERT_TRUE(wait_until([&] { return !reported().empty(); })) << "the client never connected";
-  EXPECT_EQ(reported(), std::vector<std::string>{"C"});
-  Proc named = client(sock_, 4, 0, {"LITHOS_REGISTER_WAIT_MS=20000", "LITHOS_DAEMON_UID=65534"});
-  const pid_t pid = named.pid;
-  ASSERT_EQ(named.wait(), 0) << named.err();
-  EXPECT_EQ(named.err().find("is not trusted"), std::string::npos) << named.err();
-  ASSERT_TRUE(wait_until([&] { return reported().size() >= 2; }));
-  EXPECT_EQ(reported()[1], "H " + std::to_string(pid) + " train");
+  expect_refused_unless_named(sock_, "runs as uid 65534");
 }
 
 // Registered, the client's thread refreshes the channel's client_beat_ns

@@ -129,23 +129,7 @@ class DaemonE2E : public ::testing::Test {
   }
 
   // `lithos status --json`, through the socket; null when no daemon answers.
-  json status() const {
-    auto fd = lithos::ipc::connect_socket(sock_, 5000);
-    if (!fd) return nullptr;
-    lithos::ipc::Hello h;
-    h.kind = lithos::ipc::HelloKind::kStatus;
-    std::string buf(1 << 20, '\0');
-    int passed = -1;
-    json j = nullptr;
-    if (lithos::ipc::send_packet(fd.value(), &h, sizeof h).is_ok()) {
-      auto got =
-          lithos::ipc::recv_packet(fd.value(), buf.data(), buf.size(), &passed, static_cast<int>(kDeadlineS * 1000));
-      if (got && got.value() > 0) j = json::parse(buf.substr(0, got.value()), nullptr, false);
-    }
-    ::close(fd.value());
-    if (passed >= 0) ::close(passed);
-    return j.is_discarded() ? json(nullptr) : j;
-  }
+  json status() const { return lithos::test::lithosd_status(sock_, 5000, static_cast<int>(kDeadlineS * 1000)); }
   json tenant(const json& st, const std::string& name) const {
     for (const json& t : st["tenants"])
       if (t["name"] == name) return t;
