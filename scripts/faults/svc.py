@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A PyTorch process for scripts/faults/gpu-faults.sh: a service (requests
+"""A PyTorch process for scripts/faults/gpu-trust.sh: a service (requests
 of a few milliseconds of GEMMs, back to back or at a rate) or a training
 loop, printing one JSON line per request or step.
 

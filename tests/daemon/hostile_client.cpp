@@ -3,7 +3,7 @@
 // best-effort client to measure what the attacks cost others (the
 // "victim": it acts as its own GPU, writing each atom's completion marker
 // itself). Used by tests/daemon/hostile_test.cpp and
-// scripts/daemon/hostile-bench.sh.
+// scripts/daemon/hostile_bench.py.
 //
 //   hostile_client SOCKET MODE [key=value ...]
 //

@@ -1,7 +1,7 @@
 // The host time of a kernel launch through whatever libcuda.so.1 the process
 // finds (the FAKE driver, tests/intercept/fake_cuda.cpp), with or without
 // liblithos.so preloaded: the CPU side of issue 12's "<= 1 us added per hp
-// launch" (scripts/daemon/launch-cost-cpu.sh compares plain, interposed and
+// launch" (scripts/daemon/launch_cost_cpu.py compares plain, interposed and
 // lithosd tenants).
 //
 //   lithos_launch_cost_app LAUNCHES BATCHES [CUDA_GRAPH]
