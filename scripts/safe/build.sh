@@ -9,6 +9,6 @@ N=${NVCC:-/usr/local/cuda/bin/nvcc}
 B=build/release/lib
 mkdir -p build/safe
 "$N" -arch=sm_90a -O2 -std=c++20 -Isrc -o build/safe/topo_probe scripts/safe/topo_probe.cu \
-  "$B/liblithos_gpu.a" "$B/liblithos_sched.a" "$B/liblithos_common.a" -ldl
+  "$B/liblithos_gpu.a" "$B/liblithos_ipc.a" "$B/liblithos_sched.a" "$B/liblithos_common.a" -ldl
 "$N" -arch=sm_90a -O2 -std=c++17 -shared -Xcompiler -fPIC -o build/safe/libsafe_kernels.so scripts/safe/safe_kernels.cu
 echo "built build/safe/topo_probe build/safe/libsafe_kernels.so"
