@@ -40,7 +40,7 @@ part() {  # name, limit in seconds, then the environment and the command
   shift 2
   mkdir -p "$OUT/$name"
   stamp "$name"
-  env OUT="$OUT/$name" WORK="/tmp/lithos-unchanged-$name" timeout -k 10 "$limit" "$@" >"$OUT/$name/log.txt" 2>&1
+  timeout -k 10 "$limit" env OUT="$OUT/$name" WORK="/tmp/lithos-unchanged-$name" "$@" >"$OUT/$name/log.txt" 2>&1
   local rc=$?
   stamp "$name: exit $rc"
   verdicts+=("== $name: exit $rc ($( (($rc == 124 || $rc == 137)) && echo "cut at $limit s" || echo done))")
@@ -48,14 +48,14 @@ part() {  # name, limit in seconds, then the environment and the command
 
 case "$what" in
   correct)
-    part safe 200 SAFE_PHASES=corpus scripts/safe/gpu-safe.sh
-    part atom 150 ATOM_PHASES="disasm corpus" scripts/atom/gpu-atom.sh
-    part zoo 220 DAEMON_PHASES=zoo scripts/daemon/gpu-daemon.sh
+    part safe 200 SAFE_PHASES=corpus bash scripts/safe/gpu-safe.sh
+    part atom 150 ATOM_PHASES="disasm corpus" bash scripts/atom/gpu-atom.sh
+    part zoo 220 DAEMON_PHASES=zoo bash scripts/daemon/gpu-daemon.sh
     ;;
   cost)
     [[ -x build/base/bin/lithos ]] || { echo "gpu-unchanged.sh: no baseline build at build/base (see the header)" >&2; exit 2; }
-    part hpstep 170 DAEMON_PHASES=hpstep HPSTEP_ROUNDS=30 HPCOST_BASELINE=build/base scripts/daemon/gpu-daemon.sh
-    part bench 400 DAEMON_PHASES=bench BENCH_MODES=alone,lithos scripts/daemon/gpu-daemon.sh
+    part hpstep 170 DAEMON_PHASES=hpstep HPSTEP_ROUNDS=30 HPCOST_BASELINE=build/base bash scripts/daemon/gpu-daemon.sh
+    part bench 400 DAEMON_PHASES=bench BENCH_MODES=alone,lithos bash scripts/daemon/gpu-daemon.sh
     ;;
   -h | --help)
     sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'
