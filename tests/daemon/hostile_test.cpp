@@ -29,8 +29,8 @@
 #include <thread>
 #include <vector>
 
-#include "ipc/protocol.hpp"
 #include "child_process.hpp"
+#include "ipc/protocol.hpp"
 #include "ipc/socket.hpp"
 
 extern char** environ;
