@@ -1,3 +1,7 @@
+// Why this file is long (~1.3k lines): it is the whole of the daemon link in one
+// place (registration, the channel's rings, markers, the tracker thread, the
+// statistics of the link), which client.hpp describes.
+
 #include "intercept/cuda_abi.hpp"  // first: cuda.h in ABI mode
 
 #include "intercept/client.hpp"
@@ -35,51 +39,6 @@ void raise_to(std::atomic<std::uint64_t>& a, std::uint64_t v) noexcept {
   while (cur < v && !a.compare_exchange_weak(cur, v, std::memory_order_acq_rel)) {
   }
 }
-
-// Driver entry points the client calls itself (none is hooked).
-struct Drv {
-  CUresult (*host_register)(void*, size_t, unsigned) = nullptr;
-  CUresult (*host_device_pointer)(CUdeviceptr*, void*, unsigned) = nullptr;
-  CUresult (*write_value64)(CUstream, CUdeviceptr, cuuint64_t, unsigned) = nullptr;
-  CUresult (*is_capturing)(CUstream, CUstreamCaptureStatus*) = nullptr;
-  CUresult (*set_stream_attribute)(CUstream, CUstreamAttrID, const CUstreamAttrValue*) = nullptr;
-  CUresult (*priority_range)(int*, int*) = nullptr;
-  CUresult (*device_count)(int*) = nullptr;
-  CUresult (*device_get)(CUdevice*, int) = nullptr;
-  CUresult (*device_uuid)(CUuuid*, CUdevice) = nullptr;
-  CUresult (*ctx_get_device)(CUdevice*) = nullptr;
-  CUresult (*device_attribute)(int*, CUdevice_attribute, CUdevice) = nullptr;
-  CUresult (*ctx_get_current)(CUcontext*) = nullptr;
-  CUresult (*ctx_set_current)(CUcontext) = nullptr;
-  static const Drv& get() {
-    static const Drv d = [] {
-      Drv x;
-      RealDriver& r = RealDriver::instance();
-      x.host_register = reinterpret_cast<decltype(x.host_register)>(r.symbol("cuMemHostRegister_v2"));
-      if (x.host_register == nullptr)
-        x.host_register = reinterpret_cast<decltype(x.host_register)>(r.symbol("cuMemHostRegister"));
-      x.host_device_pointer =
-          reinterpret_cast<decltype(x.host_device_pointer)>(r.symbol("cuMemHostGetDevicePointer_v2"));
-      x.write_value64 = reinterpret_cast<decltype(x.write_value64)>(r.symbol("cuStreamWriteValue64_v2"));
-      if (x.write_value64 == nullptr)
-        x.write_value64 = reinterpret_cast<decltype(x.write_value64)>(r.symbol("cuStreamWriteValue64"));
-      x.is_capturing = reinterpret_cast<decltype(x.is_capturing)>(r.symbol("cuStreamIsCapturing"));
-      x.set_stream_attribute = reinterpret_cast<decltype(x.set_stream_attribute)>(r.symbol("cuStreamSetAttribute"));
-      x.priority_range = reinterpret_cast<decltype(x.priority_range)>(r.symbol("cuCtxGetStreamPriorityRange"));
-      x.device_count = reinterpret_cast<decltype(x.device_count)>(r.symbol("cuDeviceGetCount"));
-      x.device_get = reinterpret_cast<decltype(x.device_get)>(r.symbol("cuDeviceGet"));
-      x.device_uuid = reinterpret_cast<decltype(x.device_uuid)>(r.symbol("cuDeviceGetUuid_v2"));
-      if (x.device_uuid == nullptr)
-        x.device_uuid = reinterpret_cast<decltype(x.device_uuid)>(r.symbol("cuDeviceGetUuid"));
-      x.ctx_get_device = reinterpret_cast<decltype(x.ctx_get_device)>(r.symbol("cuCtxGetDevice"));
-      x.device_attribute = reinterpret_cast<decltype(x.device_attribute)>(r.symbol("cuDeviceGetAttribute"));
-      x.ctx_get_current = reinterpret_cast<decltype(x.ctx_get_current)>(r.symbol("cuCtxGetCurrent"));
-      x.ctx_set_current = reinterpret_cast<decltype(x.ctx_set_current)>(r.symbol("cuCtxSetCurrent"));
-      return x;
-    }();
-    return d;
-  }
-};
 
 CUstream handle_of(CUstream_st* stream, bool ptsz) {
   if (stream != nullptr) return stream;
@@ -240,14 +199,14 @@ DaemonClient& DaemonClient::of_device(int dev) noexcept {
 DaemonClient& DaemonClient::current() noexcept {
   int n = g_devices.load(std::memory_order_relaxed);
   if (n == 1) return of_device(0);
-  const Drv& d = Drv::get();
+  const DriverTable& d = driver();
   if (n == 0) {
-    if (d.device_count == nullptr || d.device_count(&n) != CUDA_SUCCESS || n <= 0) return of_device(0);
+    if (d.cuDeviceGetCount == nullptr || d.cuDeviceGetCount(&n) != CUDA_SUCCESS || n <= 0) return of_device(0);
     g_devices.store(n, std::memory_order_relaxed);
     if (n == 1) return of_device(0);
   }
   CUdevice dev = 0;
-  if (d.ctx_get_device == nullptr || d.ctx_get_device(&dev) != CUDA_SUCCESS) dev = 0;  // no context: its launch fails
+  if (d.cuCtxGetDevice == nullptr || d.cuCtxGetDevice(&dev) != CUDA_SUCCESS) dev = 0;  // no context: its launch fails
   return of_device(dev);
 }
 
@@ -292,8 +251,8 @@ void DaemonClient::start() noexcept {
   if (tracker_started_.exchange(true, std::memory_order_acq_rel)) return;  // another launch started it
   // The thread registers in this launch's context: mapping the completion
   // page for the GPU (cuMemHostRegister) and the GPU's UUID need one.
-  const Drv& d = Drv::get();
-  if (CUcontext ctx = nullptr; d.ctx_get_current != nullptr && d.ctx_get_current(&ctx) == CUDA_SUCCESS)
+  const DriverTable& d = driver();
+  if (CUcontext ctx = nullptr; d.cuCtxGetCurrent != nullptr && d.cuCtxGetCurrent(&ctx) == CUDA_SUCCESS)
     ctx_.store(ctx, std::memory_order_release);
   first_launch_ns_.store(now_ns(), std::memory_order_relaxed);
   tracker_running_.store(true, std::memory_order_release);
@@ -432,7 +391,7 @@ bool DaemonClient::connect_locked() noexcept {
   holder->channel = std::move(ch).value();
   ipc::ChannelLayout* layout = &holder->channel.layout();
   // The completion page, mapped for the device: the GPU writes markers there.
-  const Drv& d = Drv::get();
+  const DriverTable& d = driver();
   CUdeviceptr dev = 0;
   {
     InternalScope internal;
@@ -444,10 +403,10 @@ bool DaemonClient::connect_locked() noexcept {
     // contexts on this GPU (a driver-API library's cuCtxCreate beside
     // PyTorch's primary context), not only the one current here.
     void* page = holder->channel.completion_page();
-    if (d.host_register == nullptr || d.host_device_pointer == nullptr || d.write_value64 == nullptr ||
-        d.host_register(page, sizeof(layout->completed), CU_MEMHOSTREGISTER_DEVICEMAP | CU_MEMHOSTREGISTER_PORTABLE) !=
-            CUDA_SUCCESS ||
-        d.host_device_pointer(&dev, page, 0) != CUDA_SUCCESS) {
+    if (d.cuMemHostRegister == nullptr || d.cuMemHostGetDevicePointer == nullptr || d.cuStreamWriteValue64 == nullptr ||
+        d.cuMemHostRegister(page, sizeof(layout->completed),
+                            CU_MEMHOSTREGISTER_DEVICEMAP | CU_MEMHOSTREGISTER_PORTABLE) != CUDA_SUCCESS ||
+        d.cuMemHostGetDevicePointer(&dev, page, 0) != CUDA_SUCCESS) {
       return fail("cannot map the completion page for the GPU (cuMemHostRegister)");
     }
   }
@@ -667,8 +626,8 @@ bool DaemonClient::push(const ipc::SubmitMsg& m, std::atomic<std::uint64_t>* cou
 
 bool DaemonClient::write_marker(CUstream_st* stream, bool ptsz, std::uint32_t slot, std::uint64_t value,
                                 std::uint64_t now, bool unless_captured) noexcept {
-  const Drv& d = Drv::get();
-  if (d.write_value64 == nullptr || dev_base_ == 0) return true;
+  const DriverTable& d = driver();
+  if (d.cuStreamWriteValue64 == nullptr || dev_base_ == 0) return true;
   InternalScope internal;
   const CUdeviceptr addr = dev_base_ + static_cast<CUdeviceptr>(slot) * sizeof(std::uint64_t);
   Slot& s = slots_[slot];
@@ -680,11 +639,11 @@ bool DaemonClient::write_marker(CUstream_st* stream, bool ptsz, std::uint32_t sl
   const std::lock_guard lock(s.marking);
   if (value <= s.last_marker.load(std::memory_order_relaxed)) return true;
   if (CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
-      unless_captured && d.is_capturing != nullptr && d.is_capturing(handle_of(stream, ptsz), &cs) == CUDA_SUCCESS &&
-      cs != CU_STREAM_CAPTURE_STATUS_NONE) {
+      unless_captured && d.cuStreamIsCapturing != nullptr &&
+      d.cuStreamIsCapturing(handle_of(stream, ptsz), &cs) == CUDA_SUCCESS && cs != CU_STREAM_CAPTURE_STATUS_NONE) {
     return false;
   }
-  if (const CUresult r = d.write_value64(handle_of(stream, ptsz), addr, value, 0); r == CUDA_SUCCESS) {
+  if (const CUresult r = d.cuStreamWriteValue64(handle_of(stream, ptsz), addr, value, 0); r == CUDA_SUCCESS) {
     s.last_marker.store(value, std::memory_order_release);
     s.last_marker_ns.store(now != 0 ? now : now_ns(), std::memory_order_relaxed);
     markers_.fetch_add(1, std::memory_order_relaxed);
@@ -783,23 +742,23 @@ void DaemonClient::apply_priority(std::uint32_t slot, ipc::StreamPriority p) noe
   if (!hw_priority_ || p == ipc::StreamPriority::kKeep || slot >= ipc::kMaxStreams) return;
   Slot& s = slots_[slot];
   if (s.priority.load(std::memory_order_acquire) == p) return;
-  const Drv& d = Drv::get();
+  const DriverTable& d = driver();
   const CUstream h = handle_of(s.stream, s.ptsz);
   InternalScope internal;
-  if (d.is_capturing != nullptr) {
+  if (d.cuStreamIsCapturing != nullptr) {
     // Never touch a stream that is being captured (the call could end the
     // capture); its launches do not run now. The next launch tries again.
     CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
-    if (d.is_capturing(h, &cs) != CUDA_SUCCESS || cs != CU_STREAM_CAPTURE_STATUS_NONE) return;
+    if (d.cuStreamIsCapturing(h, &cs) != CUDA_SUCCESS || cs != CU_STREAM_CAPTURE_STATUS_NONE) return;
   }
   int least = 0, greatest = 0;
   CUresult r = CUDA_ERROR_NOT_SUPPORTED;
-  if (d.set_stream_attribute != nullptr && d.priority_range != nullptr) {
-    r = d.priority_range(&least, &greatest);
+  if (d.cuStreamSetAttribute != nullptr && d.cuCtxGetStreamPriorityRange != nullptr) {
+    r = d.cuCtxGetStreamPriorityRange(&least, &greatest);
     if (r == CUDA_SUCCESS) {
       CUstreamAttrValue v{};
       v.priority = p == ipc::StreamPriority::kHighest ? greatest : least;
-      r = d.set_stream_attribute(h, CU_STREAM_ATTRIBUTE_PRIORITY, &v);
+      r = d.cuStreamSetAttribute(h, CU_STREAM_ATTRIBUTE_PRIORITY, &v);
     }
   }
   // Once per stream either way: a stream that refuses is not asked again.
@@ -835,13 +794,14 @@ void describe(ipc::SubmitMsg& m, const LaunchInfo& li, const KernelStatics& k) n
 void DaemonClient::report_running(CUstream_st* stream, bool ptsz, const LaunchInfo& li, std::uint64_t kernel,
                                   bool graph, const KernelStatics& statics) noexcept {
   if (!connected()) return;
-  const Drv& d = Drv::get();
+  const DriverTable& d = driver();
   // A captured launch is recorded, not run: not reported. Asked of the
   // driver only while some capture is in progress (stream_captures).
-  if (d.is_capturing != nullptr && stream_captures().load(std::memory_order_acquire) > 0) {
+  if (d.cuStreamIsCapturing != nullptr && stream_captures().load(std::memory_order_acquire) > 0) {
     CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
     InternalScope internal;
-    if (d.is_capturing(handle_of(stream, ptsz), &cs) == CUDA_SUCCESS && cs != CU_STREAM_CAPTURE_STATUS_NONE) return;
+    if (d.cuStreamIsCapturing(handle_of(stream, ptsz), &cs) == CUDA_SUCCESS && cs != CU_STREAM_CAPTURE_STATUS_NONE)
+      return;
   }
   const int slot = slot_of(stream, ptsz);
   if (slot < 0) {
@@ -1072,8 +1032,8 @@ void DaemonClient::tracker() noexcept {
   // Registration needs the launch's context (start()); markers on a legacy
   // default stream go to the current context's: this client's GPU
   // (streams of their own name their context).
-  if (const Drv& d = Drv::get(); d.ctx_set_current != nullptr) {
-    if (CUcontext ctx = ctx_.load(std::memory_order_acquire); ctx != nullptr) (void)d.ctx_set_current(ctx);
+  if (const DriverTable& d = driver(); d.cuCtxSetCurrent != nullptr) {
+    if (CUcontext ctx = ctx_.load(std::memory_order_acquire); ctx != nullptr) (void)d.cuCtxSetCurrent(ctx);
   }
   bool busy = true;  // a stream dirty or launched on lately: look again soon
   while (tracker_running_.load(std::memory_order_acquire)) {
@@ -1136,9 +1096,9 @@ void DaemonClient::tracker() noexcept {
 
 namespace {
 // The UUID text of device `dev` (gpu::uuid_text); false when the driver cannot say.
-bool uuid_of(const Drv& d, CUdevice dev, std::string* uuid) {
+bool uuid_of(const DriverTable& d, CUdevice dev, std::string* uuid) {
   CUuuid u{};
-  if (d.device_uuid == nullptr || d.device_uuid(&u, dev) != CUDA_SUCCESS) return false;
+  if (d.cuDeviceGetUuid == nullptr || d.cuDeviceGetUuid(&u, dev) != CUDA_SUCCESS) return false;
   *uuid = gpu::uuid_text(u.bytes);
   return true;
 }
@@ -1151,14 +1111,14 @@ bool uuid_of(const Drv& d, CUdevice dev, std::string* uuid) {
 std::uint32_t DaemonClient::mps_flags() noexcept {
   constexpr int kMpsEnabled = 133;
   try {
-    const Drv& d = Drv::get();
-    if (d.device_attribute == nullptr) return 0;
+    const DriverTable& d = driver();
+    if (d.cuDeviceGetAttribute == nullptr) return 0;
     CUdevice dev = 0;
-    if (d.ctx_get_device == nullptr || d.ctx_get_device(&dev) != CUDA_SUCCESS) {
-      if (d.device_get == nullptr || d.device_get(&dev, 0) != CUDA_SUCCESS) return 0;
+    if (d.cuCtxGetDevice == nullptr || d.cuCtxGetDevice(&dev) != CUDA_SUCCESS) {
+      if (d.cuDeviceGet == nullptr || d.cuDeviceGet(&dev, 0) != CUDA_SUCCESS) return 0;
     }
     int on = 0;
-    if (d.device_attribute(&on, static_cast<CUdevice_attribute>(kMpsEnabled), dev) != CUDA_SUCCESS) return 0;
+    if (d.cuDeviceGetAttribute(&on, static_cast<CUdevice_attribute>(kMpsEnabled), dev) != CUDA_SUCCESS) return 0;
     return ipc::kHelloMpsKnown | (on != 0 ? ipc::kHelloMpsClient : 0U);
   } catch (...) {
     return 0;
@@ -1167,7 +1127,7 @@ std::uint32_t DaemonClient::mps_flags() noexcept {
 
 bool DaemonClient::my_gpu(std::string* uuid) const noexcept {
   try {
-    return device_ >= 0 && uuid_of(Drv::get(), device_, uuid);
+    return device_ >= 0 && uuid_of(driver(), device_, uuid);
   } catch (...) {
     return false;
   }

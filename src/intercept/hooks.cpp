@@ -1,3 +1,7 @@
+// Why this file is long (~1.2k lines): every hook's body is one template,
+// dispatch<>(), with the launch paths it routes to (best effort, atomized,
+// deferred, graph replay) next to it, so that each instantiation sees them all.
+//
 // The exported hooks: one thin extern "C" shim per line of hook_list.def,
 // all expanded from that list, each calling dispatch<>() with its HookId and
 // the real function's exact type (taken from cuda.h, so a shim whose
@@ -511,11 +515,9 @@ CUresult launch_maybe_atomized(Fn fn, CUstream stream, A... a) {
     } else {
       // cuLaunch / cuLaunchGrid(Async): parameters were set by cuParamSet*;
       // set the bounds the same way (the whole grid), then launch.
-      using ParamSetv = CUresult (*)(CUfunction, int, void*, unsigned int);
-      using ParamSetSize = CUresult (*)(CUfunction, unsigned int);
-      RealDriver& drv = RealDriver::instance();
-      const auto setv = reinterpret_cast<ParamSetv>(drv.symbol("cuParamSetv"));
-      const auto set_size = reinterpret_cast<ParamSetSize>(drv.symbol("cuParamSetSize"));
+      const DriverTable& drv = driver();
+      const auto setv = drv.cuParamSetv;
+      const auto set_size = drv.cuParamSetSize;
       CUfunction f = std::get<0>(t);
       std::uint32_t whole[2] = {0, 0xffffffffu};
       if (setv == nullptr || set_size == nullptr ||
@@ -538,8 +540,7 @@ CUresult with_deferred_error(CUresult r, int deferred) noexcept {
 
 // The calling thread's current context (the worker makes the launch in it).
 CUcontext current_context() noexcept {
-  using GetCurrent = CUresult (*)(CUcontext*);
-  static const auto get = reinterpret_cast<GetCurrent>(RealDriver::instance().symbol("cuCtxGetCurrent"));
+  const auto get = driver().cuCtxGetCurrent;
   CUcontext ctx = nullptr;
   if (get == nullptr || get(&ctx) != CUDA_SUCCESS) return nullptr;
   return ctx;
@@ -558,8 +559,7 @@ bool deferrable_on(CUstream stream, bool ptsz) noexcept {
 // progress in the process).
 bool capturing(CUstream stream, bool ptsz) noexcept {
   if (stream_captures().load(std::memory_order_acquire) == 0) return false;
-  using IsCapturing = CUresult (*)(CUstream, CUstreamCaptureStatus*);
-  static const auto is_capturing = reinterpret_cast<IsCapturing>(RealDriver::instance().symbol("cuStreamIsCapturing"));
+  const auto is_capturing = driver().cuStreamIsCapturing;
   if (is_capturing == nullptr) return false;
   CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
   const CUstream h = ptsz && stream == nullptr ? CU_STREAM_PER_THREAD : stream;
@@ -765,11 +765,9 @@ CUresult replay_graph(const std::shared_ptr<ReplayPlan>& plan, CUstream stream) 
     const int r = op();
     if (err == 0) err = r != 0 ? r : drained;
   };
-  RealDriver& drv = RealDriver::instance();
-  using Record = CUresult (*)(CUevent, CUstream);
-  using Wait = CUresult (*)(CUstream, CUevent, unsigned int);
-  const auto record = reinterpret_cast<Record>(drv.function(HookId::cuEventRecord));
-  const auto wait = reinterpret_cast<Wait>(drv.function(HookId::cuStreamWaitEvent));
+  const DriverTable& drv = driver();
+  const auto record = drv.cuEventRecord;
+  const auto wait = drv.cuStreamWaitEvent;
   bool order_after_last = false;
   {
     const std::lock_guard<std::mutex> lock(plan->mu);
@@ -1030,13 +1028,10 @@ CUresult dispatch_call(Fn fn, CUstream stream, A... a) {
     if constexpr (info.kind == HookKind::kModuleLoad) {
       r = call_with_image(fn, p.image, t, std::index_sequence_for<A...>{});
     } else if constexpr (Id == HookId::cuModuleLoad) {
-      using Data = CUresult (*)(CUmodule*, const void*);
-      const auto data = reinterpret_cast<Data>(RealDriver::instance().function(HookId::cuModuleLoadData));
+      const auto data = driver().cuModuleLoadData;
       if (data != nullptr) r = data(out, p.image);
     } else {
-      using Data = CUresult (*)(CUlibrary*, const void*, CUjit_option*, void**, unsigned int, CUlibraryOption*, void**,
-                                unsigned int);
-      const auto data = reinterpret_cast<Data>(RealDriver::instance().function(HookId::cuLibraryLoadData));
+      const auto data = driver().cuLibraryLoadData;
       if (data != nullptr)
         r = data(out, p.image, std::get<2>(t), std::get<3>(t), std::get<4>(t), std::get<5>(t), std::get<6>(t),
                  std::get<7>(t));

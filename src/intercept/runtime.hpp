@@ -46,6 +46,10 @@ struct CUgraphExec_st;
 struct CUctx_st;
 
 namespace lithos::intercept {
+struct DriverTable;
+}
+
+namespace lithos::intercept {
 
 // Whether lithos is switched off: LITHOS_DISABLE (config.hpp,
 // disabled_from_env) at start, or lithos_set_enabled() later. Checked by
@@ -348,8 +352,9 @@ class Runtime {
   // device), none, or checked per launch (several devices).
   enum class DeviceCheck : std::uint8_t { kAll, kNone, kPerLaunch };
   std::atomic<DeviceCheck> device_check_{DeviceCheck::kAll};
-  void* cu_ctx_get_device_ = nullptr;
-  void* cu_device_get_uuid_ = nullptr;
+  // The driver's table as the first launch found it (attach): null before,
+  // so that nothing here asks the driver before a launch does.
+  const DriverTable* attached_driver_ = nullptr;
 
   std::atomic<int> qmd_version_{0};  // last gpu::QmdVersion seen
 
@@ -394,11 +399,6 @@ class Runtime {
   };
   std::mutex green_routes_mu_;  // held for the whole of a routed launch
   std::unordered_map<std::uintptr_t, GreenStream> green_routes_;
-  void* cu_event_record_ = nullptr;
-  void* cu_stream_wait_event_ = nullptr;
-  void* cu_event_create_ = nullptr;
-  void* cu_event_destroy_ = nullptr;
-  void* cu_stream_destroy_ = nullptr;
 
   std::array<std::atomic<bool>, kHookCount> hook_error_logged_{};
 };
