@@ -71,11 +71,6 @@ std::string json_escape(const std::string& s) {
   return o;
 }
 
-CUstream event_stream(void* stream, bool ptsz) {
-  if (stream == nullptr && ptsz) return CU_STREAM_PER_THREAD;
-  return static_cast<CUstream>(stream);
-}
-
 }  // namespace
 
 // ---- BoundsParams -----------------------------------------------------------
@@ -428,7 +423,7 @@ std::string Atomizer::driver_name(const void* handle) noexcept {
 }
 
 Atomizer::Launch Atomizer::plan(const FunctionEntry& e, const std::uint32_t grid[3], const std::uint32_t cluster[3],
-                                bool cooperative, void* stream, bool ptsz, const WaveQuery& wave, bool whole) noexcept {
+                                bool cooperative, Stream stream, const WaveQuery& wave, bool whole) noexcept {
   Launch l;
   sched::LaunchDesc desc;
   desc.grid = {grid[0], grid[1], grid[2]};
@@ -475,7 +470,7 @@ Atomizer::Launch Atomizer::plan(const FunctionEntry& e, const std::uint32_t grid
   if (sample && d.cuEventRecord != nullptr && d.cuStreamIsCapturing != nullptr) {
     // No timing under stream capture: nothing runs then.
     CUstreamCaptureStatus cap = CU_STREAM_CAPTURE_STATUS_NONE;
-    const CUstream s = event_stream(stream, ptsz);
+    const CUstream s = stream.plain_handle();
     if (d.cuStreamIsCapturing(s, &cap) == CUDA_SUCCESS && cap == CU_STREAM_CAPTURE_STATUS_NONE) {
       l.stream = s;
       void* ev = take_event();

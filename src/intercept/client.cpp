@@ -40,19 +40,6 @@ void raise_to(std::atomic<std::uint64_t>& a, std::uint64_t v) noexcept {
   }
 }
 
-CUstream handle_of(CUstream_st* stream, bool ptsz) {
-  if (stream != nullptr) return stream;
-  return ptsz ? CU_STREAM_PER_THREAD : CU_STREAM_LEGACY;
-}
-
-// Per-thread default streams are one handle value for every thread but a
-// different stream each: their key includes the thread.
-thread_local char t_thread_tag;
-std::uintptr_t key_of(CUstream_st* stream, bool ptsz) {
-  if (stream != nullptr) return reinterpret_cast<std::uintptr_t>(stream);
-  return ptsz ? reinterpret_cast<std::uintptr_t>(&t_thread_tag) | 1U : 0;
-}
-
 // The last stream this thread looked up, for launches in a row on one stream
 // (and its client: default streams have one key on every GPU).
 thread_local const void* t_client = nullptr;
@@ -210,8 +197,8 @@ DaemonClient& DaemonClient::current() noexcept {
   return of_device(dev);
 }
 
-DaemonClient& DaemonClient::of_stream(CUstream_st* stream, bool ptsz) noexcept {
-  if (stream == nullptr || g_devices.load(std::memory_order_relaxed) <= 1) return current();
+DaemonClient& DaemonClient::of_stream(Stream stream) noexcept {
+  if (stream.raw() == nullptr || g_devices.load(std::memory_order_relaxed) <= 1) return current();
   DaemonClient* found = nullptr;
   each([&](DaemonClient& c) {
     // (A forked child takes no lock its parent's threads may have held.)
@@ -220,7 +207,7 @@ DaemonClient& DaemonClient::of_stream(CUstream_st* stream, bool ptsz) noexcept {
       return;
     try {
       const std::lock_guard<std::mutex> lock(c.slots_mu_);
-      if (c.slot_of_.count(key_of(stream, ptsz)) != 0) found = &c;
+      if (c.slot_of_.count(stream.key()) != 0) found = &c;
     } catch (...) {
     }
   });
@@ -502,8 +489,8 @@ bool DaemonClient::alive() noexcept {
   return true;
 }
 
-int DaemonClient::slot_of(CUstream_st* stream, bool ptsz) noexcept {
-  const std::uintptr_t key = key_of(stream, ptsz);
+int DaemonClient::slot_of(Stream stream) noexcept {
+  const std::uintptr_t key = stream.key();
   const std::uint32_t gen = generation_.load(std::memory_order_acquire);
   if (key == t_key && gen == t_generation && t_client == this) return static_cast<int>(t_slot);
   try {
@@ -520,7 +507,6 @@ int DaemonClient::slot_of(CUstream_st* stream, bool ptsz) noexcept {
       if (free == ipc::kMaxStreams) return -1;
       Slot& s = slots_[free];
       s.stream = stream;
-      s.ptsz = ptsz;
       s.priority.store(ipc::StreamPriority::kKeep);
       s.seq.store(0);
       s.dirty.store(false);
@@ -624,8 +610,8 @@ bool DaemonClient::push(const ipc::SubmitMsg& m, std::atomic<std::uint64_t>* cou
   }
 }
 
-bool DaemonClient::write_marker(CUstream_st* stream, bool ptsz, std::uint32_t slot, std::uint64_t value,
-                                std::uint64_t now, bool unless_captured) noexcept {
+bool DaemonClient::write_marker(Stream stream, std::uint32_t slot, std::uint64_t value, std::uint64_t now,
+                                bool unless_captured) noexcept {
   const DriverTable& d = driver();
   if (d.cuStreamWriteValue64 == nullptr || dev_base_ == 0) return true;
   InternalScope internal;
@@ -640,10 +626,10 @@ bool DaemonClient::write_marker(CUstream_st* stream, bool ptsz, std::uint32_t sl
   if (value <= s.last_marker.load(std::memory_order_relaxed)) return true;
   if (CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
       unless_captured && d.cuStreamIsCapturing != nullptr &&
-      d.cuStreamIsCapturing(handle_of(stream, ptsz), &cs) == CUDA_SUCCESS && cs != CU_STREAM_CAPTURE_STATUS_NONE) {
+      d.cuStreamIsCapturing(stream.handle(), &cs) == CUDA_SUCCESS && cs != CU_STREAM_CAPTURE_STATUS_NONE) {
     return false;
   }
-  if (const CUresult r = d.cuStreamWriteValue64(handle_of(stream, ptsz), addr, value, 0); r == CUDA_SUCCESS) {
+  if (const CUresult r = d.cuStreamWriteValue64(stream.handle(), addr, value, 0); r == CUDA_SUCCESS) {
     s.last_marker.store(value, std::memory_order_release);
     s.last_marker_ns.store(now != 0 ? now : now_ns(), std::memory_order_relaxed);
     markers_.fetch_add(1, std::memory_order_relaxed);
@@ -687,14 +673,14 @@ void DaemonClient::report_fault(std::uint32_t code) noexcept {
   }
 }
 
-std::unique_lock<std::mutex> DaemonClient::hold_markers(CUstream_st* stream, bool ptsz) noexcept {
+std::unique_lock<std::mutex> DaemonClient::hold_markers(Stream stream) noexcept {
   // (A forked child takes no lock its parent's threads may have held.)
   if (const State s = state_.load(std::memory_order_acquire); s == State::kIdle || s == State::kForked) return {};
   try {
     std::uint32_t slot = 0;
     {
       const std::lock_guard<std::mutex> lock(slots_mu_);
-      const auto it = slot_of_.find(key_of(stream, ptsz));
+      const auto it = slot_of_.find(stream.key());
       if (it == slot_of_.end()) return {};
       slot = it->second;
     }
@@ -731,10 +717,10 @@ bool DaemonClient::runs_free(sched::TpcSet* out) const noexcept {
   return allocation(out);
 }
 
-void DaemonClient::before_immediate(CUstream_st* stream, bool ptsz) noexcept {
+void DaemonClient::before_immediate(Stream stream) noexcept {
   const ipc::StreamPriority p = immediate_priority_.load(std::memory_order_acquire);
   if (!hw_priority_ || p == ipc::StreamPriority::kKeep || !connected()) return;
-  const int slot = slot_of(stream, ptsz);
+  const int slot = slot_of(stream);
   if (slot >= 0) apply_priority(static_cast<std::uint32_t>(slot), p);
 }
 
@@ -743,7 +729,7 @@ void DaemonClient::apply_priority(std::uint32_t slot, ipc::StreamPriority p) noe
   Slot& s = slots_[slot];
   if (s.priority.load(std::memory_order_acquire) == p) return;
   const DriverTable& d = driver();
-  const CUstream h = handle_of(s.stream, s.ptsz);
+  const CUstream h = s.stream.handle();
   InternalScope internal;
   if (d.cuStreamIsCapturing != nullptr) {
     // Never touch a stream that is being captured (the call could end the
@@ -791,8 +777,8 @@ void describe(ipc::SubmitMsg& m, const LaunchInfo& li, const KernelStatics& k) n
 }
 }  // namespace
 
-void DaemonClient::report_running(CUstream_st* stream, bool ptsz, const LaunchInfo& li, std::uint64_t kernel,
-                                  bool graph, const KernelStatics& statics) noexcept {
+void DaemonClient::report_running(Stream stream, const LaunchInfo& li, std::uint64_t kernel, bool graph,
+                                  const KernelStatics& statics) noexcept {
   if (!connected()) return;
   const DriverTable& d = driver();
   // A captured launch is recorded, not run: not reported. Asked of the
@@ -800,10 +786,9 @@ void DaemonClient::report_running(CUstream_st* stream, bool ptsz, const LaunchIn
   if (d.cuStreamIsCapturing != nullptr && stream_captures().load(std::memory_order_acquire) > 0) {
     CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
     InternalScope internal;
-    if (d.cuStreamIsCapturing(handle_of(stream, ptsz), &cs) == CUDA_SUCCESS && cs != CU_STREAM_CAPTURE_STATUS_NONE)
-      return;
+    if (d.cuStreamIsCapturing(stream.handle(), &cs) == CUDA_SUCCESS && cs != CU_STREAM_CAPTURE_STATUS_NONE) return;
   }
-  const int slot = slot_of(stream, ptsz);
+  const int slot = slot_of(stream);
   if (slot < 0) {
     dropped_reports_.fetch_add(1, std::memory_order_relaxed);
     return;
@@ -827,11 +812,11 @@ void DaemonClient::report_running(CUstream_st* stream, bool ptsz, const LaunchIn
   // thread's per-thread stream.
   const std::uint64_t now = now_ns();
   const std::uint64_t done = layout_->completed[slot].load(std::memory_order_acquire);
-  if ((ptsz && stream == nullptr) || (done >= s.last_marker.load(std::memory_order_acquire) &&
-                                      now - s.last_marker_ns.load(std::memory_order_relaxed) >= kMarkerGapNs &&
-                                      now - s.last_launch_ns.load(std::memory_order_relaxed) >= kMarkerGapNs)) {
+  if (stream.null_per_thread() || (done >= s.last_marker.load(std::memory_order_acquire) &&
+                                   now - s.last_marker_ns.load(std::memory_order_relaxed) >= kMarkerGapNs &&
+                                   now - s.last_launch_ns.load(std::memory_order_relaxed) >= kMarkerGapNs)) {
     m.marker = static_cast<std::uint32_t>(m.seq);
-    write_marker(stream, ptsz, static_cast<std::uint32_t>(slot), m.seq, now);
+    write_marker(stream, static_cast<std::uint32_t>(slot), m.seq, now);
     s.dirty.store(false, std::memory_order_release);
   } else {
     s.dirty.store(true, std::memory_order_seq_cst);
@@ -850,12 +835,12 @@ thread_local std::optional<DaemonClient::Ahead> t_ahead;
 DaemonClient::AheadScope::AheadScope(const std::optional<Ahead>& a) noexcept { t_ahead = a; }
 DaemonClient::AheadScope::~AheadScope() { t_ahead.reset(); }
 
-std::optional<DaemonClient::Ticket> DaemonClient::submit(CUstream_st* stream, bool ptsz, const LaunchInfo& li,
-                                                         const LaunchIdentity& id, std::uint32_t unit, bool whole,
-                                                         bool graph, const sched::TpcSet* pinned) noexcept {
+std::optional<DaemonClient::Ticket> DaemonClient::submit(Stream stream, const LaunchInfo& li, const LaunchIdentity& id,
+                                                         std::uint32_t unit, bool whole, bool graph,
+                                                         const sched::TpcSet* pinned) noexcept {
   if (!connected()) return std::nullopt;
   const std::uint64_t kernel = id.kernel;
-  const int slot = slot_of(stream, ptsz);
+  const int slot = slot_of(stream);
   if (slot < 0) return std::nullopt;
   if (t_ahead) {
     // Submitted when it was queued: the same launch takes that ticket.
@@ -946,9 +931,9 @@ bool DaemonClient::next_grant(const Ticket& t, ipc::GrantMsg* out) noexcept {
   return false;
 }
 
-void DaemonClient::atom_launched(const Ticket& t, CUstream_st* stream, bool ptsz, std::uint64_t marker) noexcept {
+void DaemonClient::atom_launched(const Ticket& t, Stream stream, std::uint64_t marker) noexcept {
   if (generation_.load(std::memory_order_acquire) != t.generation) return;
-  write_marker(stream, ptsz, t.slot, marker);
+  write_marker(stream, t.slot, marker);
   // One increasing sequence per stream for launches and markers alike: the
   // daemon numbers its grants' markers past every launch's seq, and the
   // stream's next launch (granted, or reported running while the tenant runs
@@ -960,11 +945,11 @@ void DaemonClient::atom_launched(const Ticket& t, CUstream_st* stream, bool ptsz
 
 sched::TpcSet DaemonClient::fallback() const noexcept { return sched::TpcSet::from_words(fallback_[0], fallback_[1]); }
 
-void DaemonClient::forget_stream(CUstream_st* stream, bool ptsz) noexcept {
+void DaemonClient::forget_stream(Stream stream) noexcept {
   if (!connected()) return;
   try {
     const std::lock_guard<std::mutex> lock(slots_mu_);
-    const auto it = slot_of_.find(key_of(stream, ptsz));
+    const auto it = slot_of_.find(stream.key());
     if (it == slot_of_.end()) return;
     ipc::SubmitMsg m;
     m.type = ipc::SubmitType::kStreamClose;
@@ -977,7 +962,7 @@ void DaemonClient::forget_stream(CUstream_st* stream, bool ptsz) noexcept {
   }
 }
 
-std::vector<DaemonClient::SyncPoint> DaemonClient::sync_points(CUstream_st* stream, bool ptsz, bool every) noexcept {
+std::vector<DaemonClient::SyncPoint> DaemonClient::sync_points(Stream stream, bool every) noexcept {
   std::vector<SyncPoint> out;
   if (!connected()) return out;
   try {
@@ -987,7 +972,7 @@ std::vector<DaemonClient::SyncPoint> DaemonClient::sync_points(CUstream_st* stre
     };
     if (every) {
       for (const auto& [key, slot] : slot_of_) take(slot);
-    } else if (const auto it = slot_of_.find(key_of(stream, ptsz)); it != slot_of_.end()) {
+    } else if (const auto it = slot_of_.find(stream.key()); it != slot_of_.end()) {
       take(it->second);
     }
   } catch (...) {
@@ -1073,7 +1058,7 @@ void DaemonClient::tracker() noexcept {
       if (!s.open.load(std::memory_order_acquire)) continue;
       if (now - s.last_launch_ns.load(std::memory_order_relaxed) < kTrackerBusyNs) busy = true;
       // A per-thread default stream is marked by its own launches (above).
-      if (!s.dirty.load(std::memory_order_acquire) || (s.ptsz && s.stream == nullptr)) continue;
+      if (!s.dirty.load(std::memory_order_acquire) || s.stream.null_per_thread()) continue;
       busy = true;
       // Quiet for kMarkerGapNs, or a burst whose last marker is as old.
       if (now - s.last_launch_ns.load(std::memory_order_relaxed) < kMarkerGapNs &&
@@ -1084,7 +1069,7 @@ void DaemonClient::tracker() noexcept {
       if (!s.dirty.exchange(false, std::memory_order_seq_cst)) continue;
       // Not into a stream being captured (the marker would become a node of
       // its graph): looked at under the lock a capture's beginning takes.
-      if (!write_marker(s.stream, s.ptsz, i, s.seq.load(std::memory_order_seq_cst), 0, /*unless_captured=*/true)) {
+      if (!write_marker(s.stream, i, s.seq.load(std::memory_order_seq_cst), 0, /*unless_captured=*/true)) {
         s.dirty.store(true, std::memory_order_seq_cst);  // marked once the capture has ended
         continue;
       }

@@ -507,15 +507,8 @@ void Runtime::adopt_daemon_map(int dev, gpu::SlotMap map) noexcept {
 // ---------------------------------------------------------------------------
 // The launch path
 
-std::uintptr_t Runtime::stream_key(CUstream_st* stream, bool ptsz) noexcept {
-  if (stream == nullptr) {
-    return ptsz ? reinterpret_cast<std::uintptr_t>(CU_STREAM_PER_THREAD)
-                : reinterpret_cast<std::uintptr_t>(CU_STREAM_LEGACY);
-  }
-  return reinterpret_cast<std::uintptr_t>(stream);
-}
-
-std::optional<Runtime::Choice> Runtime::choose(CUstream_st* stream, bool ptsz, SkipReason* why, bool lasting) noexcept {
+std::optional<Runtime::Choice> Runtime::choose(Stream stream, const Grant* grant, SkipReason* why,
+                                               bool lasting) noexcept {
   const Backend b = backend_.load(std::memory_order_acquire);
   if (b == Backend::kIdle) {
     // No mask to write: none asked for, the request failed, or the set is
@@ -539,13 +532,12 @@ std::optional<Runtime::Choice> Runtime::choose(CUstream_st* stream, bool ptsz, S
   const GpuView* here = view_here();
   // A granted launch (daemon client): exactly the granted set, on the slot
   // map of the launch's GPU (the grant came from that GPU's daemon).
-  ThreadFrame& f = t_frame;
-  if (f.granted && here != nullptr) {
-    if (f.grant.empty() || f.grant == here->live) {
+  if (grant != nullptr && here != nullptr) {
+    if (grant->tpcs.empty() || grant->tpcs == here->live) {
       *why = SkipReason::kWholeLiveSet;
       return std::nullopt;
     }
-    return Choice{slots_for(*here, f.grant & here->live), f.grant & here->live, here};
+    return Choice{slots_for(*here, grant->tpcs & here->live), grant->tpcs & here->live, here};
   }
   // A high-priority tenant of lithosd: its current allocation on the
   // launch's GPU (the last one published if the daemon went away), the
@@ -566,7 +558,7 @@ std::optional<Runtime::Choice> Runtime::choose(CUstream_st* stream, bool ptsz, S
   if (stream_mask_count_.load(std::memory_order_acquire) > 0) {
     try {
       const std::shared_lock<std::shared_mutex> lock(streams_mu_);
-      const auto it = stream_masks_.find(stream_key(stream, ptsz));
+      const auto it = stream_masks_.find(stream.handle_key());
       if (it != stream_masks_.end()) {
         entry = it->second;
         found = true;
@@ -612,7 +604,7 @@ std::optional<Runtime::Choice> Runtime::choose(CUstream_st* stream, bool ptsz, S
   return Choice{slots_for(*here, there), there, here};
 }
 
-void Runtime::begin_launch(HookId id, CUstream_st* stream, bool ptsz, const LaunchInfo& launch) {
+void Runtime::begin_launch(HookId id, Stream stream, const LaunchInfo& launch, const Grant* grant) {
   attach();
   if (config_.fault_launch) throw std::runtime_error("injected fault (LITHOS_TEST_FAULT=launch)");
   if (launch.cooperative) counters_.bump(counters_.cooperative_launches);
@@ -622,7 +614,7 @@ void Runtime::begin_launch(HookId id, CUstream_st* stream, bool ptsz, const Laun
   f.needs = {};
   f.view = nullptr;
   SkipReason why = SkipReason::kNotRequested;
-  const auto choice = choose(stream, ptsz, &why);
+  const auto choice = choose(stream, grant, &why);
   f.has_mask = choice.has_value();
   if (choice) {
     f.mask = choice->slots;
@@ -635,13 +627,13 @@ void Runtime::begin_launch(HookId id, CUstream_st* stream, bool ptsz, const Laun
   if (log_enabled(LogLevel::kDebug)) {
     const std::string name = kernel_name(launch.function);
     LITHOS_LOG(LogLevel::kDebug, "%s %s stream %p: %s%s", hook_info(id).name, name.empty() ? "?" : name.c_str(),
-               static_cast<void*>(stream), choice ? "masked" : skip_reason_name(why),
+               static_cast<void*>(stream.raw()), choice ? "masked" : skip_reason_name(why),
                f.needs.any() ? (" (cluster " + std::to_string(f.needs.cluster_sms) + " SMs, resident " +
                                 std::to_string(f.needs.resident_sms) + " SMs)")
                                    .c_str()
                              : "");
   }
-  before_immediate_launch(stream, ptsz);
+  before_immediate_launch(stream, grant != nullptr && grant->runs_free);
 }
 
 sched::LaunchNeeds Runtime::launch_needs(const LaunchInfo& launch, const sched::TpcSet& tpcs,
@@ -794,20 +786,20 @@ std::uint64_t Runtime::kernel_id(const void* function) noexcept {
 // Whether this thread's launch goes out at once and is reported to lithosd
 // (a high-priority tenant, or best effort running free) while the client of
 // the launch's GPU is connected.
-static bool made_at_once(DaemonClient& dc) noexcept {
-  return dc.wanted() && (dc.high() || t_frame.runs_free) && dc.connected();
+static bool made_at_once(DaemonClient& dc, bool runs_free) noexcept {
+  return dc.wanted() && (dc.high() || runs_free) && dc.connected();
 }
 
-void Runtime::before_immediate_launch(CUstream_st* stream, bool ptsz) noexcept {
+void Runtime::before_immediate_launch(Stream stream, bool runs_free) noexcept {
   DaemonClient& dc = DaemonClient::current();
-  if (made_at_once(dc)) dc.before_immediate(stream, ptsz);
+  if (made_at_once(dc, runs_free)) dc.before_immediate(stream);
 }
 
-void Runtime::after_launch(CUstream_st* stream, bool ptsz, const LaunchInfo& launch, bool graph) noexcept {
+void Runtime::after_launch(Stream stream, const LaunchInfo& launch, bool graph, bool runs_free) noexcept {
   DaemonClient& dc = DaemonClient::current();
-  if (made_at_once(dc)) {
+  if (made_at_once(dc, runs_free)) {
     const LaunchIdentity id = identity(launch.function, !graph);
-    dc.report_running(stream, ptsz, launch, id.kernel, graph, id.statics);
+    dc.report_running(stream, launch, id.kernel, graph, id.statics);
   }
 }
 
@@ -932,7 +924,7 @@ void Runtime::internal_error(HookId id, const char* what) noexcept {
 // ---------------------------------------------------------------------------
 // Graphs
 
-Runtime::GraphCall Runtime::begin_graph(CUgraphExec_st* exec, CUstream_st* stream, bool ptsz, void* graph) noexcept {
+Runtime::GraphCall Runtime::begin_graph(CUgraphExec_st* exec, Stream stream, const Grant* grant, void* graph) noexcept {
   GraphCall call;
   attach();
   ThreadFrame& f = t_frame;
@@ -947,7 +939,7 @@ Runtime::GraphCall Runtime::begin_graph(CUgraphExec_st* exec, CUstream_st* strea
   // replay (a service's graph on the whole GPU, other quotas included).
   if (DaemonClient& dc = DaemonClient::current(); dc.wanted() && !dc.registered_once()) dc.ready();
   SkipReason why = SkipReason::kNotRequested;
-  const auto choice = choose(stream, ptsz, &why, /*lasting=*/true);
+  const auto choice = choose(stream, grant, &why, /*lasting=*/true);
   f.view = nullptr;
   if (choice) {
     f.has_mask = true;
@@ -1106,12 +1098,12 @@ void Runtime::forget_graph_exec(CUgraphExec_st* exec) noexcept {
 // ---------------------------------------------------------------------------
 // Streams and kernel names
 
-void Runtime::forget_stream(CUstream_st* stream, bool ptsz) noexcept {
-  DaemonClient::of_stream(stream, ptsz).forget_stream(stream, ptsz);
-  if (stream != nullptr && backend_.load(std::memory_order_acquire) == Backend::kGreen) {
+void Runtime::forget_stream(Stream stream) noexcept {
+  DaemonClient::of_stream(stream).forget_stream(stream);
+  if (stream.raw() != nullptr && backend_.load(std::memory_order_acquire) == Backend::kGreen) {
     try {
       const std::lock_guard<std::mutex> lock(green_routes_mu_);
-      const auto it = green_routes_.find(stream_key(stream, ptsz));
+      const auto it = green_routes_.find(stream.handle_key());
       if (it != green_routes_.end()) {
         // Pending work on the partition's stream completes first (driver rule).
         const DriverTable& drv = driver();
@@ -1126,10 +1118,10 @@ void Runtime::forget_stream(CUstream_st* stream, bool ptsz) noexcept {
       counters_.bump(counters_.internal_errors);
     }
   }
-  if (stream == nullptr || stream_mask_count_.load(std::memory_order_acquire) == 0) return;
+  if (stream.raw() == nullptr || stream_mask_count_.load(std::memory_order_acquire) == 0) return;
   try {
     const std::unique_lock<std::shared_mutex> lock(streams_mu_);
-    stream_masks_.erase(stream_key(stream, ptsz));
+    stream_masks_.erase(stream.handle_key());
     stream_mask_count_.store(stream_masks_.size(), std::memory_order_release);
   } catch (...) {
     counters_.bump(counters_.internal_errors);
@@ -1285,7 +1277,7 @@ Runtime::GreenRoute::~GreenRoute() {
   rt_->green_routes_mu_.unlock();
 }
 
-Runtime::GreenRoute Runtime::green_route(CUstream_st* stream, bool ptsz, const LaunchInfo* launch) noexcept {
+Runtime::GreenRoute Runtime::green_route(Stream stream, const LaunchInfo* launch) noexcept {
   GreenRoute route;
   if (backend_.load(std::memory_order_acquire) != Backend::kGreen) return route;
   // The partition of the launch's device (its context's): a stream of
@@ -1324,7 +1316,7 @@ Runtime::GreenRoute Runtime::green_route(CUstream_st* stream, bool ptsz, const L
   }
   // The caller's stream as an explicit handle (a null stream means the
   // legacy or the per-thread default stream, by the entry point).
-  CUstream_st* user = stream != nullptr ? stream : (ptsz ? CU_STREAM_PER_THREAD : CU_STREAM_LEGACY);
+  CUstream_st* user = stream.handle();
   try {
     green_routes_mu_.lock();
   } catch (...) {
@@ -1336,7 +1328,7 @@ Runtime::GreenRoute Runtime::green_route(CUstream_st* stream, bool ptsz, const L
     InternalScope internal;
     // A default stream is one handle on every device: its route is the device's.
     auto key = reinterpret_cast<std::uintptr_t>(user);
-    if (stream == nullptr) key |= static_cast<std::uintptr_t>(dev) << 56;
+    if (stream.raw() == nullptr) key |= static_cast<std::uintptr_t>(dev) << 56;
     auto it = green_routes_.find(key);
     if (it == green_routes_.end()) {
       auto made = partition->create_stream(CU_STREAM_NON_BLOCKING, 0);
@@ -1401,7 +1393,7 @@ int Runtime::set_stream_tpcs(CUstream_st* stream, const sched::TpcSet& tpcs) noe
       }
       whole = tpcs == map_->live_set();
       const std::unique_lock<std::shared_mutex> lock(streams_mu_);
-      stream_masks_[stream_key(stream, false)] = MaskEntry{mask.value(), tpcs, whole};
+      stream_masks_[Stream(stream, false).handle_key()] = MaskEntry{mask.value(), tpcs, whole};
       stream_mask_count_.store(stream_masks_.size(), std::memory_order_release);
     }
     if (whole) return kApiOk;  // nothing to write: no callback needed
@@ -1415,7 +1407,7 @@ int Runtime::set_stream_tpcs(CUstream_st* stream, const sched::TpcSet& tpcs) noe
 int Runtime::clear_stream_tpcs(CUstream_st* stream) noexcept {
   try {
     const std::unique_lock<std::shared_mutex> lock(streams_mu_);
-    stream_masks_.erase(stream_key(stream, false));
+    stream_masks_.erase(Stream(stream, false).handle_key());
     stream_mask_count_.store(stream_masks_.size(), std::memory_order_release);
     return kApiOk;
   } catch (...) {
