@@ -44,6 +44,7 @@ class RealDriver {
   // loads the driver on first use. All null when it cannot be loaded (or
   // while it is being loaded, from its own initialisers).
   const DriverTable& table() noexcept {
+    if (state_.load(std::memory_order_acquire) == kResolved) return table_;  // the launch path: one load
     static const DriverTable kNone{};
     return resolve(true) ? table_ : kNone;
   }
@@ -69,7 +70,10 @@ class RealDriver {
 };
 
 // The driver's table (RealDriver::instance().table()).
-inline const DriverTable& driver() noexcept { return RealDriver::instance().table(); }
+inline const DriverTable& driver() noexcept {
+  static RealDriver& real = RealDriver::instance();
+  return real.table();
+}
 
 // Makes the calling thread's stream-capture mode "relaxed" while it lives
 // (cuThreadExchangeStreamCaptureMode), so that lithos's own potentially
