@@ -22,7 +22,6 @@
 #include "intercept/graph_replay.hpp"
 #include "intercept/log.hpp"
 #include "intercept/real_driver.hpp"
-#include "intercept/runtime.hpp"
 #include "ipc/channel.hpp"
 #include "ipc/cuda_faults.hpp"
 #include "ipc/socket.hpp"
@@ -98,6 +97,7 @@ struct Settings {
   bool submit_ahead = false;
   uid_t daemon_uid = ipc::kNoUid;
   double register_wait_ms = 5;
+  DaemonClient::MapSink map_sink = nullptr;
 };
 Settings& settings() {
   static Settings* const s = new Settings();  // never destroyed: hooks run at exit
@@ -118,9 +118,10 @@ void DaemonClient::each(F&& f) {
 
 DaemonClient::DaemonClient(int device) noexcept : device_(device) {}
 
-void DaemonClient::configure(const Config& c) noexcept {
+void DaemonClient::configure(const Config& c, MapSink map_sink) noexcept {
   try {
     Settings& s = settings();
+    s.map_sink = map_sink;
     s.wanted = !c.daemon_socket.empty();
     s.socket = c.daemon_socket;
     s.tenant = c.tenant;
@@ -433,7 +434,7 @@ bool DaemonClient::connect_locked() noexcept {
 }
 
 // The daemon's slot map of this client's GPU, for a process with none of its
-// own (Runtime::adopt_daemon_map keeps the process's where it has one).
+// own (the sink, Runtime::adopt_daemon_map, keeps the process's where it has one).
 void DaemonClient::adopt_daemon_map(ipc::Welcome& w) noexcept {
   w.slot_map[sizeof w.slot_map - 1] = '\0';
   if (w.slot_map[0] == '\0') return;
@@ -444,7 +445,7 @@ void DaemonClient::adopt_daemon_map(ipc::Welcome& w) noexcept {
                  map ? "another GPU's" : map.status().message().c_str());
       return;
     }
-    Runtime::instance().adopt_daemon_map(device_, std::move(map).value());
+    if (const MapSink sink = settings().map_sink; sink != nullptr) sink(device_, std::move(map).value());
   } catch (...) {
     // Out of memory parsing it: the process's own map (or none) stays.
   }

@@ -61,6 +61,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "gpu/slot_map.hpp"
 #include "intercept/config.hpp"
 #include "intercept/launch_info.hpp"
 #include "intercept/stream.hpp"
@@ -90,9 +91,14 @@ class DaemonClient {
   // capture or a destruction may name a stream of another GPU than the
   // current context's. current() for a default stream or one no client knows.
   static DaemonClient& of_stream(Stream stream) noexcept;
+  // Where a client hands the slot map lithosd sent at registration
+  // (ipc::Welcome::slot_map, already checked to be its GPU's): the masks'
+  // owner, which keeps it where the process has no map of that GPU.
+  using MapSink = void (*)(int device, gpu::SlotMap map) noexcept;
   // Once, from the Runtime's constructor, before any client is made: the
-  // settings every GPU's client takes. Connects nothing.
-  static void configure(const Config& c) noexcept;
+  // settings every GPU's client takes, and where maps go (the link never
+  // calls up into the masks). Connects nothing.
+  static void configure(const Config& c, MapSink map_sink) noexcept;
   static bool wanted_any() noexcept;
   // The "daemon" member of lithos_stats_json: the state and counters of the
   // client made first (the GPU of the process's first launch), and when

@@ -76,7 +76,8 @@ Runtime::Runtime() {
   }
   log_set_level(config_.log_level);
   Atomizer::instance().configure(config_);
-  DaemonClient::configure(config_);
+  DaemonClient::configure(
+      config_, [](int dev, gpu::SlotMap map) noexcept { Runtime::instance().adopt_daemon_map(dev, std::move(map)); });
   DeferredLaunches::instance().configure(config_.defer_launches && !config_.daemon_socket.empty(), config_.defer_depth);
   GraphReplay::instance().configure(config_.graph_replay && !config_.daemon_socket.empty());
   pthread_atfork(nullptr, nullptr, [] {
