@@ -1,3 +1,7 @@
+// Why this file is long (~700 lines): the atomizer's runtime half in one place
+// (module rewriting at load, planning a launch's atoms, timing them, the report);
+// the cubin work itself is in src/cubin.
+
 #include "intercept/atomizer.hpp"
 
 #include "intercept/cuda_abi.hpp"  // cuda.h in ABI mode
@@ -18,63 +22,6 @@
 
 namespace lithos::intercept {
 namespace {
-
-// Driver entry points the atomizer calls itself (none is hooked, so calls
-// never come back into lithos).
-struct Driver {
-  CUresult (*ctx_get_device)(CUdevice*) = nullptr;
-  CUresult (*device_get)(CUdevice*, int) = nullptr;
-  CUresult (*device_get_attribute)(int*, CUdevice_attribute, CUdevice) = nullptr;
-  CUresult (*event_create)(CUevent*, unsigned) = nullptr;
-  CUresult (*event_record)(CUevent, CUstream) = nullptr;
-  CUresult (*event_query)(CUevent) = nullptr;
-  CUresult (*event_synchronize)(CUevent) = nullptr;
-  CUresult (*event_elapsed)(float*, CUevent, CUevent) = nullptr;
-  CUresult (*stream_is_capturing)(CUstream, CUstreamCaptureStatus*) = nullptr;
-  CUresult (*link_create)(unsigned, CUjit_option*, void**, CUlinkState*) = nullptr;
-  CUresult (*link_add_data)(CUlinkState, CUjitInputType, void*, size_t, const char*, unsigned, CUjit_option*,
-                            void**) = nullptr;
-  CUresult (*link_complete)(CUlinkState, void**, size_t*) = nullptr;
-  CUresult (*link_destroy)(CUlinkState) = nullptr;
-  CUresult (*func_get_name)(const char**, CUfunction) = nullptr;
-  CUresult (*func_get_module)(CUmodule*, CUfunction) = nullptr;
-  CUresult (*kernel_get_name)(const char**, CUkernel) = nullptr;
-  CUresult (*kernel_get_library)(CUlibrary*, CUkernel) = nullptr;
-  CUresult (*kernel_get_function)(CUfunction*, CUkernel) = nullptr;
-  CUresult (*occupancy)(int*, CUfunction, int, size_t) = nullptr;
-
-  static const Driver& get() {
-    static const Driver d = [] {
-      Driver x;
-      RealDriver& r = RealDriver::instance();
-      auto sym = [&](auto& fp, const char* name) {
-        fp = reinterpret_cast<std::remove_reference_t<decltype(fp)>>(r.symbol(name));
-      };
-      sym(x.ctx_get_device, "cuCtxGetDevice");
-      sym(x.device_get, "cuDeviceGet");
-      sym(x.device_get_attribute, "cuDeviceGetAttribute");
-      sym(x.event_create, "cuEventCreate");
-      sym(x.event_record, "cuEventRecord");
-      sym(x.event_query, "cuEventQuery");
-      sym(x.event_synchronize, "cuEventSynchronize");
-      sym(x.event_elapsed, "cuEventElapsedTime_v2");
-      if (x.event_elapsed == nullptr) sym(x.event_elapsed, "cuEventElapsedTime");
-      sym(x.stream_is_capturing, "cuStreamIsCapturing");
-      sym(x.link_create, "cuLinkCreate_v2");
-      sym(x.link_add_data, "cuLinkAddData_v2");
-      sym(x.link_complete, "cuLinkComplete");
-      sym(x.link_destroy, "cuLinkDestroy");
-      sym(x.func_get_name, "cuFuncGetName");
-      sym(x.func_get_module, "cuFuncGetModule");
-      sym(x.kernel_get_name, "cuKernelGetName");
-      sym(x.kernel_get_library, "cuKernelGetLibrary");
-      sym(x.kernel_get_function, "cuKernelGetFunction");
-      sym(x.occupancy, "cuOccupancyMaxActiveBlocksPerMultiprocessor");
-      return x;
-    }();
-    return d;
-  }
-};
 
 std::uint64_t now_ns() {
   return static_cast<std::uint64_t>(
@@ -122,11 +69,6 @@ std::string json_escape(const std::string& s) {
     }
   }
   return o;
-}
-
-CUstream event_stream(void* stream, bool ptsz) {
-  if (stream == nullptr && ptsz) return CU_STREAM_PER_THREAD;
-  return static_cast<CUstream>(stream);
 }
 
 }  // namespace
@@ -195,15 +137,15 @@ void Atomizer::set_rule(std::uint32_t forced, double atom_us) noexcept {
 int Atomizer::device_sm() noexcept {
   int sm = sm_.load(std::memory_order_relaxed);
   if (sm >= 0) return sm;
-  const Driver& d = Driver::get();
+  const DriverTable& d = driver();
   CUdevice dev = 0;
   int major = 0, minor = 0;
   bool have = false;
-  if (d.ctx_get_device != nullptr && d.ctx_get_device(&dev) == CUDA_SUCCESS) have = true;
-  if (!have && d.device_get != nullptr && d.device_get(&dev, 0) == CUDA_SUCCESS) have = true;
-  if (have && d.device_get_attribute != nullptr &&
-      d.device_get_attribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev) == CUDA_SUCCESS &&
-      d.device_get_attribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev) == CUDA_SUCCESS) {
+  if (d.cuCtxGetDevice != nullptr && d.cuCtxGetDevice(&dev) == CUDA_SUCCESS) have = true;
+  if (!have && d.cuDeviceGet != nullptr && d.cuDeviceGet(&dev, 0) == CUDA_SUCCESS) have = true;
+  if (have && d.cuDeviceGetAttribute != nullptr &&
+      d.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev) == CUDA_SUCCESS &&
+      d.cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev) == CUDA_SUCCESS) {
     sm = major * 10 + minor;
     sm_.store(sm, std::memory_order_relaxed);
     return sm;
@@ -214,10 +156,10 @@ int Atomizer::device_sm() noexcept {
 int Atomizer::device_sm_count() noexcept {
   int n = sm_count_.load(std::memory_order_relaxed);
   if (n >= 0) return n;
-  const Driver& d = Driver::get();
+  const DriverTable& d = driver();
   CUdevice dev = 0;
-  if (d.ctx_get_device != nullptr && d.device_get_attribute != nullptr && d.ctx_get_device(&dev) == CUDA_SUCCESS &&
-      d.device_get_attribute(&n, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev) == CUDA_SUCCESS && n >= 0) {
+  if (d.cuCtxGetDevice != nullptr && d.cuDeviceGetAttribute != nullptr && d.cuCtxGetDevice(&dev) == CUDA_SUCCESS &&
+      d.cuDeviceGetAttribute(&n, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev) == CUDA_SUCCESS && n >= 0) {
     sm_count_.store(n, std::memory_order_relaxed);
     return n;
   }
@@ -226,8 +168,8 @@ int Atomizer::device_sm_count() noexcept {
 
 std::uint64_t Atomizer::wave_blocks(KernelCounters& c, const void* handle, const std::uint32_t block[3],
                                     std::uint32_t smem) noexcept {
-  const Driver& d = Driver::get();
-  if (handle == nullptr || d.occupancy == nullptr) return 0;
+  const DriverTable& d = driver();
+  if (handle == nullptr || d.cuOccupancyMaxActiveBlocksPerMultiprocessor == nullptr) return 0;
   const std::uint64_t threads = std::uint64_t{block[0]} * block[1] * block[2];
   if (threads == 0 || threads > 1024) return 0;
   const std::uint64_t key = threads << 32 | smem;
@@ -240,14 +182,15 @@ std::uint64_t Atomizer::wave_blocks(KernelCounters& c, const void* handle, const
     auto* f = static_cast<CUfunction>(const_cast<void*>(handle));
     CUmodule mod = nullptr;
     // A CUkernel (cuLibrary*) handle: its function in the current context.
-    if (d.func_get_module != nullptr && d.func_get_module(&mod, f) != CUDA_SUCCESS &&
-        d.kernel_get_function != nullptr) {
+    if (d.cuFuncGetModule != nullptr && d.cuFuncGetModule(&mod, f) != CUDA_SUCCESS &&
+        d.cuKernelGetFunction != nullptr) {
       CUfunction g = nullptr;
-      if (d.kernel_get_function(&g, reinterpret_cast<CUkernel>(f)) == CUDA_SUCCESS) f = g;
+      if (d.cuKernelGetFunction(&g, reinterpret_cast<CUkernel>(f)) == CUDA_SUCCESS) f = g;
     }
     int per_sm = 0;
     std::uint64_t wave = 0;
-    if (d.occupancy(&per_sm, f, static_cast<int>(threads), smem) == CUDA_SUCCESS && per_sm > 0)
+    if (d.cuOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, f, static_cast<int>(threads), smem) == CUDA_SUCCESS &&
+        per_sm > 0)
       wave = static_cast<std::uint64_t>(per_sm) * static_cast<std::uint64_t>(device_sm_count());
     const std::lock_guard lock(c.mu);
     c.occupancy.emplace(key, wave);
@@ -269,14 +212,14 @@ Atomizer::Prepared Atomizer::prepare(const void* image) noexcept {
     auto r = cubin::atomize_image(image, sm, &ptx);
     if (!r && !ptx.empty()) {
       // The driver would JIT this PTX: do it here, then rewrite the cubin.
-      const Driver& d = Driver::get();
+      const DriverTable& d = driver();
       CUlinkState link = nullptr;
-      if (d.link_create != nullptr && d.link_create(0, nullptr, nullptr, &link) == CUDA_SUCCESS) {
+      if (d.cuLinkCreate != nullptr && d.cuLinkCreate(0, nullptr, nullptr, &link) == CUDA_SUCCESS) {
         void* out = nullptr;
         std::size_t out_size = 0;
-        if (d.link_add_data(link, CU_JIT_INPUT_PTX, ptx.data(), ptx.size() + 1, "lithos-jit", 0, nullptr, nullptr) ==
+        if (d.cuLinkAddData(link, CU_JIT_INPUT_PTX, ptx.data(), ptx.size() + 1, "lithos-jit", 0, nullptr, nullptr) ==
                 CUDA_SUCCESS &&
-            d.link_complete(link, &out, &out_size) == CUDA_SUCCESS && out != nullptr) {
+            d.cuLinkComplete(link, &out, &out_size) == CUDA_SUCCESS && out != nullptr) {
           images_jit.fetch_add(1, std::memory_order_relaxed);
           auto c = cubin::atomize_cubin(cubin::ByteView(static_cast<const std::uint8_t*>(out), out_size));
           if (c) {
@@ -288,7 +231,7 @@ Atomizer::Prepared Atomizer::prepare(const void* image) noexcept {
             r = c.status();
           }
         }
-        d.link_destroy(link);
+        d.cuLinkDestroy(link);
       }
     }
     load_ns.fetch_add(now_ns() - t0, std::memory_order_relaxed);
@@ -435,21 +378,21 @@ const FunctionEntry* Atomizer::lookup(const void* handle) noexcept {
     }
     // A handle obtained without a hooked call (cuModuleEnumerateFunctions,
     // cuLibraryEnumerateKernels...): ask the driver which image it is from.
-    const Driver& d = Driver::get();
+    const DriverTable& d = driver();
     std::shared_ptr<ImageRecord> rec;
     const char* name = nullptr;
     CUmodule mod = nullptr;
     CUlibrary lib = nullptr;
     auto* f = static_cast<CUfunction>(const_cast<void*>(handle));
-    if (d.func_get_module != nullptr && d.func_get_module(&mod, f) == CUDA_SUCCESS && d.func_get_name != nullptr &&
-        d.func_get_name(&name, f) == CUDA_SUCCESS) {
+    if (d.cuFuncGetModule != nullptr && d.cuFuncGetModule(&mod, f) == CUDA_SUCCESS && d.cuFuncGetName != nullptr &&
+        d.cuFuncGetName(&name, f) == CUDA_SUCCESS) {
       const std::shared_lock lock(mu_);
       const auto it = images_.find(mod);
       if (it != images_.end()) rec = it->second;
-    } else if (d.kernel_get_library != nullptr &&
-               d.kernel_get_library(&lib, reinterpret_cast<CUkernel>(f)) == CUDA_SUCCESS &&
-               d.kernel_get_name != nullptr &&
-               d.kernel_get_name(&name, reinterpret_cast<CUkernel>(f)) == CUDA_SUCCESS) {
+    } else if (d.cuKernelGetLibrary != nullptr &&
+               d.cuKernelGetLibrary(&lib, reinterpret_cast<CUkernel>(f)) == CUDA_SUCCESS &&
+               d.cuKernelGetName != nullptr &&
+               d.cuKernelGetName(&name, reinterpret_cast<CUkernel>(f)) == CUDA_SUCCESS) {
       const std::shared_lock lock(mu_);
       const auto it = images_.find(lib);
       if (it != images_.end()) rec = it->second;
@@ -465,14 +408,14 @@ const FunctionEntry* Atomizer::lookup(const void* handle) noexcept {
 }
 
 std::string Atomizer::driver_name(const void* handle) noexcept {
-  const Driver& d = Driver::get();
+  const DriverTable& d = driver();
   const char* name = nullptr;
   auto* f = static_cast<CUfunction>(const_cast<void*>(handle));
   CUmodule mod = nullptr;
   // cuFuncGetModule tells a CUfunction from a CUkernel (it fails on the latter).
-  if (d.func_get_module != nullptr && d.func_get_module(&mod, f) == CUDA_SUCCESS) {
-    if (d.func_get_name != nullptr && d.func_get_name(&name, f) == CUDA_SUCCESS && name != nullptr) return name;
-  } else if (d.kernel_get_name != nullptr && d.kernel_get_name(&name, reinterpret_cast<CUkernel>(f)) == CUDA_SUCCESS &&
+  if (d.cuFuncGetModule != nullptr && d.cuFuncGetModule(&mod, f) == CUDA_SUCCESS) {
+    if (d.cuFuncGetName != nullptr && d.cuFuncGetName(&name, f) == CUDA_SUCCESS && name != nullptr) return name;
+  } else if (d.cuKernelGetName != nullptr && d.cuKernelGetName(&name, reinterpret_cast<CUkernel>(f)) == CUDA_SUCCESS &&
              name != nullptr) {
     return name;
   }
@@ -480,7 +423,7 @@ std::string Atomizer::driver_name(const void* handle) noexcept {
 }
 
 Atomizer::Launch Atomizer::plan(const FunctionEntry& e, const std::uint32_t grid[3], const std::uint32_t cluster[3],
-                                bool cooperative, void* stream, bool ptsz, const WaveQuery& wave, bool whole) noexcept {
+                                bool cooperative, Stream stream, const WaveQuery& wave, bool whole) noexcept {
   Launch l;
   sched::LaunchDesc desc;
   desc.grid = {grid[0], grid[1], grid[2]};
@@ -523,15 +466,15 @@ Atomizer::Launch Atomizer::plan(const FunctionEntry& e, const std::uint32_t grid
     c.whole_reason[static_cast<int>(l.plan.reason) % sched::kAtomReasonCount].fetch_add(1, std::memory_order_relaxed);
   }
 
-  const Driver& d = Driver::get();
-  if (sample && d.event_record != nullptr && d.stream_is_capturing != nullptr) {
+  const DriverTable& d = driver();
+  if (sample && d.cuEventRecord != nullptr && d.cuStreamIsCapturing != nullptr) {
     // No timing under stream capture: nothing runs then.
     CUstreamCaptureStatus cap = CU_STREAM_CAPTURE_STATUS_NONE;
-    const CUstream s = event_stream(stream, ptsz);
-    if (d.stream_is_capturing(s, &cap) == CUDA_SUCCESS && cap == CU_STREAM_CAPTURE_STATUS_NONE) {
+    const CUstream s = stream.plain_handle();
+    if (d.cuStreamIsCapturing(s, &cap) == CUDA_SUCCESS && cap == CU_STREAM_CAPTURE_STATUS_NONE) {
       l.stream = s;
       void* ev = take_event();
-      if (ev != nullptr && d.event_record(static_cast<CUevent>(ev), s) == CUDA_SUCCESS) {
+      if (ev != nullptr && d.cuEventRecord(static_cast<CUevent>(ev), s) == CUDA_SUCCESS) {
         l.timed = true;
         l.start = ev;
       } else if (ev != nullptr) {
@@ -552,9 +495,9 @@ void* Atomizer::take_event() noexcept {
     }
   } catch (...) {
   }
-  const Driver& d = Driver::get();
+  const DriverTable& d = driver();
   CUevent x = nullptr;
-  if (d.event_create == nullptr || d.event_create(&x, CU_EVENT_DEFAULT) != CUDA_SUCCESS) return nullptr;
+  if (d.cuEventCreate == nullptr || d.cuEventCreate(&x, CU_EVENT_DEFAULT) != CUDA_SUCCESS) return nullptr;
   return x;
 }
 
@@ -570,11 +513,11 @@ void Atomizer::give_event(void* ev) noexcept {
 
 void Atomizer::finish(const FunctionEntry& e, Launch& l, bool ok) noexcept {
   if (!l.timed) return;
-  const Driver& d = Driver::get();
+  const DriverTable& d = driver();
   try {
     void* end = take_event();
     if (!ok || end == nullptr ||
-        d.event_record(static_cast<CUevent>(end), static_cast<CUstream>(l.stream)) != CUDA_SUCCESS) {
+        d.cuEventRecord(static_cast<CUevent>(end), static_cast<CUstream>(l.stream)) != CUDA_SUCCESS) {
       give_event(l.start);
       give_event(end);
       return;
@@ -593,23 +536,23 @@ void Atomizer::atoms_issued(const FunctionEntry& e, std::uint32_t n) noexcept {
 }
 
 void Atomizer::poll_timings(bool wait) noexcept {
-  const Driver& d = Driver::get();
-  if (d.event_query == nullptr || d.event_elapsed == nullptr) return;
+  const DriverTable& d = driver();
+  if (d.cuEventQuery == nullptr || d.cuEventElapsedTime == nullptr) return;
   try {
     const RelaxedCaptureMode relaxed;
     const std::lock_guard lock(timing_mu_);
     auto keep = pending_.begin();
     for (auto it = pending_.begin(); it != pending_.end(); ++it) {
-      CUresult q = d.event_query(static_cast<CUevent>(it->end));
-      if (q == CUDA_ERROR_NOT_READY && wait && d.event_synchronize != nullptr)
-        q = d.event_synchronize(static_cast<CUevent>(it->end));
+      CUresult q = d.cuEventQuery(static_cast<CUevent>(it->end));
+      if (q == CUDA_ERROR_NOT_READY && wait && d.cuEventSynchronize != nullptr)
+        q = d.cuEventSynchronize(static_cast<CUevent>(it->end));
       if (q == CUDA_ERROR_NOT_READY) {
         *keep++ = *it;
         continue;
       }
       float ms = 0;
       if (q == CUDA_SUCCESS &&
-          d.event_elapsed(&ms, static_cast<CUevent>(it->start), static_cast<CUevent>(it->end)) == CUDA_SUCCESS) {
+          d.cuEventElapsedTime(&ms, static_cast<CUevent>(it->start), static_cast<CUevent>(it->end)) == CUDA_SUCCESS) {
         const double ns = static_cast<double>(ms) * 1e6;
         KernelCounters& c = *it->counters;
         c.timed.fetch_add(1, std::memory_order_relaxed);

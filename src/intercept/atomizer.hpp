@@ -35,6 +35,7 @@
 
 #include "cubin/atomize.hpp"
 #include "intercept/config.hpp"
+#include "intercept/stream.hpp"
 #include "sched/atom_plan.hpp"
 
 namespace lithos::intercept {
@@ -155,7 +156,7 @@ class Atomizer {
   // atom (AtomReason::kUnneeded: a tenant of lithosd running free
   // has nothing to protect, and atoms would only cost it).
   Launch plan(const FunctionEntry& e, const std::uint32_t grid[3], const std::uint32_t cluster[3], bool cooperative,
-              void* stream, bool ptsz, const WaveQuery& wave = {}, bool whole = false) noexcept;
+              Stream stream, const WaveQuery& wave = {}, bool whole = false) noexcept;
   void finish(const FunctionEntry& e, Launch& l, bool ok) noexcept;
   // Counts `n` atoms launched for a split launch (granted launches take
   // their ranges from the daemon, so the count can differ from the plan's).
@@ -164,7 +165,7 @@ class Atomizer {
   // LITHOS_ATOM_TIME: a launch of a kernel lithos did not rewrite, timed
   // under "?<name>" so that coverage can count its GPU time.
   template <class F>
-  auto timed_unknown(const void* handle, const std::string& name, const std::uint32_t grid[3], void* stream, bool ptsz,
+  auto timed_unknown(const void* handle, const std::string& name, const std::uint32_t grid[3], Stream stream,
                      F&& launch) noexcept -> decltype(launch()) {
     FunctionEntry e;
     static const cubin::KernelPatch kNone{};
@@ -177,7 +178,7 @@ class Atomizer {
       return launch();
     }
     const std::uint32_t one[3] = {1, 1, 1};
-    Launch l = plan(e, grid, one, true, stream, ptsz);
+    Launch l = plan(e, grid, one, true, stream);
     const auto r = launch();
     finish(e, l, r == 0);
     return r;

@@ -1,3 +1,7 @@
+// Why this file is long (~1.3k lines): it is the whole of the daemon link in one
+// place (registration, the channel's rings, markers, the tracker thread, the
+// statistics of the link), which client.hpp describes.
+
 #include "intercept/cuda_abi.hpp"  // first: cuda.h in ABI mode
 
 #include "intercept/client.hpp"
@@ -18,7 +22,6 @@
 #include "intercept/graph_replay.hpp"
 #include "intercept/log.hpp"
 #include "intercept/real_driver.hpp"
-#include "intercept/runtime.hpp"
 #include "ipc/channel.hpp"
 #include "ipc/cuda_faults.hpp"
 #include "ipc/socket.hpp"
@@ -34,64 +37,6 @@ void raise_to(std::atomic<std::uint64_t>& a, std::uint64_t v) noexcept {
   std::uint64_t cur = a.load(std::memory_order_acquire);
   while (cur < v && !a.compare_exchange_weak(cur, v, std::memory_order_acq_rel)) {
   }
-}
-
-// Driver entry points the client calls itself (none is hooked).
-struct Drv {
-  CUresult (*host_register)(void*, size_t, unsigned) = nullptr;
-  CUresult (*host_device_pointer)(CUdeviceptr*, void*, unsigned) = nullptr;
-  CUresult (*write_value64)(CUstream, CUdeviceptr, cuuint64_t, unsigned) = nullptr;
-  CUresult (*is_capturing)(CUstream, CUstreamCaptureStatus*) = nullptr;
-  CUresult (*set_stream_attribute)(CUstream, CUstreamAttrID, const CUstreamAttrValue*) = nullptr;
-  CUresult (*priority_range)(int*, int*) = nullptr;
-  CUresult (*device_count)(int*) = nullptr;
-  CUresult (*device_get)(CUdevice*, int) = nullptr;
-  CUresult (*device_uuid)(CUuuid*, CUdevice) = nullptr;
-  CUresult (*ctx_get_device)(CUdevice*) = nullptr;
-  CUresult (*device_attribute)(int*, CUdevice_attribute, CUdevice) = nullptr;
-  CUresult (*ctx_get_current)(CUcontext*) = nullptr;
-  CUresult (*ctx_set_current)(CUcontext) = nullptr;
-  static const Drv& get() {
-    static const Drv d = [] {
-      Drv x;
-      RealDriver& r = RealDriver::instance();
-      x.host_register = reinterpret_cast<decltype(x.host_register)>(r.symbol("cuMemHostRegister_v2"));
-      if (x.host_register == nullptr)
-        x.host_register = reinterpret_cast<decltype(x.host_register)>(r.symbol("cuMemHostRegister"));
-      x.host_device_pointer =
-          reinterpret_cast<decltype(x.host_device_pointer)>(r.symbol("cuMemHostGetDevicePointer_v2"));
-      x.write_value64 = reinterpret_cast<decltype(x.write_value64)>(r.symbol("cuStreamWriteValue64_v2"));
-      if (x.write_value64 == nullptr)
-        x.write_value64 = reinterpret_cast<decltype(x.write_value64)>(r.symbol("cuStreamWriteValue64"));
-      x.is_capturing = reinterpret_cast<decltype(x.is_capturing)>(r.symbol("cuStreamIsCapturing"));
-      x.set_stream_attribute = reinterpret_cast<decltype(x.set_stream_attribute)>(r.symbol("cuStreamSetAttribute"));
-      x.priority_range = reinterpret_cast<decltype(x.priority_range)>(r.symbol("cuCtxGetStreamPriorityRange"));
-      x.device_count = reinterpret_cast<decltype(x.device_count)>(r.symbol("cuDeviceGetCount"));
-      x.device_get = reinterpret_cast<decltype(x.device_get)>(r.symbol("cuDeviceGet"));
-      x.device_uuid = reinterpret_cast<decltype(x.device_uuid)>(r.symbol("cuDeviceGetUuid_v2"));
-      if (x.device_uuid == nullptr)
-        x.device_uuid = reinterpret_cast<decltype(x.device_uuid)>(r.symbol("cuDeviceGetUuid"));
-      x.ctx_get_device = reinterpret_cast<decltype(x.ctx_get_device)>(r.symbol("cuCtxGetDevice"));
-      x.device_attribute = reinterpret_cast<decltype(x.device_attribute)>(r.symbol("cuDeviceGetAttribute"));
-      x.ctx_get_current = reinterpret_cast<decltype(x.ctx_get_current)>(r.symbol("cuCtxGetCurrent"));
-      x.ctx_set_current = reinterpret_cast<decltype(x.ctx_set_current)>(r.symbol("cuCtxSetCurrent"));
-      return x;
-    }();
-    return d;
-  }
-};
-
-CUstream handle_of(CUstream_st* stream, bool ptsz) {
-  if (stream != nullptr) return stream;
-  return ptsz ? CU_STREAM_PER_THREAD : CU_STREAM_LEGACY;
-}
-
-// Per-thread default streams are one handle value for every thread but a
-// different stream each: their key includes the thread.
-thread_local char t_thread_tag;
-std::uintptr_t key_of(CUstream_st* stream, bool ptsz) {
-  if (stream != nullptr) return reinterpret_cast<std::uintptr_t>(stream);
-  return ptsz ? reinterpret_cast<std::uintptr_t>(&t_thread_tag) | 1U : 0;
 }
 
 // The last stream this thread looked up, for launches in a row on one stream
@@ -152,6 +97,7 @@ struct Settings {
   bool submit_ahead = false;
   uid_t daemon_uid = ipc::kNoUid;
   double register_wait_ms = 5;
+  DaemonClient::MapSink map_sink = nullptr;
 };
 Settings& settings() {
   static Settings* const s = new Settings();  // never destroyed: hooks run at exit
@@ -172,9 +118,10 @@ void DaemonClient::each(F&& f) {
 
 DaemonClient::DaemonClient(int device) noexcept : device_(device) {}
 
-void DaemonClient::configure(const Config& c) noexcept {
+void DaemonClient::configure(const Config& c, MapSink map_sink) noexcept {
   try {
     Settings& s = settings();
+    s.map_sink = map_sink;
     s.wanted = !c.daemon_socket.empty();
     s.socket = c.daemon_socket;
     s.tenant = c.tenant;
@@ -240,19 +187,19 @@ DaemonClient& DaemonClient::of_device(int dev) noexcept {
 DaemonClient& DaemonClient::current() noexcept {
   int n = g_devices.load(std::memory_order_relaxed);
   if (n == 1) return of_device(0);
-  const Drv& d = Drv::get();
+  const DriverTable& d = driver();
   if (n == 0) {
-    if (d.device_count == nullptr || d.device_count(&n) != CUDA_SUCCESS || n <= 0) return of_device(0);
+    if (d.cuDeviceGetCount == nullptr || d.cuDeviceGetCount(&n) != CUDA_SUCCESS || n <= 0) return of_device(0);
     g_devices.store(n, std::memory_order_relaxed);
     if (n == 1) return of_device(0);
   }
   CUdevice dev = 0;
-  if (d.ctx_get_device == nullptr || d.ctx_get_device(&dev) != CUDA_SUCCESS) dev = 0;  // no context: its launch fails
+  if (d.cuCtxGetDevice == nullptr || d.cuCtxGetDevice(&dev) != CUDA_SUCCESS) dev = 0;  // no context: its launch fails
   return of_device(dev);
 }
 
-DaemonClient& DaemonClient::of_stream(CUstream_st* stream, bool ptsz) noexcept {
-  if (stream == nullptr || g_devices.load(std::memory_order_relaxed) <= 1) return current();
+DaemonClient& DaemonClient::of_stream(Stream stream) noexcept {
+  if (stream.raw() == nullptr || g_devices.load(std::memory_order_relaxed) <= 1) return current();
   DaemonClient* found = nullptr;
   each([&](DaemonClient& c) {
     // (A forked child takes no lock its parent's threads may have held.)
@@ -261,7 +208,7 @@ DaemonClient& DaemonClient::of_stream(CUstream_st* stream, bool ptsz) noexcept {
       return;
     try {
       const std::lock_guard<std::mutex> lock(c.slots_mu_);
-      if (c.slot_of_.count(key_of(stream, ptsz)) != 0) found = &c;
+      if (c.slot_of_.count(stream.key()) != 0) found = &c;
     } catch (...) {
     }
   });
@@ -292,8 +239,8 @@ void DaemonClient::start() noexcept {
   if (tracker_started_.exchange(true, std::memory_order_acq_rel)) return;  // another launch started it
   // The thread registers in this launch's context: mapping the completion
   // page for the GPU (cuMemHostRegister) and the GPU's UUID need one.
-  const Drv& d = Drv::get();
-  if (CUcontext ctx = nullptr; d.ctx_get_current != nullptr && d.ctx_get_current(&ctx) == CUDA_SUCCESS)
+  const DriverTable& d = driver();
+  if (CUcontext ctx = nullptr; d.cuCtxGetCurrent != nullptr && d.cuCtxGetCurrent(&ctx) == CUDA_SUCCESS)
     ctx_.store(ctx, std::memory_order_release);
   first_launch_ns_.store(now_ns(), std::memory_order_relaxed);
   tracker_running_.store(true, std::memory_order_release);
@@ -432,7 +379,7 @@ bool DaemonClient::connect_locked() noexcept {
   holder->channel = std::move(ch).value();
   ipc::ChannelLayout* layout = &holder->channel.layout();
   // The completion page, mapped for the device: the GPU writes markers there.
-  const Drv& d = Drv::get();
+  const DriverTable& d = driver();
   CUdeviceptr dev = 0;
   {
     InternalScope internal;
@@ -444,10 +391,10 @@ bool DaemonClient::connect_locked() noexcept {
     // contexts on this GPU (a driver-API library's cuCtxCreate beside
     // PyTorch's primary context), not only the one current here.
     void* page = holder->channel.completion_page();
-    if (d.host_register == nullptr || d.host_device_pointer == nullptr || d.write_value64 == nullptr ||
-        d.host_register(page, sizeof(layout->completed), CU_MEMHOSTREGISTER_DEVICEMAP | CU_MEMHOSTREGISTER_PORTABLE) !=
-            CUDA_SUCCESS ||
-        d.host_device_pointer(&dev, page, 0) != CUDA_SUCCESS) {
+    if (d.cuMemHostRegister == nullptr || d.cuMemHostGetDevicePointer == nullptr || d.cuStreamWriteValue64 == nullptr ||
+        d.cuMemHostRegister(page, sizeof(layout->completed),
+                            CU_MEMHOSTREGISTER_DEVICEMAP | CU_MEMHOSTREGISTER_PORTABLE) != CUDA_SUCCESS ||
+        d.cuMemHostGetDevicePointer(&dev, page, 0) != CUDA_SUCCESS) {
       return fail("cannot map the completion page for the GPU (cuMemHostRegister)");
     }
   }
@@ -487,7 +434,7 @@ bool DaemonClient::connect_locked() noexcept {
 }
 
 // The daemon's slot map of this client's GPU, for a process with none of its
-// own (Runtime::adopt_daemon_map keeps the process's where it has one).
+// own (the sink, Runtime::adopt_daemon_map, keeps the process's where it has one).
 void DaemonClient::adopt_daemon_map(ipc::Welcome& w) noexcept {
   w.slot_map[sizeof w.slot_map - 1] = '\0';
   if (w.slot_map[0] == '\0') return;
@@ -498,7 +445,7 @@ void DaemonClient::adopt_daemon_map(ipc::Welcome& w) noexcept {
                  map ? "another GPU's" : map.status().message().c_str());
       return;
     }
-    Runtime::instance().adopt_daemon_map(device_, std::move(map).value());
+    if (const MapSink sink = settings().map_sink; sink != nullptr) sink(device_, std::move(map).value());
   } catch (...) {
     // Out of memory parsing it: the process's own map (or none) stays.
   }
@@ -543,8 +490,8 @@ bool DaemonClient::alive() noexcept {
   return true;
 }
 
-int DaemonClient::slot_of(CUstream_st* stream, bool ptsz) noexcept {
-  const std::uintptr_t key = key_of(stream, ptsz);
+int DaemonClient::slot_of(Stream stream) noexcept {
+  const std::uintptr_t key = stream.key();
   const std::uint32_t gen = generation_.load(std::memory_order_acquire);
   if (key == t_key && gen == t_generation && t_client == this) return static_cast<int>(t_slot);
   try {
@@ -561,7 +508,6 @@ int DaemonClient::slot_of(CUstream_st* stream, bool ptsz) noexcept {
       if (free == ipc::kMaxStreams) return -1;
       Slot& s = slots_[free];
       s.stream = stream;
-      s.ptsz = ptsz;
       s.priority.store(ipc::StreamPriority::kKeep);
       s.seq.store(0);
       s.dirty.store(false);
@@ -665,10 +611,10 @@ bool DaemonClient::push(const ipc::SubmitMsg& m, std::atomic<std::uint64_t>* cou
   }
 }
 
-bool DaemonClient::write_marker(CUstream_st* stream, bool ptsz, std::uint32_t slot, std::uint64_t value,
-                                std::uint64_t now, bool unless_captured) noexcept {
-  const Drv& d = Drv::get();
-  if (d.write_value64 == nullptr || dev_base_ == 0) return true;
+bool DaemonClient::write_marker(Stream stream, std::uint32_t slot, std::uint64_t value, std::uint64_t now,
+                                bool unless_captured) noexcept {
+  const DriverTable& d = driver();
+  if (d.cuStreamWriteValue64 == nullptr || dev_base_ == 0) return true;
   InternalScope internal;
   const CUdeviceptr addr = dev_base_ + static_cast<CUdeviceptr>(slot) * sizeof(std::uint64_t);
   Slot& s = slots_[slot];
@@ -680,11 +626,11 @@ bool DaemonClient::write_marker(CUstream_st* stream, bool ptsz, std::uint32_t sl
   const std::lock_guard lock(s.marking);
   if (value <= s.last_marker.load(std::memory_order_relaxed)) return true;
   if (CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
-      unless_captured && d.is_capturing != nullptr && d.is_capturing(handle_of(stream, ptsz), &cs) == CUDA_SUCCESS &&
-      cs != CU_STREAM_CAPTURE_STATUS_NONE) {
+      unless_captured && d.cuStreamIsCapturing != nullptr &&
+      d.cuStreamIsCapturing(stream.handle(), &cs) == CUDA_SUCCESS && cs != CU_STREAM_CAPTURE_STATUS_NONE) {
     return false;
   }
-  if (const CUresult r = d.write_value64(handle_of(stream, ptsz), addr, value, 0); r == CUDA_SUCCESS) {
+  if (const CUresult r = d.cuStreamWriteValue64(stream.handle(), addr, value, 0); r == CUDA_SUCCESS) {
     s.last_marker.store(value, std::memory_order_release);
     s.last_marker_ns.store(now != 0 ? now : now_ns(), std::memory_order_relaxed);
     markers_.fetch_add(1, std::memory_order_relaxed);
@@ -728,14 +674,14 @@ void DaemonClient::report_fault(std::uint32_t code) noexcept {
   }
 }
 
-std::unique_lock<std::mutex> DaemonClient::hold_markers(CUstream_st* stream, bool ptsz) noexcept {
+std::unique_lock<std::mutex> DaemonClient::hold_markers(Stream stream) noexcept {
   // (A forked child takes no lock its parent's threads may have held.)
   if (const State s = state_.load(std::memory_order_acquire); s == State::kIdle || s == State::kForked) return {};
   try {
     std::uint32_t slot = 0;
     {
       const std::lock_guard<std::mutex> lock(slots_mu_);
-      const auto it = slot_of_.find(key_of(stream, ptsz));
+      const auto it = slot_of_.find(stream.key());
       if (it == slot_of_.end()) return {};
       slot = it->second;
     }
@@ -772,10 +718,10 @@ bool DaemonClient::runs_free(sched::TpcSet* out) const noexcept {
   return allocation(out);
 }
 
-void DaemonClient::before_immediate(CUstream_st* stream, bool ptsz) noexcept {
+void DaemonClient::before_immediate(Stream stream) noexcept {
   const ipc::StreamPriority p = immediate_priority_.load(std::memory_order_acquire);
   if (!hw_priority_ || p == ipc::StreamPriority::kKeep || !connected()) return;
-  const int slot = slot_of(stream, ptsz);
+  const int slot = slot_of(stream);
   if (slot >= 0) apply_priority(static_cast<std::uint32_t>(slot), p);
 }
 
@@ -783,23 +729,23 @@ void DaemonClient::apply_priority(std::uint32_t slot, ipc::StreamPriority p) noe
   if (!hw_priority_ || p == ipc::StreamPriority::kKeep || slot >= ipc::kMaxStreams) return;
   Slot& s = slots_[slot];
   if (s.priority.load(std::memory_order_acquire) == p) return;
-  const Drv& d = Drv::get();
-  const CUstream h = handle_of(s.stream, s.ptsz);
+  const DriverTable& d = driver();
+  const CUstream h = s.stream.handle();
   InternalScope internal;
-  if (d.is_capturing != nullptr) {
+  if (d.cuStreamIsCapturing != nullptr) {
     // Never touch a stream that is being captured (the call could end the
     // capture); its launches do not run now. The next launch tries again.
     CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
-    if (d.is_capturing(h, &cs) != CUDA_SUCCESS || cs != CU_STREAM_CAPTURE_STATUS_NONE) return;
+    if (d.cuStreamIsCapturing(h, &cs) != CUDA_SUCCESS || cs != CU_STREAM_CAPTURE_STATUS_NONE) return;
   }
   int least = 0, greatest = 0;
   CUresult r = CUDA_ERROR_NOT_SUPPORTED;
-  if (d.set_stream_attribute != nullptr && d.priority_range != nullptr) {
-    r = d.priority_range(&least, &greatest);
+  if (d.cuStreamSetAttribute != nullptr && d.cuCtxGetStreamPriorityRange != nullptr) {
+    r = d.cuCtxGetStreamPriorityRange(&least, &greatest);
     if (r == CUDA_SUCCESS) {
       CUstreamAttrValue v{};
       v.priority = p == ipc::StreamPriority::kHighest ? greatest : least;
-      r = d.set_stream_attribute(h, CU_STREAM_ATTRIBUTE_PRIORITY, &v);
+      r = d.cuStreamSetAttribute(h, CU_STREAM_ATTRIBUTE_PRIORITY, &v);
     }
   }
   // Once per stream either way: a stream that refuses is not asked again.
@@ -832,18 +778,18 @@ void describe(ipc::SubmitMsg& m, const LaunchInfo& li, const KernelStatics& k) n
 }
 }  // namespace
 
-void DaemonClient::report_running(CUstream_st* stream, bool ptsz, const LaunchInfo& li, std::uint64_t kernel,
-                                  bool graph, const KernelStatics& statics) noexcept {
+void DaemonClient::report_running(Stream stream, const LaunchInfo& li, std::uint64_t kernel, bool graph,
+                                  const KernelStatics& statics) noexcept {
   if (!connected()) return;
-  const Drv& d = Drv::get();
+  const DriverTable& d = driver();
   // A captured launch is recorded, not run: not reported. Asked of the
   // driver only while some capture is in progress (stream_captures).
-  if (d.is_capturing != nullptr && stream_captures().load(std::memory_order_acquire) > 0) {
+  if (d.cuStreamIsCapturing != nullptr && stream_captures().load(std::memory_order_acquire) > 0) {
     CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
     InternalScope internal;
-    if (d.is_capturing(handle_of(stream, ptsz), &cs) == CUDA_SUCCESS && cs != CU_STREAM_CAPTURE_STATUS_NONE) return;
+    if (d.cuStreamIsCapturing(stream.handle(), &cs) == CUDA_SUCCESS && cs != CU_STREAM_CAPTURE_STATUS_NONE) return;
   }
-  const int slot = slot_of(stream, ptsz);
+  const int slot = slot_of(stream);
   if (slot < 0) {
     dropped_reports_.fetch_add(1, std::memory_order_relaxed);
     return;
@@ -867,11 +813,11 @@ void DaemonClient::report_running(CUstream_st* stream, bool ptsz, const LaunchIn
   // thread's per-thread stream.
   const std::uint64_t now = now_ns();
   const std::uint64_t done = layout_->completed[slot].load(std::memory_order_acquire);
-  if ((ptsz && stream == nullptr) || (done >= s.last_marker.load(std::memory_order_acquire) &&
-                                      now - s.last_marker_ns.load(std::memory_order_relaxed) >= kMarkerGapNs &&
-                                      now - s.last_launch_ns.load(std::memory_order_relaxed) >= kMarkerGapNs)) {
+  if (stream.null_per_thread() || (done >= s.last_marker.load(std::memory_order_acquire) &&
+                                   now - s.last_marker_ns.load(std::memory_order_relaxed) >= kMarkerGapNs &&
+                                   now - s.last_launch_ns.load(std::memory_order_relaxed) >= kMarkerGapNs)) {
     m.marker = static_cast<std::uint32_t>(m.seq);
-    write_marker(stream, ptsz, static_cast<std::uint32_t>(slot), m.seq, now);
+    write_marker(stream, static_cast<std::uint32_t>(slot), m.seq, now);
     s.dirty.store(false, std::memory_order_release);
   } else {
     s.dirty.store(true, std::memory_order_seq_cst);
@@ -890,12 +836,12 @@ thread_local std::optional<DaemonClient::Ahead> t_ahead;
 DaemonClient::AheadScope::AheadScope(const std::optional<Ahead>& a) noexcept { t_ahead = a; }
 DaemonClient::AheadScope::~AheadScope() { t_ahead.reset(); }
 
-std::optional<DaemonClient::Ticket> DaemonClient::submit(CUstream_st* stream, bool ptsz, const LaunchInfo& li,
-                                                         const LaunchIdentity& id, std::uint32_t unit, bool whole,
-                                                         bool graph, const sched::TpcSet* pinned) noexcept {
+std::optional<DaemonClient::Ticket> DaemonClient::submit(Stream stream, const LaunchInfo& li, const LaunchIdentity& id,
+                                                         std::uint32_t unit, bool whole, bool graph,
+                                                         const sched::TpcSet* pinned) noexcept {
   if (!connected()) return std::nullopt;
   const std::uint64_t kernel = id.kernel;
-  const int slot = slot_of(stream, ptsz);
+  const int slot = slot_of(stream);
   if (slot < 0) return std::nullopt;
   if (t_ahead) {
     // Submitted when it was queued: the same launch takes that ticket.
@@ -986,9 +932,9 @@ bool DaemonClient::next_grant(const Ticket& t, ipc::GrantMsg* out) noexcept {
   return false;
 }
 
-void DaemonClient::atom_launched(const Ticket& t, CUstream_st* stream, bool ptsz, std::uint64_t marker) noexcept {
+void DaemonClient::atom_launched(const Ticket& t, Stream stream, std::uint64_t marker) noexcept {
   if (generation_.load(std::memory_order_acquire) != t.generation) return;
-  write_marker(stream, ptsz, t.slot, marker);
+  write_marker(stream, t.slot, marker);
   // One increasing sequence per stream for launches and markers alike: the
   // daemon numbers its grants' markers past every launch's seq, and the
   // stream's next launch (granted, or reported running while the tenant runs
@@ -1000,11 +946,11 @@ void DaemonClient::atom_launched(const Ticket& t, CUstream_st* stream, bool ptsz
 
 sched::TpcSet DaemonClient::fallback() const noexcept { return sched::TpcSet::from_words(fallback_[0], fallback_[1]); }
 
-void DaemonClient::forget_stream(CUstream_st* stream, bool ptsz) noexcept {
+void DaemonClient::forget_stream(Stream stream) noexcept {
   if (!connected()) return;
   try {
     const std::lock_guard<std::mutex> lock(slots_mu_);
-    const auto it = slot_of_.find(key_of(stream, ptsz));
+    const auto it = slot_of_.find(stream.key());
     if (it == slot_of_.end()) return;
     ipc::SubmitMsg m;
     m.type = ipc::SubmitType::kStreamClose;
@@ -1017,7 +963,7 @@ void DaemonClient::forget_stream(CUstream_st* stream, bool ptsz) noexcept {
   }
 }
 
-std::vector<DaemonClient::SyncPoint> DaemonClient::sync_points(CUstream_st* stream, bool ptsz, bool every) noexcept {
+std::vector<DaemonClient::SyncPoint> DaemonClient::sync_points(Stream stream, bool every) noexcept {
   std::vector<SyncPoint> out;
   if (!connected()) return out;
   try {
@@ -1027,7 +973,7 @@ std::vector<DaemonClient::SyncPoint> DaemonClient::sync_points(CUstream_st* stre
     };
     if (every) {
       for (const auto& [key, slot] : slot_of_) take(slot);
-    } else if (const auto it = slot_of_.find(key_of(stream, ptsz)); it != slot_of_.end()) {
+    } else if (const auto it = slot_of_.find(stream.key()); it != slot_of_.end()) {
       take(it->second);
     }
   } catch (...) {
@@ -1072,8 +1018,8 @@ void DaemonClient::tracker() noexcept {
   // Registration needs the launch's context (start()); markers on a legacy
   // default stream go to the current context's: this client's GPU
   // (streams of their own name their context).
-  if (const Drv& d = Drv::get(); d.ctx_set_current != nullptr) {
-    if (CUcontext ctx = ctx_.load(std::memory_order_acquire); ctx != nullptr) (void)d.ctx_set_current(ctx);
+  if (const DriverTable& d = driver(); d.cuCtxSetCurrent != nullptr) {
+    if (CUcontext ctx = ctx_.load(std::memory_order_acquire); ctx != nullptr) (void)d.cuCtxSetCurrent(ctx);
   }
   bool busy = true;  // a stream dirty or launched on lately: look again soon
   while (tracker_running_.load(std::memory_order_acquire)) {
@@ -1113,7 +1059,7 @@ void DaemonClient::tracker() noexcept {
       if (!s.open.load(std::memory_order_acquire)) continue;
       if (now - s.last_launch_ns.load(std::memory_order_relaxed) < kTrackerBusyNs) busy = true;
       // A per-thread default stream is marked by its own launches (above).
-      if (!s.dirty.load(std::memory_order_acquire) || (s.ptsz && s.stream == nullptr)) continue;
+      if (!s.dirty.load(std::memory_order_acquire) || s.stream.null_per_thread()) continue;
       busy = true;
       // Quiet for kMarkerGapNs, or a burst whose last marker is as old.
       if (now - s.last_launch_ns.load(std::memory_order_relaxed) < kMarkerGapNs &&
@@ -1124,7 +1070,7 @@ void DaemonClient::tracker() noexcept {
       if (!s.dirty.exchange(false, std::memory_order_seq_cst)) continue;
       // Not into a stream being captured (the marker would become a node of
       // its graph): looked at under the lock a capture's beginning takes.
-      if (!write_marker(s.stream, s.ptsz, i, s.seq.load(std::memory_order_seq_cst), 0, /*unless_captured=*/true)) {
+      if (!write_marker(s.stream, i, s.seq.load(std::memory_order_seq_cst), 0, /*unless_captured=*/true)) {
         s.dirty.store(true, std::memory_order_seq_cst);  // marked once the capture has ended
         continue;
       }
@@ -1136,9 +1082,9 @@ void DaemonClient::tracker() noexcept {
 
 namespace {
 // The UUID text of device `dev` (gpu::uuid_text); false when the driver cannot say.
-bool uuid_of(const Drv& d, CUdevice dev, std::string* uuid) {
+bool uuid_of(const DriverTable& d, CUdevice dev, std::string* uuid) {
   CUuuid u{};
-  if (d.device_uuid == nullptr || d.device_uuid(&u, dev) != CUDA_SUCCESS) return false;
+  if (d.cuDeviceGetUuid == nullptr || d.cuDeviceGetUuid(&u, dev) != CUDA_SUCCESS) return false;
   *uuid = gpu::uuid_text(u.bytes);
   return true;
 }
@@ -1151,14 +1097,14 @@ bool uuid_of(const Drv& d, CUdevice dev, std::string* uuid) {
 std::uint32_t DaemonClient::mps_flags() noexcept {
   constexpr int kMpsEnabled = 133;
   try {
-    const Drv& d = Drv::get();
-    if (d.device_attribute == nullptr) return 0;
+    const DriverTable& d = driver();
+    if (d.cuDeviceGetAttribute == nullptr) return 0;
     CUdevice dev = 0;
-    if (d.ctx_get_device == nullptr || d.ctx_get_device(&dev) != CUDA_SUCCESS) {
-      if (d.device_get == nullptr || d.device_get(&dev, 0) != CUDA_SUCCESS) return 0;
+    if (d.cuCtxGetDevice == nullptr || d.cuCtxGetDevice(&dev) != CUDA_SUCCESS) {
+      if (d.cuDeviceGet == nullptr || d.cuDeviceGet(&dev, 0) != CUDA_SUCCESS) return 0;
     }
     int on = 0;
-    if (d.device_attribute(&on, static_cast<CUdevice_attribute>(kMpsEnabled), dev) != CUDA_SUCCESS) return 0;
+    if (d.cuDeviceGetAttribute(&on, static_cast<CUdevice_attribute>(kMpsEnabled), dev) != CUDA_SUCCESS) return 0;
     return ipc::kHelloMpsKnown | (on != 0 ? ipc::kHelloMpsClient : 0U);
   } catch (...) {
     return 0;
@@ -1167,7 +1113,7 @@ std::uint32_t DaemonClient::mps_flags() noexcept {
 
 bool DaemonClient::my_gpu(std::string* uuid) const noexcept {
   try {
-    return device_ >= 0 && uuid_of(Drv::get(), device_, uuid);
+    return device_ >= 0 && uuid_of(driver(), device_, uuid);
   } catch (...) {
     return false;
   }

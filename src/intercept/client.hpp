@@ -61,8 +61,10 @@
 #include <unordered_map>
 #include <vector>
 
+#include "gpu/slot_map.hpp"
 #include "intercept/config.hpp"
 #include "intercept/launch_info.hpp"
+#include "intercept/stream.hpp"
 #include "intercept/thread_frame.hpp"
 #include "ipc/protocol.hpp"
 #include "sched/tpc_set.hpp"
@@ -88,10 +90,15 @@ class DaemonClient {
   // The client that opened a slot for `stream`: a synchronisation, a
   // capture or a destruction may name a stream of another GPU than the
   // current context's. current() for a default stream or one no client knows.
-  static DaemonClient& of_stream(CUstream_st* stream, bool ptsz) noexcept;
+  static DaemonClient& of_stream(Stream stream) noexcept;
+  // Where a client hands the slot map lithosd sent at registration
+  // (ipc::Welcome::slot_map, already checked to be its GPU's): the masks'
+  // owner, which keeps it where the process has no map of that GPU.
+  using MapSink = void (*)(int device, gpu::SlotMap map) noexcept;
   // Once, from the Runtime's constructor, before any client is made: the
-  // settings every GPU's client takes. Connects nothing.
-  static void configure(const Config& c) noexcept;
+  // settings every GPU's client takes, and where maps go (the link never
+  // calls up into the masks). Connects nothing.
+  static void configure(const Config& c, MapSink map_sink) noexcept;
   static bool wanted_any() noexcept;
   // The "daemon" member of lithos_stats_json: the state and counters of the
   // client made first (the GPU of the process's first launch), and when
@@ -138,11 +145,11 @@ class DaemonClient {
   // for such launches (ipc::Welcome::immediate_priority), once per stream
   // (LITHOS_HW_PRIORITY=0: never). Grants carry their own (next_grant sets
   // it). Streams being captured are left alone.
-  void before_immediate(CUstream_st* stream, bool ptsz) noexcept;
+  void before_immediate(Stream stream) noexcept;
   // Reports a launch already made on `stream` (graph: a CUDA-graph launch),
   // and writes or schedules its completion marker.
   // `statics`: the kernel's (Runtime::identity; unused for a graph).
-  void report_running(CUstream_st* stream, bool ptsz, const LaunchInfo& li, std::uint64_t kernel, bool graph,
+  void report_running(Stream stream, const LaunchInfo& li, std::uint64_t kernel, bool graph,
                       const KernelStatics& statics) noexcept;
 
   // Best effort.
@@ -157,9 +164,8 @@ class DaemonClient {
   // (Runtime::graph_pinned); the daemon grants it a set that holds them.
   // `id`: the launched function's (Runtime::identity; its statics are unused
   // for a graph).
-  std::optional<Ticket> submit(CUstream_st* stream, bool ptsz, const LaunchInfo& li, const LaunchIdentity& id,
-                               std::uint32_t unit, bool whole, bool graph,
-                               const sched::TpcSet* pinned = nullptr) noexcept;
+  std::optional<Ticket> submit(Stream stream, const LaunchInfo& li, const LaunchIdentity& id, std::uint32_t unit,
+                               bool whole, bool graph, const sched::TpcSet* pinned = nullptr) noexcept;
   // Submitting ahead (LITHOS_SUBMIT_AHEAD=1): a deferred launch is submitted
   // when it is queued, so that the daemon holds several of a process's
   // launches at once and their grants are ready when the worker reaches
@@ -186,16 +192,16 @@ class DaemonClient {
   // (or the wait outlasted every bound): run what is left on fallback().
   bool next_grant(const Ticket& t, ipc::GrantMsg* out) noexcept;
   // After an atom was launched on `stream`: its marker.
-  void atom_launched(const Ticket& t, CUstream_st* stream, bool ptsz, std::uint64_t marker) noexcept;
+  void atom_launched(const Ticket& t, Stream stream, std::uint64_t marker) noexcept;
   sched::TpcSet fallback() const noexcept;
 
-  void forget_stream(CUstream_st* stream, bool ptsz) noexcept;
+  void forget_stream(Stream stream) noexcept;
   // Held around the application's cuStreamBeginCapture on `stream`: the
   // tracker looks whether a stream is being captured and writes its marker
   // under the same lock, so that a capture never begins between the two
   // (the marker would be taken into the graph). Holds nothing when the
   // stream has no slot.
-  std::unique_lock<std::mutex> hold_markers(CUstream_st* stream, bool ptsz) noexcept;
+  std::unique_lock<std::mutex> hold_markers(Stream stream) noexcept;
   // The host synchronises `stream` (`every`: all streams, cuCtxSynchronize).
   // Before the call: where each stream the daemon knows stands. After it
   // succeeded: synced() marks those launches done in the completion page
@@ -207,7 +213,7 @@ class DaemonClient {
     std::uint64_t seq = 0;  // launches submitted on it before the synchronisation
     std::uint32_t generation = 0;
   };
-  std::vector<SyncPoint> sync_points(CUstream_st* stream, bool ptsz, bool every) noexcept;
+  std::vector<SyncPoint> sync_points(Stream stream, bool every) noexcept;
   void synced(const std::vector<SyncPoint>& points) noexcept;
 
   struct Stats {
@@ -255,8 +261,7 @@ class DaemonClient {
   std::string stats_json(bool process) const;
   struct Slot {
     std::atomic<bool> open{false};
-    CUstream_st* stream = nullptr;
-    bool ptsz = false;
+    Stream stream;
     std::atomic<std::uint64_t> seq{0};          // launches submitted on it
     std::atomic<std::uint64_t> last_marker{0};  // value of the last marker written (the largest)
     std::mutex marking;                         // held while a marker is enqueued (write_marker)
@@ -289,7 +294,7 @@ class DaemonClient {
   void disconnect(State why) noexcept;
   bool alive() noexcept;
   // The slot of a stream, opening it (kStreamOpen) on first use; -1 when none is free.
-  int slot_of(CUstream_st* stream, bool ptsz) noexcept;
+  int slot_of(Stream stream) noexcept;
   // Hello::flags: whether this process's contexts are MPS clients.
   static std::uint32_t mps_flags() noexcept;
   // Pushes `m` to the submit ring; `count` (reported_, submits_), if given,
@@ -318,7 +323,7 @@ class DaemonClient {
   // `unless_captured` (the tracker): writes nothing, and returns false, when
   // the stream is being captured (looked at under the slot's marking lock,
   // which hold_markers takes around a capture's beginning). True otherwise.
-  bool write_marker(CUstream_st* stream, bool ptsz, std::uint32_t slot, std::uint64_t value, std::uint64_t now = 0,
+  bool write_marker(Stream stream, std::uint32_t slot, std::uint64_t value, std::uint64_t now = 0,
                     bool unless_captured = false) noexcept;
   void tracker() noexcept;
   // After a launch made a stream dirty: wakes the tracker if it is in its

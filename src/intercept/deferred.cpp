@@ -34,8 +34,6 @@ void relax() noexcept {
 #endif
 }
 
-using CtxSetCurrent = int (*)(CUctx_st*);
-
 void drain_at_exit() { DeferredLaunches::instance().drain(); }
 
 }  // namespace
@@ -157,7 +155,7 @@ void DeferredLaunches::count_cause(const char* cause, std::uint64_t wait_ns) noe
 
 void DeferredLaunches::worker() noexcept {
   t_worker = true;
-  const auto set_current = reinterpret_cast<CtxSetCurrent>(RealDriver::instance().symbol("cuCtxSetCurrent"));
+  const auto set_current = driver().cuCtxSetCurrent;
   CUctx_st* current = nullptr;
   bool have_current = false;
   std::unique_lock<std::mutex> lock(mu_);

@@ -14,55 +14,12 @@ namespace lithos::intercept {
 
 namespace {
 
-// The driver entry points a plan is built from, looked up once.
-struct GraphApi {
-  CUresult (*clone)(CUgraph*, CUgraph) = nullptr;
-  CUresult (*destroy)(CUgraph) = nullptr;
-  CUresult (*get_nodes)(CUgraph, CUgraphNode*, size_t*) = nullptr;
-  CUresult (*get_edges)(CUgraph, CUgraphNode*, CUgraphNode*, CUgraphEdgeData*, size_t*) = nullptr;
-  CUresult (*get_edges_v1)(CUgraph, CUgraphNode*, CUgraphNode*, size_t*) = nullptr;
-  CUresult (*node_type)(CUgraphNode, CUgraphNodeType*) = nullptr;
-  CUresult (*kernel)(CUgraphNode, CUDA_KERNEL_NODE_PARAMS*) = nullptr;
-  CUresult (*kernel_attr)(CUgraphNode, CUkernelNodeAttrID, CUkernelNodeAttrValue*) = nullptr;
-  CUresult (*memset)(CUgraphNode, CUDA_MEMSET_NODE_PARAMS*) = nullptr;
-  CUresult (*memcpy)(CUgraphNode, CUDA_MEMCPY3D*) = nullptr;
-  CUresult (*host)(CUgraphNode, CUDA_HOST_NODE_PARAMS*) = nullptr;
-  CUresult (*event_record)(CUgraphNode, CUevent*) = nullptr;
-  CUresult (*event_wait)(CUgraphNode, CUevent*) = nullptr;
-  CUresult (*child)(CUgraphNode, CUgraph*) = nullptr;
-  CUresult (*event_create)(CUevent*, unsigned) = nullptr;
-  CUresult (*event_destroy)(CUevent) = nullptr;
-
-  static const GraphApi& get() noexcept {
-    static const GraphApi api = [] {
-      GraphApi x;
-      RealDriver& d = RealDriver::instance();
-      auto sym = [&](auto& fn, const char* name) { fn = reinterpret_cast<std::decay_t<decltype(fn)>>(d.symbol(name)); };
-      sym(x.clone, "cuGraphClone");
-      sym(x.destroy, "cuGraphDestroy");
-      sym(x.get_nodes, "cuGraphGetNodes");
-      sym(x.get_edges, "cuGraphGetEdges_v2");
-      sym(x.get_edges_v1, "cuGraphGetEdges");
-      sym(x.node_type, "cuGraphNodeGetType");
-      sym(x.kernel, "cuGraphKernelNodeGetParams_v2");
-      sym(x.kernel_attr, "cuGraphKernelNodeGetAttribute");
-      sym(x.memset, "cuGraphMemsetNodeGetParams");
-      sym(x.memcpy, "cuGraphMemcpyNodeGetParams");
-      sym(x.host, "cuGraphHostNodeGetParams");
-      sym(x.event_record, "cuGraphEventRecordNodeGetEvent");
-      sym(x.event_wait, "cuGraphEventWaitNodeGetEvent");
-      sym(x.child, "cuGraphChildGraphNodeGetGraph");
-      sym(x.event_create, "cuEventCreate");
-      sym(x.event_destroy, "cuEventDestroy_v2");
-      return x;
-    }();
-    return api;
-  }
-  bool complete() const noexcept {
-    return clone != nullptr && destroy != nullptr && get_nodes != nullptr &&
-           (get_edges != nullptr || get_edges_v1 != nullptr) && node_type != nullptr && kernel != nullptr;
-  }
-};
+// Whether the driver has the entry points a plan is built from.
+bool can_plan(const DriverTable& d) noexcept {
+  return d.cuGraphClone != nullptr && d.cuGraphDestroy != nullptr && d.cuGraphGetNodes != nullptr &&
+         (d.cuGraphGetEdges_v2 != nullptr || d.cuGraphGetEdges != nullptr) && d.cuGraphNodeGetType != nullptr &&
+         d.cuGraphKernelNodeGetParams != nullptr;
+}
 
 constexpr std::size_t kMaxNodes = 1U << 20;
 constexpr int kMaxDepth = 16;
@@ -71,15 +28,15 @@ constexpr int kMaxDepth = 16;
 // cannot be replayed otherwise.
 class PlanBuilder {
  public:
-  explicit PlanBuilder(ReplayPlan* plan) : api_(GraphApi::get()), plan_(plan) {}
+  explicit PlanBuilder(ReplayPlan* plan) : api_(driver()), plan_(plan) {}
 
   const char* add_graph(CUgraph g, int depth) {
     if (depth > kMaxDepth) return "child graphs nested too deep";
     size_t n = 0;
-    if (api_.get_nodes(g, nullptr, &n) != CUDA_SUCCESS) return "cuGraphGetNodes failed";
+    if (api_.cuGraphGetNodes(g, nullptr, &n) != CUDA_SUCCESS) return "cuGraphGetNodes failed";
     if (n > kMaxNodes) return "too many nodes";
     std::vector<CUgraphNode> nodes(n);
-    if (n > 0 && api_.get_nodes(g, nodes.data(), &n) != CUDA_SUCCESS) return "cuGraphGetNodes failed";
+    if (n > 0 && api_.cuGraphGetNodes(g, nodes.data(), &n) != CUDA_SUCCESS) return "cuGraphGetNodes failed";
     nodes.resize(n);
     std::vector<std::size_t> order;
     if (const char* why = topological(g, nodes, &order)) return why;
@@ -94,18 +51,18 @@ class PlanBuilder {
   const char* topological(CUgraph g, const std::vector<CUgraphNode>& nodes, std::vector<std::size_t>* order) const {
     size_t m = 0;
     std::vector<CUgraphNode> from, to;
-    if (api_.get_edges != nullptr) {
-      if (api_.get_edges(g, nullptr, nullptr, nullptr, &m) != CUDA_SUCCESS) return "cuGraphGetEdges failed";
+    if (api_.cuGraphGetEdges_v2 != nullptr) {
+      if (api_.cuGraphGetEdges_v2(g, nullptr, nullptr, nullptr, &m) != CUDA_SUCCESS) return "cuGraphGetEdges failed";
       from.resize(m);
       to.resize(m);
       std::vector<CUgraphEdgeData> data(m);
-      if (m > 0 && api_.get_edges(g, from.data(), to.data(), data.data(), &m) != CUDA_SUCCESS)
+      if (m > 0 && api_.cuGraphGetEdges_v2(g, from.data(), to.data(), data.data(), &m) != CUDA_SUCCESS)
         return "cuGraphGetEdges failed";
     } else {
-      if (api_.get_edges_v1(g, nullptr, nullptr, &m) != CUDA_SUCCESS) return "cuGraphGetEdges failed";
+      if (api_.cuGraphGetEdges(g, nullptr, nullptr, &m) != CUDA_SUCCESS) return "cuGraphGetEdges failed";
       from.resize(m);
       to.resize(m);
-      if (m > 0 && api_.get_edges_v1(g, from.data(), to.data(), &m) != CUDA_SUCCESS) return "cuGraphGetEdges failed";
+      if (m > 0 && api_.cuGraphGetEdges(g, from.data(), to.data(), &m) != CUDA_SUCCESS) return "cuGraphGetEdges failed";
     }
     from.resize(std::min<std::size_t>(m, from.size()));
     std::unordered_map<CUgraphNode, std::size_t> index;
@@ -137,46 +94,52 @@ class PlanBuilder {
 
   const char* add_node(CUgraphNode node, int depth) {
     CUgraphNodeType type{};
-    if (api_.node_type(node, &type) != CUDA_SUCCESS) return "cuGraphNodeGetType failed";
+    if (api_.cuGraphNodeGetType(node, &type) != CUDA_SUCCESS) return "cuGraphNodeGetType failed";
     switch (type) {
       case CU_GRAPH_NODE_TYPE_KERNEL: return add_kernel(node);
       case CU_GRAPH_NODE_TYPE_EMPTY: return nullptr;
       case CU_GRAPH_NODE_TYPE_MEMSET: {
         ReplayMemset s;
-        if (api_.memset == nullptr || api_.memset(node, &s.p) != CUDA_SUCCESS) return "a memset node's parameters";
+        if (api_.cuGraphMemsetNodeGetParams == nullptr || api_.cuGraphMemsetNodeGetParams(node, &s.p) != CUDA_SUCCESS)
+          return "a memset node's parameters";
         if (s.p.elementSize != 1 && s.p.elementSize != 2 && s.p.elementSize != 4) return "a memset node's element size";
         plan_->steps.emplace_back(s);
         return nullptr;
       }
       case CU_GRAPH_NODE_TYPE_MEMCPY: {
         ReplayMemcpy s;
-        if (api_.memcpy == nullptr || api_.memcpy(node, &s.p) != CUDA_SUCCESS) return "a memcpy node's parameters";
+        if (api_.cuGraphMemcpyNodeGetParams == nullptr || api_.cuGraphMemcpyNodeGetParams(node, &s.p) != CUDA_SUCCESS)
+          return "a memcpy node's parameters";
         plan_->steps.emplace_back(s);
         return nullptr;
       }
       case CU_GRAPH_NODE_TYPE_HOST: {
         ReplayHost s;
-        if (api_.host == nullptr || api_.host(node, &s.p) != CUDA_SUCCESS) return "a host node's parameters";
+        if (api_.cuGraphHostNodeGetParams == nullptr || api_.cuGraphHostNodeGetParams(node, &s.p) != CUDA_SUCCESS)
+          return "a host node's parameters";
         plan_->steps.emplace_back(s);
         return nullptr;
       }
       case CU_GRAPH_NODE_TYPE_EVENT_RECORD: {
         ReplayEventRecord s;
-        if (api_.event_record == nullptr || api_.event_record(node, &s.event) != CUDA_SUCCESS)
+        if (api_.cuGraphEventRecordNodeGetEvent == nullptr ||
+            api_.cuGraphEventRecordNodeGetEvent(node, &s.event) != CUDA_SUCCESS)
           return "an event-record node's event";
         plan_->steps.emplace_back(s);
         return nullptr;
       }
       case CU_GRAPH_NODE_TYPE_WAIT_EVENT: {
         ReplayEventWait s;
-        if (api_.event_wait == nullptr || api_.event_wait(node, &s.event) != CUDA_SUCCESS)
+        if (api_.cuGraphEventWaitNodeGetEvent == nullptr ||
+            api_.cuGraphEventWaitNodeGetEvent(node, &s.event) != CUDA_SUCCESS)
           return "an event-wait node's event";
         plan_->steps.emplace_back(s);
         return nullptr;
       }
       case CU_GRAPH_NODE_TYPE_GRAPH: {
         CUgraph sub = nullptr;
-        if (api_.child == nullptr || api_.child(node, &sub) != CUDA_SUCCESS || sub == nullptr)
+        if (api_.cuGraphChildGraphNodeGetGraph == nullptr ||
+            api_.cuGraphChildGraphNodeGetGraph(node, &sub) != CUDA_SUCCESS || sub == nullptr)
           return "a child graph node's graph";
         return add_graph(sub, depth + 1);
       }
@@ -192,7 +155,7 @@ class PlanBuilder {
 
   const char* add_kernel(CUgraphNode node) {
     CUDA_KERNEL_NODE_PARAMS p{};
-    if (api_.kernel(node, &p) != CUDA_SUCCESS) return "a kernel node's parameters";
+    if (api_.cuGraphKernelNodeGetParams(node, &p) != CUDA_SUCCESS) return "a kernel node's parameters";
     ReplayKernel k;
     k.function = p.func != nullptr ? p.func : reinterpret_cast<CUfunction>(p.kern);
     if (k.function == nullptr) return "a kernel node without a function";
@@ -205,28 +168,31 @@ class PlanBuilder {
     k.config.sharedMemBytes = p.sharedMemBytes;
     k.params = p.kernelParams;
     k.extra = p.extra;
-    if (api_.kernel_attr != nullptr) {
+    if (api_.cuGraphKernelNodeGetAttribute != nullptr) {
       // The attributes that change what a launch does (not only how fast).
       CUkernelNodeAttrValue v{};
-      if (api_.kernel_attr(node, CU_LAUNCH_ATTRIBUTE_DEVICE_UPDATABLE_KERNEL_NODE, &v) == CUDA_SUCCESS &&
+      if (api_.cuGraphKernelNodeGetAttribute(node, CU_LAUNCH_ATTRIBUTE_DEVICE_UPDATABLE_KERNEL_NODE, &v) ==
+              CUDA_SUCCESS &&
           v.deviceUpdatableKernelNode.deviceUpdatable != 0) {
         return "a kernel node updatable from the device";
       }
       v = {};
-      if (api_.kernel_attr(node, CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION, &v) == CUDA_SUCCESS &&
+      if (api_.cuGraphKernelNodeGetAttribute(node, CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION, &v) == CUDA_SUCCESS &&
           v.clusterDim.x * v.clusterDim.y * v.clusterDim.z > 1) {
         add_attr(&k, CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION, v);
       }
       v = {};
-      if (api_.kernel_attr(node, CU_LAUNCH_ATTRIBUTE_COOPERATIVE, &v) == CUDA_SUCCESS && v.cooperative != 0)
+      if (api_.cuGraphKernelNodeGetAttribute(node, CU_LAUNCH_ATTRIBUTE_COOPERATIVE, &v) == CUDA_SUCCESS &&
+          v.cooperative != 0)
         add_attr(&k, CU_LAUNCH_ATTRIBUTE_COOPERATIVE, v);
       v = {};
-      if (api_.kernel_attr(node, CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE, &v) == CUDA_SUCCESS &&
+      if (api_.cuGraphKernelNodeGetAttribute(node, CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE, &v) ==
+              CUDA_SUCCESS &&
           v.clusterSchedulingPolicyPreference != CU_CLUSTER_SCHEDULING_POLICY_DEFAULT) {
         add_attr(&k, CU_LAUNCH_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE, v);
       }
       v = {};
-      if (api_.kernel_attr(node, CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN, &v) == CUDA_SUCCESS &&
+      if (api_.cuGraphKernelNodeGetAttribute(node, CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN, &v) == CUDA_SUCCESS &&
           v.memSyncDomain != CU_LAUNCH_MEM_SYNC_DOMAIN_DEFAULT) {
         add_attr(&k, CU_LAUNCH_ATTRIBUTE_MEM_SYNC_DOMAIN, v);
       }
@@ -255,16 +221,16 @@ class PlanBuilder {
     a.value = v;
   }
 
-  const GraphApi& api_;
+  const DriverTable& api_;
   ReplayPlan* plan_;
 };
 
 }  // namespace
 
 ReplayPlan::~ReplayPlan() {
-  const GraphApi& api = GraphApi::get();
-  if (done != nullptr && api.event_destroy != nullptr) api.event_destroy(done);
-  if (clone != nullptr && api.destroy != nullptr) api.destroy(clone);
+  const DriverTable& api = driver();
+  if (done != nullptr && api.cuEventDestroy != nullptr) api.cuEventDestroy(done);
+  if (clone != nullptr && api.cuGraphDestroy != nullptr) api.cuGraphDestroy(clone);
 }
 
 GraphReplay& GraphReplay::instance() noexcept {
@@ -283,8 +249,8 @@ void GraphReplay::refuse(const char* reason) noexcept {
 
 void GraphReplay::instantiated(CUgraphExec exec, CUgraph graph, unsigned long long flags) noexcept {
   if (!enabled_ || exec == nullptr || graph == nullptr) return;
-  const GraphApi& api = GraphApi::get();
-  if (!api.complete()) {
+  const DriverTable& api = driver();
+  if (!can_plan(api)) {
     refuse("the driver lacks the graph inspection calls");
     return;
   }
@@ -295,7 +261,7 @@ void GraphReplay::instantiated(CUgraphExec exec, CUgraph graph, unsigned long lo
   }
   try {
     auto plan = std::make_shared<ReplayPlan>();
-    if (api.clone(&plan->clone, graph) != CUDA_SUCCESS || plan->clone == nullptr) {
+    if (api.cuGraphClone(&plan->clone, graph) != CUDA_SUCCESS || plan->clone == nullptr) {
       plan->clone = nullptr;
       edited(exec);
       refuse("cuGraphClone failed");
@@ -307,7 +273,7 @@ void GraphReplay::instantiated(CUgraphExec exec, CUgraph graph, unsigned long lo
       refuse(why);
       return;
     }
-    if (api.event_create != nullptr && api.event_create(&plan->done, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS)
+    if (api.cuEventCreate != nullptr && api.cuEventCreate(&plan->done, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS)
       plan->done = nullptr;
     const std::lock_guard<std::mutex> lock(mu_);
     plans_[exec] = std::move(plan);

@@ -1,3 +1,7 @@
+// Why this file is long (~1.2k lines): every hook's body is one template,
+// dispatch<>(), with the launch paths it routes to (best effort, atomized,
+// deferred, graph replay) next to it, so that each instantiation sees them all.
+//
 // The exported hooks: one thin extern "C" shim per line of hook_list.def,
 // all expanded from that list, each calling dispatch<>() with its HookId and
 // the real function's exact type (taken from cuda.h, so a shim whose
@@ -178,11 +182,13 @@ void map_proc_address(const char* symbol, void** pfn) noexcept {
 }
 
 // One launch with its mask: the body of every launch hook (and of each atom).
-// With `Bare` (lithos switched off) the real function only.
+// With `Bare` (lithos switched off) the real function only. `grant`: what
+// lithosd granted this best-effort launch (null: nothing).
 template <HookId Id, bool Bare = false, class Fn, class... A>
-CUresult launch_one(Fn fn, CUstream stream, A... a) {
+CUresult launch_one(Fn fn, CUstream stream, const Grant* grant, A... a) {
   if constexpr (Bare) {
     (void)stream;
+    (void)grant;
     return fn(a...);
   }
   constexpr HookInfo info = hook_info(Id);
@@ -190,7 +196,7 @@ CUresult launch_one(Fn fn, CUstream stream, A... a) {
   const FrameGuard guard;
   const LaunchInfo li = launch_info<Id>(a...);
   try {
-    rt.begin_launch(Id, stream, info.ptsz, li);
+    rt.begin_launch(Id, Stream{stream, info.ptsz}, li, grant);
   } catch (const std::exception& e) {
     thread_frame() = guard.saved();
     rt.internal_error(Id, e.what());
@@ -200,7 +206,7 @@ CUresult launch_one(Fn fn, CUstream stream, A... a) {
   }
   if constexpr (kHasStreamParam<A...>) {
     if (rt.backend() == Backend::kGreen) {
-      const Runtime::GreenRoute route = rt.green_route(stream, info.ptsz, &li);
+      const Runtime::GreenRoute route = rt.green_route(Stream{stream, info.ptsz}, &li);
       if (route) {
         CUlaunchConfig cfg{};
         const CUresult r = fn(with_stream(a, route.target(), &cfg)...);
@@ -211,50 +217,17 @@ CUresult launch_one(Fn fn, CUstream stream, A... a) {
   }
   const CUresult r = fn(a...);
   rt.end_launch();
-  if (r == CUDA_SUCCESS) rt.after_launch(stream, info.ptsz, li, false);  // lithosd, high priority: accounted
+  if (r == CUDA_SUCCESS) {
+    rt.after_launch(Stream{stream, info.ptsz}, li, false,
+                    grant != nullptr && grant->runs_free);  // lithosd, hp: accounted
+  }
   return r;
 }
 
-// Under lithosd, a best-effort launch's part that the daemon granted (or
-// the fallback set when it is gone): the frame carries the set, so that
-// Runtime::choose gives it to every descriptor built meanwhile.
-class GrantScope {
- public:
-  explicit GrantScope(const sched::TpcSet& tpcs) noexcept : saved_(thread_frame()) {
-    thread_frame().granted = true;
-    thread_frame().grant = tpcs;
-  }
-  ~GrantScope() {
-    thread_frame().granted = saved_.granted;
-    thread_frame().grant = saved_.grant;
-  }
-  GrantScope(const GrantScope&) = delete;
-  GrantScope& operator=(const GrantScope&) = delete;
-
- private:
-  ThreadFrame saved_;
-};
-
-// Around a best-effort launch made at once while lithosd lets its tenant
-// run free: the allocation as the launch's set, and the launch reported
-// after it was made (Runtime::after_launch), as a high-priority one.
-class RunsFreeScope {
- public:
-  explicit RunsFreeScope(const sched::TpcSet& tpcs) noexcept : grant_(tpcs), saved_(thread_frame().runs_free) {
-    thread_frame().runs_free = true;
-  }
-  ~RunsFreeScope() { thread_frame().runs_free = saved_; }
-  RunsFreeScope(const RunsFreeScope&) = delete;
-  RunsFreeScope& operator=(const RunsFreeScope&) = delete;
-
- private:
-  GrantScope grant_;
-  bool saved_;
-};
-
-sched::TpcSet grant_set(const ipc::GrantMsg& g) {
+// The grant a GrantMsg gives, handed to the launch it is for.
+Grant grant_of(const ipc::GrantMsg& g) {
   // kGrantWholeGpu: an empty set means "no mask" to Runtime::choose.
-  return (g.flags & ipc::kGrantWholeGpu) != 0 ? sched::TpcSet{} : sched::TpcSet::from_words(g.tpcs[0], g.tpcs[1]);
+  return {(g.flags & ipc::kGrantWholeGpu) != 0 ? sched::TpcSet{} : sched::TpcSet::from_words(g.tpcs[0], g.tpcs[1])};
 }
 
 // Told apart from its graph's launches (LaunchIdentity::kernel) when a
@@ -263,44 +236,43 @@ constexpr std::uint64_t kGraphUploadSalt = 0x75706c6f61640000ULL;  // "upload"
 
 // A best-effort launch that runs as one piece under lithosd: submitted, run
 // when granted on the granted set, followed by the grant's marker. Without
-// a grant (the daemon is gone) it runs on the fallback set.
+// a grant (the daemon is gone) it runs on the fallback set. `launch` is
+// called with the grant it runs under.
 template <class Launch>
-CUresult granted_whole(const LaunchInfo& li, CUstream stream, bool ptsz, const LaunchIdentity& id, bool graph,
-                       Launch&& launch, const std::optional<sched::TpcSet>& pinned = std::nullopt) {
+CUresult granted_whole(const LaunchInfo& li, Stream stream, const LaunchIdentity& id, bool graph, Launch&& launch,
+                       const std::optional<sched::TpcSet>& pinned = std::nullopt) {
   DaemonClient& dc = DaemonClient::current();
-  const auto ticket = dc.submit(stream, ptsz, li, id, 1, true, graph, pinned ? &*pinned : nullptr);
+  const auto ticket = dc.submit(stream, li, id, 1, true, graph, pinned ? &*pinned : nullptr);
   ipc::GrantMsg g;
   if (!ticket || !dc.next_grant(*ticket, &g)) {
-    const GrantScope scope(dc.fallback());
-    return launch();
+    const Grant fallback{dc.fallback()};
+    return launch(&fallback);
   }
-  CUresult r = CUDA_SUCCESS;
-  {
-    const GrantScope scope(grant_set(g));
-    r = launch();
-  }
-  dc.atom_launched(*ticket, stream, ptsz, g.marker);
+  const Grant grant = grant_of(g);
+  const CUresult r = launch(&grant);
+  dc.atom_launched(*ticket, stream, g.marker);
   // A whole launch gets one grant; anything else the daemon sent is stale.
-  while ((g.flags & ipc::kGrantLast) == 0 && dc.next_grant(*ticket, &g))
-    dc.atom_launched(*ticket, stream, ptsz, g.marker);
+  while ((g.flags & ipc::kGrantLast) == 0 && dc.next_grant(*ticket, &g)) dc.atom_launched(*ticket, stream, g.marker);
   return r;
 }
 
 // Runs the atoms of one planned launch in order, all at once (without
 // lithosd nothing decides when an atom may go; under it, run_granted);
-// `launch` performs one launch with the bounds currently in `bp`. Stops at
-// the first failure.
+// `launch` performs one launch with the bounds currently in `bp`, under
+// `grant` (a tenant running free: its allocation; else null). Stops at the
+// first failure.
 template <class Launch>
-CUresult run_atoms(const FunctionEntry& e, const Atomizer::Launch& l, BoundsParams& bp, Launch&& launch) {
+CUresult run_atoms(const FunctionEntry& e, const Atomizer::Launch& l, BoundsParams& bp, const Grant* grant,
+                   Launch&& launch) {
   if (!l.plan.split()) {
     bp.set(0, 0xffffffffu);
-    return launch();
+    return launch(grant);
   }
   Atomizer& az = Atomizer::instance();
   for (std::uint32_t i = 0; i < l.plan.count; ++i) {
     const sched::BlockRange r = l.plan.atom(i);
     bp.set(static_cast<std::uint32_t>(r.lo), static_cast<std::uint32_t>(r.hi));
-    const CUresult res = launch();
+    const CUresult res = launch(grant);
     if (res != CUDA_SUCCESS) {
       az.atoms_issued(e, i);
       return res;
@@ -315,11 +287,11 @@ CUresult run_atoms(const FunctionEntry& e, const Atomizer::Launch& l, BoundsPara
 // is launched with its bounds on its set and followed by its marker. When the
 // daemon goes away mid-launch, the blocks left run at once on the fallback set.
 template <class Launch>
-CUresult run_granted(const FunctionEntry& e, const LaunchInfo& li, CUstream stream, bool ptsz, std::uint64_t unit,
-                     BoundsParams& bp, Launch&& launch) {
+CUresult run_granted(const FunctionEntry& e, const LaunchInfo& li, Stream stream, std::uint64_t unit, BoundsParams& bp,
+                     Launch&& launch) {
   DaemonClient& dc = DaemonClient::current();
   const std::uint64_t total = li.grid.count();
-  const auto ticket = dc.submit(stream, ptsz, li, Runtime::instance().identity(li.function, true),
+  const auto ticket = dc.submit(stream, li, Runtime::instance().identity(li.function, true),
                                 static_cast<std::uint32_t>(std::min<std::uint64_t>(unit, UINT32_MAX)), false, false);
   std::uint64_t next = 0;
   std::uint32_t atoms = 0;
@@ -329,19 +301,17 @@ CUresult run_granted(const FunctionEntry& e, const LaunchInfo& li, CUstream stre
     if (!dc.next_grant(*ticket, &g)) break;
     if (g.lo != next || g.hi <= g.lo || g.hi > total) break;  // not this launch's next range: run the rest alone
     bp.set(static_cast<std::uint32_t>(g.lo), static_cast<std::uint32_t>(g.hi));
-    {
-      const GrantScope scope(grant_set(g));
-      r = launch();
-    }
-    dc.atom_launched(*ticket, stream, ptsz, g.marker);
+    const Grant grant = grant_of(g);
+    r = launch(&grant);
+    dc.atom_launched(*ticket, stream, g.marker);
     ++atoms;
     next = g.hi;
     if (r != CUDA_SUCCESS || (g.flags & ipc::kGrantLast) != 0) break;
   }
   if (r == CUDA_SUCCESS && next < total) {
     bp.set(static_cast<std::uint32_t>(next), static_cast<std::uint32_t>(total));
-    const GrantScope scope(dc.fallback());
-    r = launch();
+    const Grant fallback{dc.fallback()};
+    r = launch(&fallback);
     ++atoms;
   }
   Atomizer::instance().atoms_issued(e, atoms);
@@ -367,10 +337,11 @@ void launch_attributes(const CUlaunchConfig* cfg, std::uint32_t cluster[3], bool
 // through the client of the launch's GPU (DaemonClient::current; not where
 // the daemon at that GPU's socket serves another). Registers on first use
 // (high-priority processes too: they learn their class here, before their
-// first launch is made).
-bool be_daemon() noexcept {
+// first launch is made). `grant`: the launch's (one made at once because the
+// tenant runs free does not go through lithosd again).
+bool be_daemon(const Grant* grant = nullptr) noexcept {
   DaemonClient& dc = DaemonClient::current();
-  if (!dc.wanted() || thread_frame().runs_free) return false;
+  if (!dc.wanted() || (grant != nullptr && grant->runs_free)) return false;
   const bool up = dc.ready();
   return !dc.high() && (up || dc.registered_once());
 }
@@ -402,27 +373,29 @@ std::uint64_t be_atom_unit(const FunctionEntry& e, const LaunchInfo& li, const A
 // cannot be split. `one` launches with the bounds in `bp`.
 template <HookId Id, class Launch, class... A>
 CUresult be_granted_atoms(const FunctionEntry& e, CUstream stream, BoundsParams& bp, Launch&& one, const A&... a) {
-  constexpr bool ptsz = hook_info(Id).ptsz;
+  const Stream s{stream, hook_info(Id).ptsz};
   const LaunchInfo li = launch_info<Id>(a...);
   const std::uint64_t unit = be_atom_unit<Id>(e, li, a...);
   if (unit == 0) {
     bp.set(0, 0xffffffffu);
-    return granted_whole(li, stream, ptsz, Runtime::instance().identity(li.function, true), false, one);
+    return granted_whole(li, s, Runtime::instance().identity(li.function, true), false, one);
   }
-  return run_granted(e, li, stream, ptsz, unit, bp, one);
+  return run_granted(e, li, s, unit, bp, one);
 }
 
 // A launch under the atomizer: rewritten kernels carry the atom bounds and
 // may run as several atoms; everything else goes through launch_one.
+// `grant`: a tenant running free's allocation (null: nothing granted yet).
 template <HookId Id, bool Bare, class Fn, class... A>
-CUresult launch_maybe_atomized(Fn fn, CUstream stream, A... a) {
+CUresult launch_maybe_atomized(Fn fn, CUstream stream, const Grant* grant, A... a) {
+  const bool runs_free = grant != nullptr && grant->runs_free;
   constexpr HookInfo info = hook_info(Id);
   Atomizer& az = Atomizer::instance();
   if constexpr (Id == HookId::cuLaunchCooperativeKernelMultiDevice) {
     auto t = std::tie(a...);
     CUDA_LAUNCH_PARAMS* list = std::get<0>(t);
     const unsigned n = std::get<1>(t);
-    if (list == nullptr || n == 0 || n > 64) return launch_one<Id, Bare>(fn, stream, a...);
+    if (list == nullptr || n == 0 || n > 64) return launch_one<Id, Bare>(fn, stream, grant, a...);
     std::vector<CUDA_LAUNCH_PARAMS> copy(list, list + n);
     std::vector<BoundsParams> bps(n);
     for (unsigned i = 0; i < n; ++i) {
@@ -432,7 +405,7 @@ CUresult launch_maybe_atomized(Fn fn, CUstream stream, A... a) {
       bps[i].set(0, 0xffffffffu);
       copy[i].kernelParams = bps[i].params();
     }
-    return launch_one<Id, Bare>(fn, stream, copy.data(), n, std::get<2>(t));
+    return launch_one<Id, Bare>(fn, stream, grant, copy.data(), n, std::get<2>(t));
   } else {
     const void* handle = launched_function(a...);
     const FunctionEntry* e = az.lookup(handle);
@@ -442,18 +415,18 @@ CUresult launch_maybe_atomized(Fn fn, CUstream stream, A... a) {
         if (az.times_all()) {
           auto t = std::tie(a...);
           const std::uint32_t grid[3] = {std::get<1>(t), std::get<2>(t), std::get<3>(t)};
-          return az.timed_unknown(handle, Runtime::instance().kernel_name(handle), grid, stream, info.ptsz,
-                                  [&] { return launch_one<Id>(fn, stream, a...); });
+          return az.timed_unknown(handle, Runtime::instance().kernel_name(handle), grid, Stream{stream, info.ptsz},
+                                  [&] { return launch_one<Id>(fn, stream, grant, a...); });
         }
       } else if constexpr (!Bare && (Id == HookId::cuLaunchKernelEx || Id == HookId::cuLaunchKernelEx_ptsz)) {
         const CUlaunchConfig* cfg = std::get<0>(std::tie(a...));
         if (az.times_all() && cfg != nullptr) {
           const std::uint32_t grid[3] = {cfg->gridDimX, cfg->gridDimY, cfg->gridDimZ};
-          return az.timed_unknown(handle, Runtime::instance().kernel_name(handle), grid, stream, info.ptsz,
-                                  [&] { return launch_one<Id>(fn, stream, a...); });
+          return az.timed_unknown(handle, Runtime::instance().kernel_name(handle), grid, Stream{stream, info.ptsz},
+                                  [&] { return launch_one<Id>(fn, stream, grant, a...); });
         }
       }
-      return launch_one<Id, Bare>(fn, stream, a...);
+      return launch_one<Id, Bare>(fn, stream, grant, a...);
     }
     auto t = std::tie(a...);
     BoundsParams bp;
@@ -461,48 +434,49 @@ CUresult launch_maybe_atomized(Fn fn, CUstream stream, A... a) {
     if constexpr (Id == HookId::cuLaunchKernel || Id == HookId::cuLaunchKernel_ptsz) {
       if (!bp.build(*e->patch, std::get<9>(t), std::get<10>(t))) {
         az.unsupported_path("a cuLaunchKernel `extra` list with unknown keys");
-        return launch_one<Id, Bare>(fn, stream, a...);
+        return launch_one<Id, Bare>(fn, stream, grant, a...);
       }
       const std::uint32_t grid[3] = {std::get<1>(t), std::get<2>(t), std::get<3>(t)};
-      auto one = [&] {
-        return launch_one<Id, Bare>(fn, stream, std::get<0>(t), std::get<1>(t), std::get<2>(t), std::get<3>(t),
+      auto one = [&](const Grant* g) {
+        return launch_one<Id, Bare>(fn, stream, g, std::get<0>(t), std::get<1>(t), std::get<2>(t), std::get<3>(t),
                                     std::get<4>(t), std::get<5>(t), std::get<6>(t), std::get<7>(t), std::get<8>(t),
                                     bp.params(), bp.extra());
       };
       if constexpr (!Bare) {
-        if (be_daemon()) return be_granted_atoms<Id>(*e, stream, bp, one, a...);
+        if (be_daemon(grant)) return be_granted_atoms<Id>(*e, stream, bp, one, a...);
       }
       const Atomizer::WaveQuery wave{handle, {std::get<4>(t), std::get<5>(t), std::get<6>(t)}, std::get<7>(t)};
-      Atomizer::Launch l = az.plan(*e, grid, cluster, Bare, stream, info.ptsz, wave, thread_frame().runs_free);
-      const CUresult r = run_atoms(*e, l, bp, one);
+      Atomizer::Launch l = az.plan(*e, grid, cluster, Bare, Stream{stream, info.ptsz}, wave, runs_free);
+      const CUresult r = run_atoms(*e, l, bp, grant, one);
       az.finish(*e, l, r == CUDA_SUCCESS);
       return r;
     } else if constexpr (Id == HookId::cuLaunchKernelEx || Id == HookId::cuLaunchKernelEx_ptsz) {
       const CUlaunchConfig* cfg = std::get<0>(t);
       if (cfg == nullptr || !bp.build(*e->patch, std::get<2>(t), std::get<3>(t))) {
         az.unsupported_path("a cuLaunchKernelEx `extra` list with unknown keys");
-        return launch_one<Id, Bare>(fn, stream, a...);
+        return launch_one<Id, Bare>(fn, stream, grant, a...);
       }
-      auto one = [&] { return launch_one<Id, Bare>(fn, stream, cfg, std::get<1>(t), bp.params(), bp.extra()); };
+      auto one = [&](const Grant* g) {
+        return launch_one<Id, Bare>(fn, stream, g, cfg, std::get<1>(t), bp.params(), bp.extra());
+      };
       if constexpr (!Bare) {
-        if (be_daemon()) return be_granted_atoms<Id>(*e, stream, bp, one, a...);
+        if (be_daemon(grant)) return be_granted_atoms<Id>(*e, stream, bp, one, a...);
       }
       bool cooperative = false;
       launch_attributes(cfg, cluster, &cooperative);
       const std::uint32_t grid[3] = {cfg->gridDimX, cfg->gridDimY, cfg->gridDimZ};
       const Atomizer::WaveQuery wave{handle, {cfg->blockDimX, cfg->blockDimY, cfg->blockDimZ}, cfg->sharedMemBytes};
-      Atomizer::Launch l =
-          az.plan(*e, grid, cluster, cooperative || Bare, stream, info.ptsz, wave, thread_frame().runs_free);
-      const CUresult r = run_atoms(*e, l, bp, one);
+      Atomizer::Launch l = az.plan(*e, grid, cluster, cooperative || Bare, Stream{stream, info.ptsz}, wave, runs_free);
+      const CUresult r = run_atoms(*e, l, bp, grant, one);
       az.finish(*e, l, r == CUDA_SUCCESS);
       return r;
     } else if constexpr (Id == HookId::cuLaunchCooperativeKernel || Id == HookId::cuLaunchCooperativeKernel_ptsz) {
       // Grid-synchronising: never split, but the rewritten code needs its bounds.
-      if (!bp.build(*e->patch, std::get<9>(t), nullptr)) return launch_one<Id, Bare>(fn, stream, a...);
+      if (!bp.build(*e->patch, std::get<9>(t), nullptr)) return launch_one<Id, Bare>(fn, stream, grant, a...);
       const std::uint32_t grid[3] = {std::get<1>(t), std::get<2>(t), std::get<3>(t)};
-      Atomizer::Launch l = az.plan(*e, grid, cluster, true, stream, info.ptsz);
-      const CUresult r = run_atoms(*e, l, bp, [&] {
-        return launch_one<Id, Bare>(fn, stream, std::get<0>(t), std::get<1>(t), std::get<2>(t), std::get<3>(t),
+      Atomizer::Launch l = az.plan(*e, grid, cluster, true, Stream{stream, info.ptsz});
+      const CUresult r = run_atoms(*e, l, bp, grant, [&](const Grant* g) {
+        return launch_one<Id, Bare>(fn, stream, g, std::get<0>(t), std::get<1>(t), std::get<2>(t), std::get<3>(t),
                                     std::get<4>(t), std::get<5>(t), std::get<6>(t), std::get<7>(t), std::get<8>(t),
                                     bp.params());
       });
@@ -511,11 +485,9 @@ CUresult launch_maybe_atomized(Fn fn, CUstream stream, A... a) {
     } else {
       // cuLaunch / cuLaunchGrid(Async): parameters were set by cuParamSet*;
       // set the bounds the same way (the whole grid), then launch.
-      using ParamSetv = CUresult (*)(CUfunction, int, void*, unsigned int);
-      using ParamSetSize = CUresult (*)(CUfunction, unsigned int);
-      RealDriver& drv = RealDriver::instance();
-      const auto setv = reinterpret_cast<ParamSetv>(drv.symbol("cuParamSetv"));
-      const auto set_size = reinterpret_cast<ParamSetSize>(drv.symbol("cuParamSetSize"));
+      const DriverTable& drv = driver();
+      const auto setv = drv.cuParamSetv;
+      const auto set_size = drv.cuParamSetSize;
       CUfunction f = std::get<0>(t);
       std::uint32_t whole[2] = {0, 0xffffffffu};
       if (setv == nullptr || set_size == nullptr ||
@@ -523,7 +495,7 @@ CUresult launch_maybe_atomized(Fn fn, CUstream stream, A... a) {
           set_size(f, e->patch->bounds_offset + 8) != CUDA_SUCCESS) {
         az.unsupported_path("a legacy cuLaunch* of a rewritten kernel (cuParamSetv failed)");
       }
-      return launch_one<Id, Bare>(fn, stream, a...);
+      return launch_one<Id, Bare>(fn, stream, grant, a...);
     }
   }
 }
@@ -538,8 +510,7 @@ CUresult with_deferred_error(CUresult r, int deferred) noexcept {
 
 // The calling thread's current context (the worker makes the launch in it).
 CUcontext current_context() noexcept {
-  using GetCurrent = CUresult (*)(CUcontext*);
-  static const auto get = reinterpret_cast<GetCurrent>(RealDriver::instance().symbol("cuCtxGetCurrent"));
+  const auto get = driver().cuCtxGetCurrent;
   CUcontext ctx = nullptr;
   if (get == nullptr || get(&ctx) != CUDA_SUCCESS) return nullptr;
   return ctx;
@@ -549,20 +520,19 @@ CUcontext current_context() noexcept {
 // launch, or a graph replayed node by node): not on a per-thread default
 // stream (the worker's would be another), not while a capture is in
 // progress (what is captured must stay in its thread's capture sequence).
-bool deferrable_on(CUstream stream, bool ptsz) noexcept {
-  if ((ptsz && stream == nullptr) || stream == CU_STREAM_PER_THREAD) return false;
+bool deferrable_on(Stream stream) noexcept {
+  if (stream.null_per_thread() || stream.raw() == CU_STREAM_PER_THREAD) return false;
   return stream_captures().load(std::memory_order_acquire) == 0;
 }
 
 // Whether `stream` is being captured (checked only while some capture is in
 // progress in the process).
-bool capturing(CUstream stream, bool ptsz) noexcept {
+bool capturing(Stream stream) noexcept {
   if (stream_captures().load(std::memory_order_acquire) == 0) return false;
-  using IsCapturing = CUresult (*)(CUstream, CUstreamCaptureStatus*);
-  static const auto is_capturing = reinterpret_cast<IsCapturing>(RealDriver::instance().symbol("cuStreamIsCapturing"));
+  const auto is_capturing = driver().cuStreamIsCapturing;
   if (is_capturing == nullptr) return false;
   CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
-  const CUstream h = ptsz && stream == nullptr ? CU_STREAM_PER_THREAD : stream;
+  const CUstream h = stream.plain_handle();
   return is_capturing(h, &cs) == CUDA_SUCCESS && cs != CU_STREAM_CAPTURE_STATUS_NONE;
 }
 
@@ -573,26 +543,30 @@ CUresult be_launch(Fn fn, CUstream stream, A... a) {
   constexpr HookInfo info = hook_info(Id);
   Atomizer& az = Atomizer::instance();
   const bool atomizing = az.active() || az.rewrote_any();
-  if (capturing(stream, info.ptsz)) {
+  if (capturing(Stream{stream, info.ptsz})) {
     // Recorded into a graph, not run: nothing to grant, no marker (it would
     // be replayed with the graph). A rewritten kernel keeps the whole grid
     // in its node: a replay cuts it into atoms (graph_replay.hpp).
-    return atomizing ? launch_maybe_atomized<Id, true>(fn, stream, a...) : launch_one<Id, true>(fn, stream, a...);
+    return atomizing ? launch_maybe_atomized<Id, true>(fn, stream, nullptr, a...)
+                     : launch_one<Id, true>(fn, stream, nullptr, a...);
   }
   if (sched::TpcSet free; DaemonClient::current().runs_free(&free)) {
     // Nothing to protect: at once, on the allocation, reported after.
-    const RunsFreeScope scope(free);
-    return atomizing ? launch_maybe_atomized<Id, false>(fn, stream, a...) : launch_one<Id>(fn, stream, a...);
+    const Grant grant{free, /*runs_free=*/true};
+    return atomizing ? launch_maybe_atomized<Id, false>(fn, stream, &grant, a...)
+                     : launch_one<Id>(fn, stream, &grant, a...);
   }
   // Best effort under lithosd: rewritten kernels run as granted atoms
   // (inside launch_maybe_atomized); everything else as one granted piece.
   constexpr bool splittable = is_plain_launch(Id) || is_ex_launch(Id);
   const LaunchInfo li = launch_info<Id>(a...);
   if (splittable && atomizing && az.lookup(li.function) != nullptr)
-    return launch_maybe_atomized<Id, false>(fn, stream, a...);
-  return granted_whole(li, stream, info.ptsz, Runtime::instance().identity(li.function, true), false, [&] {
-    return atomizing ? launch_maybe_atomized<Id, false>(fn, stream, a...) : launch_one<Id>(fn, stream, a...);
-  });
+    return launch_maybe_atomized<Id, false>(fn, stream, nullptr, a...);
+  return granted_whole(li, Stream{stream, info.ptsz}, Runtime::instance().identity(li.function, true), false,
+                       [&](const Grant* grant) {
+                         return atomizing ? launch_maybe_atomized<Id, false>(fn, stream, grant, a...)
+                                          : launch_one<Id>(fn, stream, grant, a...);
+                       });
 }
 
 // LITHOS_SUBMIT_AHEAD: submits a launch being queued, as be_launch will
@@ -613,9 +587,9 @@ std::optional<DaemonClient::Ahead> submit_ahead(CUstream stream, const A&... a) 
     if (const FunctionEntry* e = az.lookup(li.function)) unit = be_atom_unit<Id>(*e, li, a...);
   }
   const auto t = unit != 0
-                     ? dc.submit(stream, info.ptsz, li, id,
+                     ? dc.submit(Stream{stream, info.ptsz}, li, id,
                                  static_cast<std::uint32_t>(std::min<std::uint64_t>(unit, UINT32_MAX)), false, false)
-                     : dc.submit(stream, info.ptsz, li, id, 1, true, false);
+                     : dc.submit(Stream{stream, info.ptsz}, li, id, 1, true, false);
   if (!t) return std::nullopt;
   dc.count_ahead();
   return DaemonClient::Ahead{*t, id.kernel, &dc};
@@ -633,7 +607,7 @@ bool defer_launch(Fn fn, CUstream stream, A... a) {
   if constexpr (!plain && !ex) {
     return false;
   } else {
-    if (!deferrable_on(stream, info.ptsz)) return false;
+    if (!deferrable_on(Stream{stream, info.ptsz})) return false;
     std::tuple<A...> args(a...);
     const void* function = launched_function(a...);
     std::uint32_t limit = UINT32_MAX;
@@ -700,12 +674,13 @@ int replay_step(const ReplayStep& step, CUstream stream) noexcept {
       // An atom cut at capture: its node's parameters (bounds included) as they are, one grant.
       const LaunchInfo li = launch_info<HookId::cuLaunchKernelEx>(&cfg, k->function, k->params, k->extra);
       if (sched::TpcSet free; DaemonClient::current().runs_free(&free)) {
-        const RunsFreeScope scope(free);
-        return launch_one<HookId::cuLaunchKernelEx>(ex, stream, &cfg, k->function, k->params, k->extra);
+        const Grant grant{free, /*runs_free=*/true};
+        return launch_one<HookId::cuLaunchKernelEx>(ex, stream, &grant, &cfg, k->function, k->params, k->extra);
       }
-      return granted_whole(li, stream, false, Runtime::instance().identity(k->function, true), false, [&] {
-        return launch_one<HookId::cuLaunchKernelEx>(ex, stream, &cfg, k->function, k->params, k->extra);
-      });
+      return granted_whole(
+          li, Stream{stream, false}, Runtime::instance().identity(k->function, true), false, [&](const Grant* grant) {
+            return launch_one<HookId::cuLaunchKernelEx>(ex, stream, grant, &cfg, k->function, k->params, k->extra);
+          });
     }
     if (const auto* m = std::get_if<ReplayMemset>(&step)) {
       const CUDA_MEMSET_NODE_PARAMS& p = m->p;
@@ -765,11 +740,9 @@ CUresult replay_graph(const std::shared_ptr<ReplayPlan>& plan, CUstream stream) 
     const int r = op();
     if (err == 0) err = r != 0 ? r : drained;
   };
-  RealDriver& drv = RealDriver::instance();
-  using Record = CUresult (*)(CUevent, CUstream);
-  using Wait = CUresult (*)(CUstream, CUevent, unsigned int);
-  const auto record = reinterpret_cast<Record>(drv.function(HookId::cuEventRecord));
-  const auto wait = reinterpret_cast<Wait>(drv.function(HookId::cuStreamWaitEvent));
+  const DriverTable& drv = driver();
+  const auto record = drv.cuEventRecord;
+  const auto wait = drv.cuStreamWaitEvent;
   bool order_after_last = false;
   {
     const std::lock_guard<std::mutex> lock(plan->mu);
@@ -852,7 +825,7 @@ CUresult dispatch_call(Fn fn, CUstream stream, A... a) {
     // Kernels the atomizer rewrote before lithos was switched off still
     // need their bounds: they run whole, unmasked.
     if constexpr (info.kind == HookKind::kLaunch) {
-      if (Atomizer::instance().rewrote_any()) return launch_maybe_atomized<Id, true>(fn, stream, a...);
+      if (Atomizer::instance().rewrote_any()) return launch_maybe_atomized<Id, true>(fn, stream, nullptr, a...);
     } else if constexpr (info.kind == HookKind::kKernelNode || info.kind == HookKind::kGraphNode) {
       if (Atomizer::instance().rewrote_any()) return kernel_node_call<Id>(fn, a...);
     }
@@ -877,15 +850,16 @@ CUresult dispatch_call(Fn fn, CUstream stream, A... a) {
       return be_launch<Id>(fn, stream, a...);
     }
     if (dq.pending()) dq.drain("launch after a class change");  // queued while this process was best effort
-    if (atomizing) return launch_maybe_atomized<Id, false>(fn, stream, a...);
-    return launch_one<Id>(fn, stream, a...);
+    if (atomizing) return launch_maybe_atomized<Id, false>(fn, stream, nullptr, a...);
+    return launch_one<Id>(fn, stream, nullptr, a...);
   } else if constexpr (info.kind == HookKind::kGraphLaunch || info.kind == HookKind::kGraphUpload) {
     const CUgraphExec exec = std::get<0>(std::tie(a...));
-    auto run = [&] {
+    // `grant`: what lithosd granted this launch (null: nothing).
+    auto run = [&](const Grant* grant) {
       const FrameGuard guard;
-      const Runtime::GraphCall call = rt.begin_graph(exec, stream, info.ptsz);
+      const Runtime::GraphCall call = rt.begin_graph(exec, Stream{stream, info.ptsz}, grant);
       if (rt.backend() == Backend::kGreen) {
-        const Runtime::GreenRoute route = rt.green_route(stream, info.ptsz);
+        const Runtime::GreenRoute route = rt.green_route(Stream{stream, info.ptsz});
         if (route) {
           CUlaunchConfig cfg{};
           return fn(with_stream(a, route.target(), &cfg)...);
@@ -911,49 +885,51 @@ CUresult dispatch_call(Fn fn, CUstream stream, A... a) {
       // lithosd: a best-effort graph waits for its grant (its descriptors'
       // mask is fixed when they are first built, docs/daemon.md); a
       // high-priority one goes out at once and is accounted.
-      std::optional<RunsFreeScope> free_scope;
+      std::optional<Grant> free_grant;
       if (be_daemon()) {
         const std::optional<sched::TpcSet> pinned = rt.graph_pinned(exec);
         if (sched::TpcSet free; !first_build_for_good(pinned) && DaemonClient::current().runs_free(&free)) {
           // Built already, it runs on the set it was built with whatever it
           // is given: given that set, it is not taken for a stale launch.
           if (pinned) free = *pinned;
-          free_scope.emplace(free);
+          free_grant = Grant{free, /*runs_free=*/true};
           GraphReplay::instance().count_whole();  // nothing to protect: the whole graph at once
-        } else if (capturing(stream, info.ptsz)) {
-          return run();  // recorded into the graph being captured: nothing runs now
+        } else if (capturing(Stream{stream, info.ptsz})) {
+          return run(nullptr);  // recorded into the graph being captured: nothing runs now
         } else {
           // Node by node where the graph allows it (graph_replay.hpp): each
           // kernel a granted launch of its own.
           GraphReplay& gr = GraphReplay::instance();
-          if (const auto plan = deferrable_on(stream, info.ptsz) ? gr.plan(exec) : nullptr)
+          if (const auto plan = deferrable_on(Stream{stream, info.ptsz}) ? gr.plan(exec) : nullptr)
             return replay_graph(plan, stream);
           gr.count_whole();
           // Descriptors built by an earlier launch keep their mask: the
           // daemon is told the set it runs on (docs/daemon.md, "CUDA graphs").
-          return granted_whole(li, stream, info.ptsz, Runtime::instance().identity(exec, false), true, run, pinned);
+          return granted_whole(li, Stream{stream, info.ptsz}, Runtime::instance().identity(exec, false), true, run,
+                               pinned);
         }
       }
-      rt.before_immediate_launch(stream, info.ptsz);
-      const CUresult r = run();
-      if (r == CUDA_SUCCESS) rt.after_launch(stream, info.ptsz, li, true);
+      const bool runs_free = free_grant.has_value();
+      rt.before_immediate_launch(Stream{stream, info.ptsz}, runs_free);
+      const CUresult r = run(free_grant ? &*free_grant : nullptr);
+      if (r == CUDA_SUCCESS) rt.after_launch(Stream{stream, info.ptsz}, li, true, runs_free);
       return r;
     } else {
       // An upload builds the descriptors as a first launch does (programs
       // that capture once upload to save the first replay's cost; PyTorch
       // 2.11 does not). It is submitted under an identity of its own, so
       // that the predictor does not learn the graph's time from it.
-      if (be_daemon() && first_build_for_good(rt.graph_pinned(exec)) && !capturing(stream, info.ptsz)) {
+      if (be_daemon() && first_build_for_good(rt.graph_pinned(exec)) && !capturing(Stream{stream, info.ptsz})) {
         LaunchIdentity id = Runtime::instance().identity(exec, false);
         id.kernel ^= kGraphUploadSalt;
-        return granted_whole(li, stream, info.ptsz, id, true, run);
+        return granted_whole(li, Stream{stream, info.ptsz}, id, true, run);
       }
-      return run();
+      return run(nullptr);
     }
   } else if constexpr (info.kind == HookKind::kGraphInstantiate) {
     CUgraphExec* out = std::get<0>(std::tie(a...));
     const FrameGuard guard;
-    rt.begin_graph(nullptr, stream, info.ptsz, std::get<1>(std::tie(a...)));
+    rt.begin_graph(nullptr, Stream{stream, info.ptsz}, nullptr, std::get<1>(std::tie(a...)));
     const CUresult r = fn(a...);
     rt.end_graph_instantiate(r == CUDA_SUCCESS, r == CUDA_SUCCESS && out != nullptr ? *out : nullptr);
     // A best-effort process keeps what it needs to replay the exec node by node.
@@ -987,14 +963,14 @@ CUresult dispatch_call(Fn fn, CUstream stream, A... a) {
     constexpr bool every_stream = Id == HookId::cuCtxSynchronize || Id == HookId::cuCtxSynchronize_v2;
     // A context's synchronisation covers the streams of its GPU's client; a
     // stream's, those of the client that knows the stream.
-    DaemonClient& dc = every_stream ? DaemonClient::current() : DaemonClient::of_stream(stream, info.ptsz);
+    DaemonClient& dc = every_stream ? DaemonClient::current() : DaemonClient::of_stream(Stream{stream, info.ptsz});
     const auto points =
-        dc.wanted() ? dc.sync_points(stream, info.ptsz, every_stream) : std::vector<DaemonClient::SyncPoint>{};
+        dc.wanted() ? dc.sync_points(Stream{stream, info.ptsz}, every_stream) : std::vector<DaemonClient::SyncPoint>{};
     const CUresult r = fn(a...);
     if (r == CUDA_SUCCESS) dc.synced(points);
     return r;
   } else if constexpr (info.kind == HookKind::kStreamDestroy) {
-    rt.forget_stream(stream, info.ptsz);
+    rt.forget_stream(Stream{stream, info.ptsz});
     return fn(a...);
   } else if constexpr (info.kind == HookKind::kGetFunction || info.kind == HookKind::kGetKernel) {
     const CUresult r = fn(a...);
@@ -1030,13 +1006,10 @@ CUresult dispatch_call(Fn fn, CUstream stream, A... a) {
     if constexpr (info.kind == HookKind::kModuleLoad) {
       r = call_with_image(fn, p.image, t, std::index_sequence_for<A...>{});
     } else if constexpr (Id == HookId::cuModuleLoad) {
-      using Data = CUresult (*)(CUmodule*, const void*);
-      const auto data = reinterpret_cast<Data>(RealDriver::instance().function(HookId::cuModuleLoadData));
+      const auto data = driver().cuModuleLoadData;
       if (data != nullptr) r = data(out, p.image);
     } else {
-      using Data = CUresult (*)(CUlibrary*, const void*, CUjit_option*, void**, unsigned int, CUlibraryOption*, void**,
-                                unsigned int);
-      const auto data = reinterpret_cast<Data>(RealDriver::instance().function(HookId::cuLibraryLoadData));
+      const auto data = driver().cuLibraryLoadData;
       if (data != nullptr)
         r = data(out, p.image, std::get<2>(t), std::get<3>(t), std::get<4>(t), std::get<5>(t), std::get<6>(t),
                  std::get<7>(t));
@@ -1076,7 +1049,7 @@ CUresult dispatch_call(Fn fn, CUstream stream, A... a) {
     constexpr std::string_view name = info.name;
     if constexpr (name.starts_with("cuStreamBeginCapture")) {
       // Not while the tracker writes this stream's marker (hold_markers).
-      const auto hold = DaemonClient::of_stream(stream, info.ptsz).hold_markers(stream, info.ptsz);
+      const auto hold = DaemonClient::of_stream(Stream{stream, info.ptsz}).hold_markers(Stream{stream, info.ptsz});
       const CUresult r = fn(a...);
       if (r == CUDA_SUCCESS) stream_captures().fetch_add(1, std::memory_order_acq_rel);
       return r;
@@ -1176,7 +1149,7 @@ CUresult dispatch(CUstream stream, A... a) {
     DeferredLaunches& dq = DeferredLaunches::instance();
     if (dq.enabled()) {
       if constexpr (queued_behind_launches(Id)) {
-        if (!lithos_disabled() && be_daemon() && deferrable_on(stream, info.ptsz) &&
+        if (!lithos_disabled() && be_daemon() && deferrable_on(Stream{stream, info.ptsz}) &&
             dq.push([fn, stream, a...]() -> int { return static_cast<int>(dispatch_call<Id>(fn, stream, a...)); },
                     current_context())) {
           dq.count_stream_op();

@@ -25,18 +25,17 @@ struct Layout {
   std::vector<Param> params;
 };
 
-using GetParamInfo = CUresult (*)(void*, std::size_t, std::size_t*, std::size_t*);
-
 // Kernels of thousands of parameters do not exist; the bound keeps a driver
 // that never says "no more" from looping.
 constexpr std::size_t kMaxParams = 4096;
 
 Layout query_layout(const void* function) {
-  RealDriver& drv = RealDriver::instance();
+  const DriverTable& drv = driver();
   // A launched handle is a CUfunction or a CUkernel cast to one: ask with
   // cuFuncGetParamInfo, then cuKernelGetParamInfo.
-  for (const char* name : {"cuFuncGetParamInfo", "cuKernelGetParamInfo"}) {
-    const auto info = reinterpret_cast<GetParamInfo>(drv.symbol(name));
+  using GetParamInfo = CUresult (*)(void*, std::size_t, std::size_t*, std::size_t*);
+  for (const GetParamInfo info : {reinterpret_cast<GetParamInfo>(drv.cuFuncGetParamInfo),
+                                  reinterpret_cast<GetParamInfo>(drv.cuKernelGetParamInfo)}) {
     if (info == nullptr) continue;
     Layout l;
     for (std::size_t i = 0; i < kMaxParams; ++i) {

@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "sched/launch_fit.hpp"
+#include "sched/tpc_set.hpp"
 #include "sched/types.hpp"
 
 namespace lithos::intercept {
@@ -21,6 +22,17 @@ struct LaunchInfo {
   bool cooperative = false;   // cuLaunchCooperativeKernel* or CU_LAUNCH_ATTRIBUTE_COOPERATIVE
   bool multi_device = false;  // cuLaunchCooperativeKernelMultiDevice: needs of every entry already merged
   sched::LaunchNeeds merged;  // multi_device: the entries' needs
+};
+
+// What lithosd gave a best-effort launch (an atom, or a launch run on the
+// fallback set when the daemon is gone): its TPC set, whatever else is
+// configured. Handed down the launch path as an argument (launch_one,
+// Runtime::begin_launch, Runtime::choose); null where nothing was granted.
+struct Grant {
+  sched::TpcSet tpcs;  // empty: the whole GPU (no mask)
+  // Made at once because lithosd lets its tenant run free, on its
+  // allocation: reported after it was made, as a high-priority launch is.
+  bool runs_free = false;
 };
 
 // What a kernel's compiled code fixes for every launch of it, from

@@ -74,6 +74,7 @@ bool RealDriver::resolve(bool may_load) noexcept {
         for (int i = 0; i < kHookCount; ++i) {
           real_[static_cast<std::size_t>(i)].store(sym(h, kHookInfo[i].name), std::memory_order_release);
         }
+        table_ = load_driver_table(h, sym);
         handle_.store(h, std::memory_order_release);
         state_.store(kResolved, std::memory_order_release);
         ok = true;
@@ -84,12 +85,6 @@ bool RealDriver::resolve(bool may_load) noexcept {
   }
   t_resolving = false;
   return ok;
-}
-
-void* RealDriver::symbol(const char* name) noexcept {
-  if (!resolve(true)) return nullptr;
-  DlsymFn sym = real_dlsym();
-  return sym != nullptr ? sym(handle_.load(std::memory_order_acquire), name) : nullptr;
 }
 
 std::optional<HookId> RealDriver::hook_of_real(const void* p) noexcept {
@@ -121,18 +116,10 @@ bool RealDriver::driver_in_process() noexcept {
   return found != 0;
 }
 
-namespace {
-using ExchangeCaptureModeFn = CUresult (*)(CUstreamCaptureMode*);
 static_assert(sizeof(CUstreamCaptureMode) == sizeof(int));
-ExchangeCaptureModeFn exchange_capture_mode() noexcept {
-  static const auto fn =
-      reinterpret_cast<ExchangeCaptureModeFn>(RealDriver::instance().symbol("cuThreadExchangeStreamCaptureMode"));
-  return fn;
-}
-}  // namespace
 
 RelaxedCaptureMode::RelaxedCaptureMode() noexcept : mode_(CU_STREAM_CAPTURE_MODE_RELAXED) {
-  if (const auto fn = exchange_capture_mode(); fn != nullptr) {
+  if (const auto fn = driver().cuThreadExchangeStreamCaptureMode; fn != nullptr) {
     auto m = static_cast<CUstreamCaptureMode>(mode_);
     if (fn(&m) == CUDA_SUCCESS) {
       mode_ = static_cast<int>(m);
@@ -144,7 +131,7 @@ RelaxedCaptureMode::RelaxedCaptureMode() noexcept : mode_(CU_STREAM_CAPTURE_MODE
 RelaxedCaptureMode::~RelaxedCaptureMode() {
   if (!set_) return;
   auto m = static_cast<CUstreamCaptureMode>(mode_);
-  exchange_capture_mode()(&m);
+  driver().cuThreadExchangeStreamCaptureMode(&m);
 }
 
 }  // namespace lithos::intercept

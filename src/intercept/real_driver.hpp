@@ -7,11 +7,14 @@
 // only compares addresses and never loads the driver (RTLD_NOLOAD).
 #pragma once
 
+#include "intercept/cuda_abi.hpp"  // cuda.h in ABI mode
+
 #include <array>
 #include <atomic>
 #include <mutex>
 #include <optional>
 
+#include "intercept/driver_table.hpp"
 #include "intercept/hook_table.hpp"
 
 namespace lithos::intercept {
@@ -37,8 +40,14 @@ class RealDriver {
     resolve(true);
     return real_[static_cast<std::size_t>(hook_index(id))].load(std::memory_order_acquire);
   }
-  // Any other exported driver symbol (cuGetExportTable, cuDeviceGetCount...).
-  void* symbol(const char* name) noexcept;
+  // Every other entry point lithos calls itself, typed (driver_table.hpp);
+  // loads the driver on first use. All null when it cannot be loaded (or
+  // while it is being loaded, from its own initialisers).
+  const DriverTable& table() noexcept {
+    if (state_.load(std::memory_order_acquire) == kResolved) return table_;  // the launch path: one load
+    static const DriverTable kNone{};
+    return resolve(true) ? table_ : kNone;
+  }
   // The hook whose real function is at `p`, if any; never loads the driver.
   std::optional<HookId> hook_of_real(const void* p) noexcept;
   // Whether libcuda.so.1 is in the process (loaded by anyone); never loads it.
@@ -57,7 +66,14 @@ class RealDriver {
   std::atomic<int> state_{kUnresolved};
   std::atomic<void*> handle_{nullptr};
   std::array<std::atomic<void*>, kHookCount> real_{};
+  DriverTable table_{};  // written once, before state_ becomes kResolved
 };
+
+// The driver's table (RealDriver::instance().table()).
+inline const DriverTable& driver() noexcept {
+  static RealDriver& real = RealDriver::instance();
+  return real.table();
+}
 
 // Makes the calling thread's stream-capture mode "relaxed" while it lives
 // (cuThreadExchangeStreamCaptureMode), so that lithos's own potentially

@@ -1,3 +1,7 @@
+// Why this file is long (~1.6k lines): Runtime still holds the masks, the GPU
+// views, the descriptor callback, graph-exec records, kernel statics, the
+// green-context backend and the exit report (runtime.hpp); docs/interposer.md.
+
 #include "intercept/cuda_abi.hpp"  // first: cuda.h in ABI mode
 
 #include "intercept/runtime.hpp"
@@ -36,10 +40,6 @@ std::atomic<Runtime*> g_runtime{nullptr};
 
 void descriptor_callback(void* user, std::uint8_t* qmd) { static_cast<Runtime*>(user)->on_descriptor(qmd); }
 
-using CtxGetDeviceFn = CUresult (*)(CUdevice*);
-using DeviceGetUuidFn = CUresult (*)(CUuuid*, CUdevice);
-using DeviceGetCountFn = CUresult (*)(int*);
-
 }  // namespace
 
 const char* backend_name(Backend b) {
@@ -76,7 +76,8 @@ Runtime::Runtime() {
   }
   log_set_level(config_.log_level);
   Atomizer::instance().configure(config_);
-  DaemonClient::configure(config_);
+  DaemonClient::configure(
+      config_, [](int dev, gpu::SlotMap map) noexcept { Runtime::instance().adopt_daemon_map(dev, std::move(map)); });
   DeferredLaunches::instance().configure(config_.defer_launches && !config_.daemon_socket.empty(), config_.defer_depth);
   GraphReplay::instance().configure(config_.graph_replay && !config_.daemon_socket.empty());
   pthread_atfork(nullptr, nullptr, [] {
@@ -218,10 +219,8 @@ void Runtime::attach_slow() noexcept {
     const std::lock_guard<std::mutex> lock(mu_);
     if (attached_.load(std::memory_order_acquire)) return;
     engage_locked();
-    RealDriver& driver = RealDriver::instance();
-    cu_ctx_get_device_ = driver.symbol("cuCtxGetDevice");
-    cu_device_get_uuid_ = driver.symbol("cuDeviceGetUuid_v2");
-    if (cu_device_get_uuid_ == nullptr) cu_device_get_uuid_ = driver.symbol("cuDeviceGetUuid");
+    const DriverTable& drv = driver();
+    attached_driver_ = &drv;
     follow_first_gpu_locked();
     if (map_) {
       auto view = std::make_unique<GpuView>(*map_);
@@ -251,7 +250,7 @@ void Runtime::attach_slow() noexcept {
       if (wanted) {
         b = install_callback_locked();
       } else {
-        auto get_export_table = reinterpret_cast<gpu::GetExportTableFn>(driver.symbol("cuGetExportTable"));
+        const auto get_export_table = drv.cuGetExportTable;
         const void* table = nullptr;
         b = get_export_table != nullptr && get_export_table(&table, gpu::kDescriptorTableId) == 0 && table != nullptr
                 ? Backend::kIdle
@@ -262,11 +261,10 @@ void Runtime::attach_slow() noexcept {
     // Which devices the slot map describes.
     if (map_ && !map_->gpu_uuid.empty()) {
       int count = 0;
-      auto get_count = reinterpret_cast<DeviceGetCountFn>(driver.symbol("cuDeviceGetCount"));
-      if (get_count != nullptr && get_count(&count) == CUDA_SUCCESS && count == 1 && cu_device_get_uuid_ != nullptr) {
+      if (drv.cuDeviceGetCount != nullptr && drv.cuDeviceGetCount(&count) == CUDA_SUCCESS && count == 1 &&
+          drv.cuDeviceGetUuid != nullptr) {
         CUuuid u{};
-        const bool match = reinterpret_cast<DeviceGetUuidFn>(cu_device_get_uuid_)(&u, 0) == CUDA_SUCCESS &&
-                           gpu::uuid_text(u.bytes) == map_->gpu_uuid;
+        const bool match = drv.cuDeviceGetUuid(&u, 0) == CUDA_SUCCESS && gpu::uuid_text(u.bytes) == map_->gpu_uuid;
         device_check_.store(match ? DeviceCheck::kAll : DeviceCheck::kNone, std::memory_order_release);
         if (!match) {
           LITHOS_LOG(LogLevel::kError,
@@ -290,8 +288,7 @@ void Runtime::attach_slow() noexcept {
 }
 
 Backend Runtime::install_callback_locked() {
-  RealDriver& driver = RealDriver::instance();
-  auto get_export_table = reinterpret_cast<gpu::GetExportTableFn>(driver.symbol("cuGetExportTable"));
+  const auto get_export_table = driver().cuGetExportTable;
   const Status st = get_export_table == nullptr
                         ? Status::unavailable("the driver has no cuGetExportTable")
                         : gpu::install_descriptor_callback(get_export_table, &descriptor_callback, this);
@@ -330,11 +327,12 @@ bool Runtime::ensure_callback() noexcept {
 // the calibration cache: the configured map's folder, then the default one.
 // Before any launch, so no launch has read the old map.
 void Runtime::follow_first_gpu_locked() {
-  if (!map_ || map_->gpu_uuid.empty() || cu_ctx_get_device_ == nullptr || cu_device_get_uuid_ == nullptr) return;
+  const DriverTable* d = attached_driver_;
+  if (!map_ || map_->gpu_uuid.empty() || d == nullptr || d->cuCtxGetDevice == nullptr || d->cuDeviceGetUuid == nullptr)
+    return;
   CUdevice dev = 0;
   CUuuid u{};
-  if (reinterpret_cast<CtxGetDeviceFn>(cu_ctx_get_device_)(&dev) != CUDA_SUCCESS ||
-      reinterpret_cast<DeviceGetUuidFn>(cu_device_get_uuid_)(&u, dev) != CUDA_SUCCESS) {
+  if (d->cuCtxGetDevice(&dev) != CUDA_SUCCESS || d->cuDeviceGetUuid(&u, dev) != CUDA_SUCCESS) {
     return;
   }
   const std::string uuid = gpu::uuid_text(u.bytes);
@@ -415,8 +413,9 @@ const GpuView* Runtime::view_here() noexcept {
     case DeviceCheck::kPerLaunch: break;
   }
   CUdevice dev = 0;
-  if (cu_ctx_get_device_ == nullptr || reinterpret_cast<CtxGetDeviceFn>(cu_ctx_get_device_)(&dev) != CUDA_SUCCESS ||
-      dev < 0 || dev >= static_cast<int>(views_.size())) {
+  const DriverTable* drv = attached_driver_;
+  if (drv == nullptr || drv->cuCtxGetDevice == nullptr || drv->cuCtxGetDevice(&dev) != CUDA_SUCCESS || dev < 0 ||
+      dev >= static_cast<int>(views_.size())) {
     return nullptr;
   }
   const auto d = static_cast<std::size_t>(dev);
@@ -434,8 +433,8 @@ const GpuView* Runtime::load_view(int dev) noexcept {
     if (no_view_[d].load(std::memory_order_acquire)) return nullptr;
     CUuuid u{};
     const GpuView* v = nullptr;
-    if (map_ && cu_device_get_uuid_ != nullptr &&
-        reinterpret_cast<DeviceGetUuidFn>(cu_device_get_uuid_)(&u, dev) == CUDA_SUCCESS) {
+    const DriverTable* drv = attached_driver_;
+    if (map_ && drv != nullptr && drv->cuDeviceGetUuid != nullptr && drv->cuDeviceGetUuid(&u, dev) == CUDA_SUCCESS) {
       const std::string uuid = gpu::uuid_text(u.bytes);
       std::string looked;
       if (uuid == map_->gpu_uuid) {
@@ -509,15 +508,8 @@ void Runtime::adopt_daemon_map(int dev, gpu::SlotMap map) noexcept {
 // ---------------------------------------------------------------------------
 // The launch path
 
-std::uintptr_t Runtime::stream_key(CUstream_st* stream, bool ptsz) noexcept {
-  if (stream == nullptr) {
-    return ptsz ? reinterpret_cast<std::uintptr_t>(CU_STREAM_PER_THREAD)
-                : reinterpret_cast<std::uintptr_t>(CU_STREAM_LEGACY);
-  }
-  return reinterpret_cast<std::uintptr_t>(stream);
-}
-
-std::optional<Runtime::Choice> Runtime::choose(CUstream_st* stream, bool ptsz, SkipReason* why, bool lasting) noexcept {
+std::optional<Runtime::Choice> Runtime::choose(Stream stream, const Grant* grant, SkipReason* why,
+                                               bool lasting) noexcept {
   const Backend b = backend_.load(std::memory_order_acquire);
   if (b == Backend::kIdle) {
     // No mask to write: none asked for, the request failed, or the set is
@@ -541,13 +533,12 @@ std::optional<Runtime::Choice> Runtime::choose(CUstream_st* stream, bool ptsz, S
   const GpuView* here = view_here();
   // A granted launch (daemon client): exactly the granted set, on the slot
   // map of the launch's GPU (the grant came from that GPU's daemon).
-  ThreadFrame& f = t_frame;
-  if (f.granted && here != nullptr) {
-    if (f.grant.empty() || f.grant == here->live) {
+  if (grant != nullptr && here != nullptr) {
+    if (grant->tpcs.empty() || grant->tpcs == here->live) {
       *why = SkipReason::kWholeLiveSet;
       return std::nullopt;
     }
-    return Choice{slots_for(*here, f.grant & here->live), f.grant & here->live, here};
+    return Choice{slots_for(*here, grant->tpcs & here->live), grant->tpcs & here->live, here};
   }
   // A high-priority tenant of lithosd: its current allocation on the
   // launch's GPU (the last one published if the daemon went away), the
@@ -568,7 +559,7 @@ std::optional<Runtime::Choice> Runtime::choose(CUstream_st* stream, bool ptsz, S
   if (stream_mask_count_.load(std::memory_order_acquire) > 0) {
     try {
       const std::shared_lock<std::shared_mutex> lock(streams_mu_);
-      const auto it = stream_masks_.find(stream_key(stream, ptsz));
+      const auto it = stream_masks_.find(stream.handle_key());
       if (it != stream_masks_.end()) {
         entry = it->second;
         found = true;
@@ -614,7 +605,7 @@ std::optional<Runtime::Choice> Runtime::choose(CUstream_st* stream, bool ptsz, S
   return Choice{slots_for(*here, there), there, here};
 }
 
-void Runtime::begin_launch(HookId id, CUstream_st* stream, bool ptsz, const LaunchInfo& launch) {
+void Runtime::begin_launch(HookId id, Stream stream, const LaunchInfo& launch, const Grant* grant) {
   attach();
   if (config_.fault_launch) throw std::runtime_error("injected fault (LITHOS_TEST_FAULT=launch)");
   if (launch.cooperative) counters_.bump(counters_.cooperative_launches);
@@ -624,7 +615,7 @@ void Runtime::begin_launch(HookId id, CUstream_st* stream, bool ptsz, const Laun
   f.needs = {};
   f.view = nullptr;
   SkipReason why = SkipReason::kNotRequested;
-  const auto choice = choose(stream, ptsz, &why);
+  const auto choice = choose(stream, grant, &why);
   f.has_mask = choice.has_value();
   if (choice) {
     f.mask = choice->slots;
@@ -637,13 +628,13 @@ void Runtime::begin_launch(HookId id, CUstream_st* stream, bool ptsz, const Laun
   if (log_enabled(LogLevel::kDebug)) {
     const std::string name = kernel_name(launch.function);
     LITHOS_LOG(LogLevel::kDebug, "%s %s stream %p: %s%s", hook_info(id).name, name.empty() ? "?" : name.c_str(),
-               static_cast<void*>(stream), choice ? "masked" : skip_reason_name(why),
+               static_cast<void*>(stream.raw()), choice ? "masked" : skip_reason_name(why),
                f.needs.any() ? (" (cluster " + std::to_string(f.needs.cluster_sms) + " SMs, resident " +
                                 std::to_string(f.needs.resident_sms) + " SMs)")
                                    .c_str()
                              : "");
   }
-  before_immediate_launch(stream, ptsz);
+  before_immediate_launch(stream, grant != nullptr && grant->runs_free);
 }
 
 sched::LaunchNeeds Runtime::launch_needs(const LaunchInfo& launch, const sched::TpcSet& tpcs,
@@ -675,11 +666,9 @@ namespace {
 // A CUfunction for a launched handle: the handle itself, or for a CUkernel
 // (cuLibrary*) its function in the current context. Null when neither.
 CUfunction function_of(const void* handle) noexcept {
-  using GetModuleFn = CUresult (*)(CUmodule*, CUfunction);
-  using KernelGetFunctionFn = CUresult (*)(CUfunction*, CUkernel);
-  static const auto get_module = reinterpret_cast<GetModuleFn>(RealDriver::instance().symbol("cuFuncGetModule"));
-  static const auto kernel_get_function =
-      reinterpret_cast<KernelGetFunctionFn>(RealDriver::instance().symbol("cuKernelGetFunction"));
+  const DriverTable& drv = driver();
+  const auto get_module = drv.cuFuncGetModule;
+  const auto kernel_get_function = drv.cuKernelGetFunction;
   if (handle == nullptr) return nullptr;
   auto* f = static_cast<CUfunction>(const_cast<void*>(handle));
   CUmodule mod = nullptr;
@@ -701,8 +690,7 @@ KernelStatics Runtime::kernel_statics(const void* function) noexcept {
       const auto it = statics_.find(function);
       if (it != statics_.end()) return it->second;
     }
-    using AttrFn = CUresult (*)(int*, CUfunction_attribute, CUfunction);
-    static const auto get_attr = reinterpret_cast<AttrFn>(RealDriver::instance().symbol("cuFuncGetAttribute"));
+    const auto get_attr = driver().cuFuncGetAttribute;
     KernelStatics k;
     InternalScope internal;
     CUfunction f = function_of(function);
@@ -737,9 +725,7 @@ KernelStatics Runtime::kernel_statics(const void* function) noexcept {
 }
 
 int Runtime::blocks_per_sm(const void* function, std::uint64_t threads, std::uint32_t smem) noexcept {
-  using OccupancyFn = CUresult (*)(int*, CUfunction, int, size_t);
-  static const auto occupancy =
-      reinterpret_cast<OccupancyFn>(RealDriver::instance().symbol("cuOccupancyMaxActiveBlocksPerMultiprocessor"));
+  const auto occupancy = driver().cuOccupancyMaxActiveBlocksPerMultiprocessor;
   if (occupancy == nullptr || threads == 0 || threads > 1024) return 0;
   InternalScope internal;
   CUfunction f = function_of(function);
@@ -801,20 +787,20 @@ std::uint64_t Runtime::kernel_id(const void* function) noexcept {
 // Whether this thread's launch goes out at once and is reported to lithosd
 // (a high-priority tenant, or best effort running free) while the client of
 // the launch's GPU is connected.
-static bool made_at_once(DaemonClient& dc) noexcept {
-  return dc.wanted() && (dc.high() || t_frame.runs_free) && dc.connected();
+static bool made_at_once(DaemonClient& dc, bool runs_free) noexcept {
+  return dc.wanted() && (dc.high() || runs_free) && dc.connected();
 }
 
-void Runtime::before_immediate_launch(CUstream_st* stream, bool ptsz) noexcept {
+void Runtime::before_immediate_launch(Stream stream, bool runs_free) noexcept {
   DaemonClient& dc = DaemonClient::current();
-  if (made_at_once(dc)) dc.before_immediate(stream, ptsz);
+  if (made_at_once(dc, runs_free)) dc.before_immediate(stream);
 }
 
-void Runtime::after_launch(CUstream_st* stream, bool ptsz, const LaunchInfo& launch, bool graph) noexcept {
+void Runtime::after_launch(Stream stream, const LaunchInfo& launch, bool graph, bool runs_free) noexcept {
   DaemonClient& dc = DaemonClient::current();
-  if (made_at_once(dc)) {
+  if (made_at_once(dc, runs_free)) {
     const LaunchIdentity id = identity(launch.function, !graph);
-    dc.report_running(stream, ptsz, launch, id.kernel, graph, id.statics);
+    dc.report_running(stream, launch, id.kernel, graph, id.statics);
   }
 }
 
@@ -939,7 +925,7 @@ void Runtime::internal_error(HookId id, const char* what) noexcept {
 // ---------------------------------------------------------------------------
 // Graphs
 
-Runtime::GraphCall Runtime::begin_graph(CUgraphExec_st* exec, CUstream_st* stream, bool ptsz, void* graph) noexcept {
+Runtime::GraphCall Runtime::begin_graph(CUgraphExec_st* exec, Stream stream, const Grant* grant, void* graph) noexcept {
   GraphCall call;
   attach();
   ThreadFrame& f = t_frame;
@@ -954,7 +940,7 @@ Runtime::GraphCall Runtime::begin_graph(CUgraphExec_st* exec, CUstream_st* strea
   // replay (a service's graph on the whole GPU, other quotas included).
   if (DaemonClient& dc = DaemonClient::current(); dc.wanted() && !dc.registered_once()) dc.ready();
   SkipReason why = SkipReason::kNotRequested;
-  const auto choice = choose(stream, ptsz, &why, /*lasting=*/true);
+  const auto choice = choose(stream, grant, &why, /*lasting=*/true);
   f.view = nullptr;
   if (choice) {
     f.has_mask = true;
@@ -982,17 +968,12 @@ Runtime::GraphCall Runtime::begin_graph(CUgraphExec_st* exec, CUstream_st* strea
 }
 
 sched::LaunchNeeds Runtime::graph_needs(void* graph) noexcept {
-  using GetNodesFn = CUresult (*)(CUgraph, CUgraphNode*, size_t*);
-  using NodeTypeFn = CUresult (*)(CUgraphNode, CUgraphNodeType*);
-  using KernelParamsFn = CUresult (*)(CUgraphNode, CUDA_KERNEL_NODE_PARAMS*);
-  using KernelAttrFn = CUresult (*)(CUgraphNode, CUkernelNodeAttrID, CUkernelNodeAttrValue*);
-  using ChildFn = CUresult (*)(CUgraphNode, CUgraph*);
-  RealDriver& drv = RealDriver::instance();
-  static const auto get_nodes = reinterpret_cast<GetNodesFn>(drv.symbol("cuGraphGetNodes"));
-  static const auto node_type = reinterpret_cast<NodeTypeFn>(drv.symbol("cuGraphNodeGetType"));
-  static const auto kernel_params = reinterpret_cast<KernelParamsFn>(drv.symbol("cuGraphKernelNodeGetParams_v2"));
-  static const auto kernel_attr = reinterpret_cast<KernelAttrFn>(drv.symbol("cuGraphKernelNodeGetAttribute"));
-  static const auto child = reinterpret_cast<ChildFn>(drv.symbol("cuGraphChildGraphNodeGetGraph"));
+  const DriverTable& drv = driver();
+  const auto get_nodes = drv.cuGraphGetNodes;
+  const auto node_type = drv.cuGraphNodeGetType;
+  const auto kernel_params = drv.cuGraphKernelNodeGetParams;
+  const auto kernel_attr = drv.cuGraphKernelNodeGetAttribute;
+  const auto child = drv.cuGraphChildGraphNodeGetGraph;
   sched::LaunchNeeds needs;
   if (get_nodes == nullptr || node_type == nullptr || kernel_params == nullptr) {
     needs.resident_sms = sched::LaunchNeeds::kAllSms;  // cannot look inside: whole GPU
@@ -1118,19 +1099,19 @@ void Runtime::forget_graph_exec(CUgraphExec_st* exec) noexcept {
 // ---------------------------------------------------------------------------
 // Streams and kernel names
 
-void Runtime::forget_stream(CUstream_st* stream, bool ptsz) noexcept {
-  DaemonClient::of_stream(stream, ptsz).forget_stream(stream, ptsz);
-  if (stream != nullptr && backend_.load(std::memory_order_acquire) == Backend::kGreen) {
+void Runtime::forget_stream(Stream stream) noexcept {
+  DaemonClient::of_stream(stream).forget_stream(stream);
+  if (stream.raw() != nullptr && backend_.load(std::memory_order_acquire) == Backend::kGreen) {
     try {
       const std::lock_guard<std::mutex> lock(green_routes_mu_);
-      const auto it = green_routes_.find(stream_key(stream, ptsz));
+      const auto it = green_routes_.find(stream.handle_key());
       if (it != green_routes_.end()) {
         // Pending work on the partition's stream completes first (driver rule).
-        if (cu_stream_destroy_ != nullptr)
-          reinterpret_cast<CUresult (*)(CUstream)>(cu_stream_destroy_)(it->second.stream);
-        if (cu_event_destroy_ != nullptr) {
-          reinterpret_cast<CUresult (*)(CUevent)>(cu_event_destroy_)(static_cast<CUevent>(it->second.in));
-          reinterpret_cast<CUresult (*)(CUevent)>(cu_event_destroy_)(static_cast<CUevent>(it->second.out));
+        const DriverTable& drv = driver();
+        if (drv.cuStreamDestroy != nullptr) drv.cuStreamDestroy(it->second.stream);
+        if (drv.cuEventDestroy != nullptr) {
+          drv.cuEventDestroy(static_cast<CUevent>(it->second.in));
+          drv.cuEventDestroy(static_cast<CUevent>(it->second.out));
         }
         green_routes_.erase(it);
       }
@@ -1138,10 +1119,10 @@ void Runtime::forget_stream(CUstream_st* stream, bool ptsz) noexcept {
       counters_.bump(counters_.internal_errors);
     }
   }
-  if (stream == nullptr || stream_mask_count_.load(std::memory_order_acquire) == 0) return;
+  if (stream.raw() == nullptr || stream_mask_count_.load(std::memory_order_acquire) == 0) return;
   try {
     const std::unique_lock<std::shared_mutex> lock(streams_mu_);
-    stream_masks_.erase(stream_key(stream, ptsz));
+    stream_masks_.erase(stream.handle_key());
     stream_mask_count_.store(stream_masks_.size(), std::memory_order_release);
   } catch (...) {
     counters_.bump(counters_.internal_errors);
@@ -1194,11 +1175,10 @@ void Runtime::after_primary_ctx_retain(CUctx_st** ctx, int ordinal) noexcept {
   try {
     const std::lock_guard<std::mutex> lock(mu_);
     engage_locked();
-    RealDriver& driver = RealDriver::instance();
     if (backend_.load(std::memory_order_acquire) == Backend::kPending) {
       if (config_.backend == BackendChoice::kAuto) {
         // Prefer the descriptor hook: only its absence selects green.
-        auto get_export_table = reinterpret_cast<gpu::GetExportTableFn>(driver.symbol("cuGetExportTable"));
+        const auto get_export_table = driver().cuGetExportTable;
         const void* table = nullptr;
         if (get_export_table != nullptr && get_export_table(&table, gpu::kDescriptorTableId) == 0 && table != nullptr) {
           return;  // attach() installs the descriptor callback at the first launch
@@ -1274,12 +1254,6 @@ void Runtime::after_primary_ctx_retain(CUctx_st** ctx, int ordinal) noexcept {
         green_devices_[static_cast<std::size_t>(ordinal)].store(green_->devices[ordinal].get(),
                                                                 std::memory_order_release);
       }
-      RealDriver& drv = RealDriver::instance();
-      cu_event_record_ = drv.symbol("cuEventRecord");
-      cu_stream_wait_event_ = drv.symbol("cuStreamWaitEvent");
-      cu_event_create_ = drv.symbol("cuEventCreate");
-      cu_event_destroy_ = drv.symbol("cuEventDestroy_v2");
-      cu_stream_destroy_ = drv.symbol("cuStreamDestroy_v2");
       backend_.store(Backend::kGreen, std::memory_order_release);
     }
   } catch (...) {
@@ -1296,23 +1270,21 @@ Runtime::GreenRoute::GreenRoute(GreenRoute&& o) noexcept
 
 Runtime::GreenRoute::~GreenRoute() {
   if (target_ == nullptr || rt_ == nullptr) return;
-  using RecordFn = CUresult (*)(CUevent, CUstream);
-  using WaitFn = CUresult (*)(CUstream, CUevent, unsigned int);
+  const DriverTable& drv = driver();
   const auto out = static_cast<CUevent>(out_event_);
-  if (reinterpret_cast<RecordFn>(rt_->cu_event_record_)(out, target_) != CUDA_SUCCESS ||
-      reinterpret_cast<WaitFn>(rt_->cu_stream_wait_event_)(user_, out, 0) != CUDA_SUCCESS) {
+  if (drv.cuEventRecord(out, target_) != CUDA_SUCCESS || drv.cuStreamWaitEvent(user_, out, 0) != CUDA_SUCCESS) {
     LITHOS_LOG_ONCE(LogLevel::kError, "green-context route: cannot order the caller's stream after the partition's");
   }
   rt_->green_routes_mu_.unlock();
 }
 
-Runtime::GreenRoute Runtime::green_route(CUstream_st* stream, bool ptsz, const LaunchInfo* launch) noexcept {
+Runtime::GreenRoute Runtime::green_route(Stream stream, const LaunchInfo* launch) noexcept {
   GreenRoute route;
   if (backend_.load(std::memory_order_acquire) != Backend::kGreen) return route;
   // The partition of the launch's device (its context's): a stream of
   // another device's partition could not take the launch.
-  using CtxGetDeviceFn = CUresult (*)(CUdevice*);
-  static const auto get_device = reinterpret_cast<CtxGetDeviceFn>(RealDriver::instance().symbol("cuCtxGetDevice"));
+  const DriverTable& drv = driver();
+  const auto get_device = drv.cuCtxGetDevice;
   CUdevice dev = 0;
   if (get_device == nullptr || get_device(&dev) != CUDA_SUCCESS || dev < 0 ||
       dev >= static_cast<int>(green_devices_.size())) {
@@ -1339,16 +1311,13 @@ Runtime::GreenRoute Runtime::green_route(CUstream_st* stream, bool ptsz, const L
     }
   }
   auto* partition = static_cast<gpu::GreenPartition*>(gd->partition);
-  if (partition == nullptr || cu_event_record_ == nullptr || cu_stream_wait_event_ == nullptr ||
-      cu_event_create_ == nullptr) {
+  if (partition == nullptr || drv.cuEventRecord == nullptr || drv.cuStreamWaitEvent == nullptr ||
+      drv.cuEventCreate == nullptr) {
     return route;
   }
-  using RecordFn = CUresult (*)(CUevent, CUstream);
-  using WaitFn = CUresult (*)(CUstream, CUevent, unsigned int);
-  using CreateFn = CUresult (*)(CUevent*, unsigned int);
   // The caller's stream as an explicit handle (a null stream means the
   // legacy or the per-thread default stream, by the entry point).
-  CUstream_st* user = stream != nullptr ? stream : (ptsz ? CU_STREAM_PER_THREAD : CU_STREAM_LEGACY);
+  CUstream_st* user = stream.handle();
   try {
     green_routes_mu_.lock();
   } catch (...) {
@@ -1360,22 +1329,21 @@ Runtime::GreenRoute Runtime::green_route(CUstream_st* stream, bool ptsz, const L
     InternalScope internal;
     // A default stream is one handle on every device: its route is the device's.
     auto key = reinterpret_cast<std::uintptr_t>(user);
-    if (stream == nullptr) key |= static_cast<std::uintptr_t>(dev) << 56;
+    if (stream.raw() == nullptr) key |= static_cast<std::uintptr_t>(dev) << 56;
     auto it = green_routes_.find(key);
     if (it == green_routes_.end()) {
       auto made = partition->create_stream(CU_STREAM_NON_BLOCKING, 0);
       CUevent in = nullptr;
       CUevent out = nullptr;
-      if (made && reinterpret_cast<CreateFn>(cu_event_create_)(&in, CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS &&
-          reinterpret_cast<CreateFn>(cu_event_create_)(&out, CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS) {
+      if (made && drv.cuEventCreate(&in, CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS &&
+          drv.cuEventCreate(&out, CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS) {
         it = green_routes_.emplace(key, GreenStream{made.value(), in, out}).first;
       }
     }
     if (it != green_routes_.end()) {
       gs = it->second;
       const auto in = static_cast<CUevent>(gs.in);
-      ok = reinterpret_cast<RecordFn>(cu_event_record_)(in, user) == CUDA_SUCCESS &&
-           reinterpret_cast<WaitFn>(cu_stream_wait_event_)(gs.stream, in, 0) == CUDA_SUCCESS;
+      ok = drv.cuEventRecord(in, user) == CUDA_SUCCESS && drv.cuStreamWaitEvent(gs.stream, in, 0) == CUDA_SUCCESS;
     }
   } catch (...) {
     ok = false;
@@ -1426,7 +1394,7 @@ int Runtime::set_stream_tpcs(CUstream_st* stream, const sched::TpcSet& tpcs) noe
       }
       whole = tpcs == map_->live_set();
       const std::unique_lock<std::shared_mutex> lock(streams_mu_);
-      stream_masks_[stream_key(stream, false)] = MaskEntry{mask.value(), tpcs, whole};
+      stream_masks_[Stream(stream, false).handle_key()] = MaskEntry{mask.value(), tpcs, whole};
       stream_mask_count_.store(stream_masks_.size(), std::memory_order_release);
     }
     if (whole) return kApiOk;  // nothing to write: no callback needed
@@ -1440,7 +1408,7 @@ int Runtime::set_stream_tpcs(CUstream_st* stream, const sched::TpcSet& tpcs) noe
 int Runtime::clear_stream_tpcs(CUstream_st* stream) noexcept {
   try {
     const std::unique_lock<std::shared_mutex> lock(streams_mu_);
-    stream_masks_.erase(stream_key(stream, false));
+    stream_masks_.erase(Stream(stream, false).handle_key());
     stream_mask_count_.store(stream_masks_.size(), std::memory_order_release);
     return kApiOk;
   } catch (...) {

@@ -34,6 +34,7 @@
 #include "intercept/hook_table.hpp"
 #include "intercept/launch_info.hpp"
 #include "intercept/stats.hpp"
+#include "intercept/stream.hpp"
 #include "intercept/thread_frame.hpp"
 #include "sched/launch_fit.hpp"
 #include "sched/topology.hpp"
@@ -44,6 +45,10 @@
 struct CUstream_st;
 struct CUgraphExec_st;
 struct CUctx_st;
+
+namespace lithos::intercept {
+struct DriverTable;
+}
 
 namespace lithos::intercept {
 
@@ -101,7 +106,8 @@ class Runtime {
   // thread's frame with what the launch needs of it (safe_mask() applies
   // that when the descriptor is built). Throws only under
   // LITHOS_TEST_FAULT=launch.
-  void begin_launch(HookId id, CUstream_st* stream, bool ptsz, const LaunchInfo& launch);
+  // `grant`: what lithosd granted this best-effort launch (null: nothing).
+  void begin_launch(HookId id, Stream stream, const LaunchInfo& launch, const Grant* grant);
   // What a launch needs of a TPC set not to hang: its cluster (given, or the
   // kernel's compile-time shape) and, for a cooperative launch, its grid at
   // the kernel's occupancy. Asks the driver (cached per function).
@@ -129,7 +135,8 @@ class Runtime {
   // `graph` (instantiate only): the CUgraph being instantiated, whose kernel
   // nodes' needs are merged (cooperative nodes cannot be told apart in the
   // descriptor callback) and kept with the exec for its launches.
-  GraphCall begin_graph(CUgraphExec_st* exec, CUstream_st* stream, bool ptsz, void* graph = nullptr) noexcept;
+  // `grant`: what lithosd granted this best-effort graph launch (null: nothing).
+  GraphCall begin_graph(CUgraphExec_st* exec, Stream stream, const Grant* grant, void* graph = nullptr) noexcept;
   void end_graph_instantiate(bool ok, CUgraphExec_st* exec) noexcept;
   // The TPCs a CUDA graph exec's kernels run on when its launch descriptors
   // are built already (they keep that mask for every later launch, whatever
@@ -141,7 +148,7 @@ class Runtime {
   void end_graph_launch(bool ok, CUgraphExec_st* exec, const GraphCall& call) noexcept;
   void forget_graph_exec(CUgraphExec_st* exec) noexcept;
 
-  void forget_stream(CUstream_st* stream, bool ptsz) noexcept;
+  void forget_stream(Stream stream) noexcept;
   void note_kernel_name(const void* handle, const char* name) noexcept;
   void note_function_of_kernel(const void* function, const void* kernel) noexcept;
   // The name lithos recorded for a CUfunction/CUkernel ("" if unknown).
@@ -177,7 +184,7 @@ class Runtime {
   // launch then goes to the caller's stream). `launch` (null for graphs):
   // a launch the partition could hang (sched::fit_tpcs) is not routed, so it
   // runs on the whole GPU.
-  GreenRoute green_route(CUstream_st* stream, bool ptsz, const LaunchInfo* launch = nullptr) noexcept;
+  GreenRoute green_route(Stream stream, const LaunchInfo* launch = nullptr) noexcept;
 
   // The descriptor callback (registered with gpu::install_descriptor_callback).
   void on_descriptor(std::uint8_t* qmd) noexcept;
@@ -242,7 +249,8 @@ class Runtime {
   };
   // `lasting`: the set stays with what the launch builds (a CUDA graph's
   // descriptors), so a high-priority tenant of lithosd gets its lasting set.
-  std::optional<Choice> choose(CUstream_st* stream, bool ptsz, SkipReason* why, bool lasting = false) noexcept;
+  // `grant`: exactly that set (a best-effort launch lithosd granted).
+  std::optional<Choice> choose(Stream stream, const Grant* grant, SkipReason* why, bool lasting = false) noexcept;
   // The merged needs of a graph's kernel nodes (child graphs included).
   sched::LaunchNeeds graph_needs(void* graph) noexcept;
   // The descriptor mask enabling exactly `tpcs` (every TPC live) on `v`'s
@@ -272,11 +280,12 @@ class Runtime {
   // The daemon client's hooks into the launch path (client.hpp): a launch
   // made on `stream` is reported to lithosd when this process is a
   // high-priority tenant. `graph`: a CUDA-graph launch (function = exec).
-  void after_launch(CUstream_st* stream, bool ptsz, const LaunchInfo& launch, bool graph) noexcept;
+  // `runs_free`: a best-effort launch made at once (Grant::runs_free).
+  void after_launch(Stream stream, const LaunchInfo& launch, bool graph, bool runs_free) noexcept;
   // Before such a launch (high priority, or best effort running free): the
   // stream priority the engine decided for it (DaemonClient::before_immediate).
   // begin_launch calls it; the graph-launch hook calls it itself.
-  void before_immediate_launch(CUstream_st* stream, bool ptsz) noexcept;
+  void before_immediate_launch(Stream stream, bool runs_free) noexcept;
   // A stable identity of a launched function (the kernel's name where the
   // atomizer knows it, so that processes of a tenant share predictions).
   static std::uint64_t kernel_id(const void* function) noexcept;
@@ -290,7 +299,6 @@ class Runtime {
   LaunchIdentity identity(const void* function, bool statics) noexcept;
 
  private:
-  static std::uintptr_t stream_key(CUstream_st* stream, bool ptsz) noexcept;
   // Sets the process mask (null: whole GPU). Called with mu_ held.
   void publish_process_mask_locked(const gpu::SlotMask* slots, const sched::TpcSet& tpcs);
 
@@ -348,8 +356,9 @@ class Runtime {
   // device), none, or checked per launch (several devices).
   enum class DeviceCheck : std::uint8_t { kAll, kNone, kPerLaunch };
   std::atomic<DeviceCheck> device_check_{DeviceCheck::kAll};
-  void* cu_ctx_get_device_ = nullptr;
-  void* cu_device_get_uuid_ = nullptr;
+  // The driver's table as the first launch found it (attach): null before,
+  // so that nothing here asks the driver before a launch does.
+  const DriverTable* attached_driver_ = nullptr;
 
   std::atomic<int> qmd_version_{0};  // last gpu::QmdVersion seen
 
@@ -394,11 +403,6 @@ class Runtime {
   };
   std::mutex green_routes_mu_;  // held for the whole of a routed launch
   std::unordered_map<std::uintptr_t, GreenStream> green_routes_;
-  void* cu_event_record_ = nullptr;
-  void* cu_stream_wait_event_ = nullptr;
-  void* cu_event_create_ = nullptr;
-  void* cu_event_destroy_ = nullptr;
-  void* cu_stream_destroy_ = nullptr;
 
   std::array<std::atomic<bool>, kHookCount> hook_error_logged_{};
 };

@@ -15,8 +15,11 @@
 
 namespace lithos::intercept {
 
-// What this thread is doing inside a hooked call. The descriptor callback,
-// which fires synchronously on the launching thread, reads it.
+// What this thread is doing inside a hooked call. Thread-local because the
+// launch-descriptor callback, which the driver calls synchronously on the
+// launching thread with no argument of lithos's, must find the mask chosen
+// for the launch it is building; everything else is handed down as
+// arguments (the grant of a best-effort launch included: launch_info.hpp).
 enum class CallKind : std::uint8_t { kNone, kLaunch, kGraph };
 struct GpuView;  // runtime.hpp
 struct ThreadFrame {
@@ -28,13 +31,6 @@ struct ThreadFrame {
   sched::TpcSet tpcs;             // the set `mask` enables
   sched::LaunchNeeds needs;       // what the launch (or graph) needs of a set not to hang
   const GpuView* view = nullptr;  // the slot map `mask` was made with (has_mask)
-  // Set by the daemon client around one granted launch (an atom, or a
-  // launch run on the fallback set): this set, whatever else is configured.
-  bool granted = false;
-  sched::TpcSet grant;
-  // Set with `granted` around a best-effort launch made at once because
-  // lithosd lets its tenant run free: it is reported after, as an hp one.
-  bool runs_free = false;
 };
 
 // This thread's frame. initial-exec TLS: liblithos.so is loaded at start-up
@@ -42,6 +38,9 @@ struct ThreadFrame {
 // constinit: no initialisation wrapper on any access.
 extern constinit thread_local ThreadFrame t_frame __attribute__((tls_model("initial-exec")));
 inline ThreadFrame& thread_frame() noexcept { return t_frame; }
+
+// A byte per thread whose address names the thread (Stream::key).
+extern constinit thread_local char t_stream_thread_tag __attribute__((tls_model("initial-exec")));
 
 // Stream captures in progress in the process, counted by the capture hooks
 // (cuStreamBeginCapture*, cuStreamEndCapture*). While there are none, no
