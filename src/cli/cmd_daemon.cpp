@@ -934,7 +934,7 @@ CommandRunner add_daemon_command(CLI::App& app) {
       ->check(CLI::Range(10.0, 100000.0));
   sub->add_option("--max-stolen-atoms", args->max_stolen_atoms,
                   "Atoms one tenant may have in flight on borrowed TPCs (lithos policy; default " +
-                      std::to_string(sched::PolicyConfig{}.max_stolen_atoms) +
+                      std::to_string(sched::LithosConfig{}.max_stolen_atoms) +
                       "; the throttle bounds their predicted work). 1: an owner that comes back waits for at most "
                       "the one atom running on its TPCs; 0: no borrowing of owned TPCs")
       ->check(CLI::Range(0, static_cast<int>(daemon::kMaxStolenAtoms)));
@@ -942,19 +942,19 @@ CommandRunner add_daemon_command(CLI::App& app) {
                   "A high-priority tenant with pauses_best_effort = \"auto\" pauses best effort while its work "
                   "beside best-effort atoms takes more than this many times as long as without them (lithos "
                   "policy; default " +
-                      fmt::format("{}", sched::PolicyConfig{}.pause_slowdown) + ")")
+                      fmt::format("{}", sched::LithosConfig{}.pause_slowdown) + ")")
       ->check(CLI::Range(daemon::kMinPauseSlowdown, daemon::kMaxPauseSlowdown));
   sub->add_option("--idle-grace-us", args->idle_grace_us,
                   "How long a high-priority tenant's TPCs stay its own after its work drained, before best-effort "
                   "atoms may borrow them (lithos policy; default " +
-                      fmt::format("{}", to_us(sched::PolicyConfig{}.idle_grace)) +
+                      fmt::format("{}", to_us(sched::EngineConfig{}.idle_grace)) +
                       "). An eager service whose kernels leave gaps longer than this lends its TPCs in each gap")
       ->check(CLI::Range(0.0, daemon::kMaxIdleGraceUs));
   sub->add_option("--burst-gap-us", args->burst_gap_us,
                   "A high-priority tenant most of whose recent idle gaps are at most this long (an eager service, "
                   "launching kernel by kernel) stays active through them, up to this long, instead of lending its "
                   "TPCs in each (lithos policy; default " +
-                      fmt::format("{}", to_us(sched::PolicyConfig{}.burst_gap)) + "; 0: off)")
+                      fmt::format("{}", to_us(sched::LithosConfig{}.burst_gap)) + "; 0: off)")
       ->check(CLI::Range(0.0, daemon::kMaxIdleGraceUs));
   sub->add_option("--share-unowned", args->share_unowned,
                   "true (default): a high-priority tenant's launches may use every TPC no quota holds, also "

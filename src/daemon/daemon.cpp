@@ -20,7 +20,7 @@
 #include "ipc/cuda_faults.hpp"
 #include "ipc/safe_file.hpp"
 #include "ipc/socket.hpp"
-#include "sched/policy.hpp"
+#include "sched/policies/catalog.hpp"
 
 namespace lithos::daemon {
 
@@ -140,21 +140,22 @@ Daemon::~Daemon() {
 
 Result<std::unique_ptr<sched::Engine>> make_engine(const DaemonConfig& config, const sched::DeviceShape& device) {
   LITHOS_RETURN_IF_ERROR(validate(config, device.tpcs));
+  sched::PolicySettings ps;
+  ps.lithos.runs_free = config.best_effort_runs_free;
+  ps.lithos.share_unowned = config.share_unowned;
+  ps.lithos.hp_holds_unowned = config.hp_holds_unowned;
+  ps.lithos.max_stolen_atoms = config.max_stolen_atoms;
+  ps.lithos.pause_slowdown = config.pause_slowdown;
+  ps.lithos.burst_gap = lithos::us(config.burst_gap_us);
   std::string err;
-  auto policy = sched::make_policy(config.policy, &err);
+  auto policy = sched::make_policy(config.policy, ps, &err);
   if (policy == nullptr) return Status::invalid_argument(err);
   sched::EngineConfig ec;
   ec.device = device;
   ec.atoms.target = lithos::Duration(static_cast<std::int64_t>(config.atom_us * 1e3));
   ec.throttle = lithos::Duration(static_cast<std::int64_t>(config.throttle_us * 1e3));
   ec.throttle_unborrowed = lithos::Duration(static_cast<std::int64_t>(config.throttle_unborrowed_us * 1e3));
-  ec.policy.runs_free = config.best_effort_runs_free;
-  ec.policy.share_unowned = config.share_unowned;
-  ec.policy.hp_holds_unowned = config.hp_holds_unowned;
-  ec.policy.max_stolen_atoms = config.max_stolen_atoms;
-  ec.policy.pause_slowdown = config.pause_slowdown;
-  ec.policy.idle_grace = lithos::us(config.idle_grace_us);
-  ec.policy.burst_gap = lithos::us(config.burst_gap_us);
+  ec.idle_grace = lithos::us(config.idle_grace_us);
   auto engine = std::make_unique<sched::Engine>(ec, std::move(policy));
   for (const TenantConfig& t : config.tenants) {
     auto id = engine->add_tenant(t.spec());

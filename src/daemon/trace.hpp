@@ -14,8 +14,9 @@
 #include <vector>
 
 #include "common/status.hpp"
+#include "sched/engine.hpp"
 #include "sched/engine_log.hpp"
-#include "sched/policy.hpp"
+#include "sched/policies/catalog.hpp"
 
 namespace lithos::daemon {
 
@@ -34,9 +35,9 @@ struct TraceHeader {
   double throttle_unborrowed_us = 0;
   std::uint32_t max_stolen_atoms = 2;  // absent in traces written before it existed (always 2 then)
   // Absent in traces written before it existed (nothing paused automatically then).
-  double pause_slowdown = sched::PolicyConfig{}.pause_slowdown;
+  double pause_slowdown = sched::LithosConfig{}.pause_slowdown;
   // Absent in traces written before it existed (20 us then).
-  double idle_grace_us = to_us(sched::PolicyConfig{}.idle_grace);
+  double idle_grace_us = to_us(sched::EngineConfig{}.idle_grace);
   double burst_gap_us = 0;             // absent in traces written before it existed (no burst grace then)
   bool best_effort_runs_free = false;  // absent in traces written before it existed (never free then)
   bool share_unowned = true;           // absent in traces written before it existed (the default then)

@@ -37,10 +37,10 @@ Logged simulate(const std::string& name, const std::string& policy, std::optiona
   auto sc = sim::load_scenario(name);
   EXPECT_TRUE(sc.is_ok()) << sc.status().message();
   out.scenario = std::move(sc).value();
-  if (max_stolen) out.scenario.engine.policy.max_stolen_atoms = *max_stolen;
+  if (max_stolen) out.scenario.policies.lithos.max_stolen_atoms = *max_stolen;
   out.scenario.immediate_launches = immediate_launches;
   if (hp_holds_unowned) {
-    out.scenario.engine.policy.hp_holds_unowned = *hp_holds_unowned;
+    out.scenario.policies.lithos.hp_holds_unowned = *hp_holds_unowned;
     for (sim::TenantConfig& t : out.scenario.tenants) {
       if (t.priority == sched::PriorityClass::kHigh) t.quota = 40;
     }
@@ -71,12 +71,12 @@ DaemonConfig config_for(const sim::Scenario& sc, const std::string& policy) {
   c.policy = policy;
   c.atom_us = static_cast<double>(sc.engine.atoms.target.count()) / 1e3;
   c.throttle_us = static_cast<double>(sc.engine.throttle.count()) / 1e3;
-  c.max_stolen_atoms = sc.engine.policy.max_stolen_atoms;
-  c.pause_slowdown = sc.engine.policy.pause_slowdown;
-  c.idle_grace_us = to_us(sc.engine.policy.idle_grace);
-  c.burst_gap_us = to_us(sc.engine.policy.burst_gap);
-  c.share_unowned = sc.engine.policy.share_unowned;
-  c.hp_holds_unowned = sc.engine.policy.hp_holds_unowned;
+  c.max_stolen_atoms = sc.policies.lithos.max_stolen_atoms;
+  c.pause_slowdown = sc.policies.lithos.pause_slowdown;
+  c.idle_grace_us = to_us(sc.engine.idle_grace);
+  c.burst_gap_us = to_us(sc.policies.lithos.burst_gap);
+  c.share_unowned = sc.policies.lithos.share_unowned;
+  c.hp_holds_unowned = sc.policies.lithos.hp_holds_unowned;
   for (const sim::TenantConfig& t : sc.tenants) {
     TenantConfig tc;
     tc.name = t.name;
@@ -171,7 +171,7 @@ TEST(DaemonReplay, ADifferentlyConfiguredDaemonDecidesDifferently) {
   eager_pause.pause_slowdown = 2.5;
   auto e6 = make_engine(eager_pause, sched::DeviceShape::h100_sxm());
   ASSERT_TRUE(e6.is_ok());
-  EXPECT_EQ((*e6)->state().config.policy.pause_slowdown, 2.5);
+  EXPECT_EQ(dynamic_cast<const sched::LithosPolicy&>((*e6)->policy()).config().pause_slowdown, 2.5);
 
   auto e3 = make_engine(base, sched::DeviceShape::h100_sxm());
   ASSERT_TRUE(e3.is_ok());
