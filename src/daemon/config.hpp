@@ -139,8 +139,7 @@ struct DaemonConfig {
   // While only high-priority work is in flight (no best-effort tenant has
   // work or had any in the last 2 ms, so no one waits for a grant) the
   // daemon's loop sleeps this long between turns instead of spinning; 0:
-  // it spins. Measured on the H100 (docs/daemon.md): 50 us took a service
-  // alone from 50-52% of a core to 8%, with the same P99 in three sets.
+  // it spins.
   double hp_poll_us = 50;
   // sched::LithosConfig::share_unowned (lithos policy): a high-priority
   // tenant's launches, which never wait, may use every TPC no quota holds,
@@ -157,13 +156,11 @@ struct DaemonConfig {
   bool best_effort_runs_free = true;
   // Clients set the hardware priority the engine decides on their streams
   // (docs/daemon.md, "Hardware priority"); off: streams keep the
-  // applications' own priorities. Off by default: measured on the H100 it
-  // made inference-stacking worse and hybrid-stacking no better.
+  // applications' own priorities.
   bool stream_priorities = false;
   // When lithosd starts MPS itself: in multi-user mode (-M), so that clients
   // of several user ids share its server at once. Without it MPS serves one
-  // uid at a time and a second uid's job waits until the first's are done
-  // (measured on the H100, docs/daemon.md "Failure handling").
+  // uid at a time and a second uid's job waits until the first's are done.
   bool mps_multiuser = true;
   // `lithos status` shows every client's pid, uid and program to every
   // user. Off: a user other than root and the daemon's own sees those of

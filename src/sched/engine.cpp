@@ -367,14 +367,7 @@ AtomDispatch Engine::carve(QueueState& q, PendingLaunch& head, const Placement& 
   if (head.plan.split()) {
     // Size this atom to the TPCs it actually got: whole waves whose
     // predicted time is close to the target, and never under the floor of
-    // per-atom cost / tolerated overhead. (As many whole waves as fit in the
-    // target, as AtomPlan counts them, was tried (8097869): it met
-    // head-of-line-steal's bound but hurt HP-B and the trainer in
-    // inference-stacking on three of four H100 boards, twice by half, for a
-    // reason not found; reverted. The same for atoms on borrowed TPCs only
-    // (d198d71) met the bound in the 5 ms phase too, and fell into the same
-    // state in two of five inference-stacking runs on two boards: HP-B's
-    // P99 6.1-6.4x alone instead of ~3.3x, the trainer at 0.07x; reverted.)
+    // per-atom cost / tolerated overhead.
     const AtomConfig& ac = traits_.atomize ? cfg.atoms : preemption_atoms_;
     const std::uint64_t wave_blocks =
         static_cast<std::uint64_t>(ntpcs) * static_cast<std::uint64_t>(head.blocks_per_tpc);
@@ -389,10 +382,7 @@ AtomDispatch Engine::carve(QueueState& q, PendingLaunch& head, const Placement& 
       want = std::max(unit, (want + unit - 1) / unit * unit);
       // The rest of the launch rides along with this atom only if it adds
       // no wave: an atom never runs longer than its whole waves, which is
-      // what an owner taking its TPCs back may have to wait for. (Before,
-      // a remainder under half an atom rode along: on the H100 such atoms
-      // ran up to 1.5x the target, and twice its length where the
-      // remainder began a new wave of long blocks.)
+      // what an owner taking its TPCs back may have to wait for.
       const auto waves_of = [&](std::uint64_t b) { return (b + wave_blocks - 1) / wave_blocks; };
       if (blocks > want && waves_of(blocks) > waves_of(want)) blocks = want;
     }

@@ -43,9 +43,7 @@ struct EngineConfig {
   // The bound for a best-effort atom on TPCs nobody can claim back, under
   // policies whose throttle holds only borrowed work
   // (PolicyTraits::throttle_borrowed_only); below `throttle` (the default,
-  // 0) it is `throttle`. Measured on the H100 (docs/daemon.md, "Why
-  // best-effort training is slow"): 1 ms helps a trainer with no service
-  // beside it and did not help beside one, so it is off by default.
+  // 0) it is `throttle`.
   Duration throttle_unborrowed{0};
   // A tenant counts as active this long after its work drained
   // (EngineState::active): it may be back within microseconds. A policy

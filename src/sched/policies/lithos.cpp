@@ -306,10 +306,7 @@ TpcSet LithosPolicy::borrowable(const EngineState& state, TenantId t, Time now, 
   // was predicted to run, and only then as gone (a marker that never lands
   // must not hold TPCs for ever). Counting an overdue atom as ending at once
   // lent the TPCs under an hp launch that ran longer than predicted, to
-  // atoms that then slowed it further. (Measured on the H100: neither better
-  // nor worse within the boards' spread, and it does not prevent the
-  // inference-stacking state that floor-sized atoms fall into;
-  // docs/results/2026-11-26-h100-daemon-fb156b1-completions, sections 5-6.)
+  // atoms that then slowed it further.
   // An end that is seen is a completion, which makes the Engine decide again.
   const bool spill_holds = config_.hp_holds_unowned || state.tenants[idx(t)].is_high();
   for (const TenantState& o : state.tenants) {

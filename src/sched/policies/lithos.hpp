@@ -21,9 +21,8 @@
 //   soon after it was lent (and is given back soon after its owner wakes);
 //   a best-effort atom on no one's TPCs may queue behind up to
 //   EngineConfig::throttle_unborrowed of work when that is set longer
-//   (off by default: on the H100 it fed a trainer with no service, 0.89x
-//   at 1 ms, 1.01x at 10 ms vs 0.85x, but beside a service it did not
-//   help). The Engine also splits launches into atoms per the atom plan.
+//   (off by default). The Engine also splits launches into atoms per the
+//   atom plan.
 #pragma once
 
 #include <array>
