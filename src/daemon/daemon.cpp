@@ -165,20 +165,8 @@ Result<std::unique_ptr<sched::Engine>> make_engine(const DaemonConfig& config, c
 }
 
 Result<sched::ReplayResult> replay_trace(const Trace& trace) {
-  DaemonConfig c;
-  c.policy = trace.header.policy;
-  c.atom_us = trace.header.atom_us;
-  c.throttle_us = trace.header.throttle_us;
-  c.throttle_unborrowed_us = trace.header.throttle_unborrowed_us;
-  c.max_stolen_atoms = trace.header.max_stolen_atoms;
-  c.pause_slowdown = trace.header.pause_slowdown;
-  c.idle_grace_us = trace.header.idle_grace_us;
-  c.burst_gap_us = trace.header.burst_gap_us;
-  c.best_effort_runs_free = trace.header.best_effort_runs_free;
-  c.share_unowned = trace.header.share_unowned;
-  c.hp_holds_unowned = trace.header.hp_holds_unowned;
-  c.socket = trace.header.socket;
-  c.default_tenant = trace.header.default_tenant;
+  DaemonConfig c = trace.header.config;
+  c.tenants.clear();
   for (const sched::EngineEvent& e : trace.events) {
     if (e.kind != sched::EngineEvent::Kind::kAddTenant || !e.ok) continue;
     TenantConfig t;
