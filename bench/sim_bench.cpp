@@ -9,7 +9,7 @@
 #include <string>
 
 #include "sched/engine.hpp"
-#include "sched/policy.hpp"
+#include "sched/policies/catalog.hpp"
 #include "sim/scenario.hpp"
 #include "sim/simulation.hpp"
 
@@ -59,7 +59,7 @@ BENCHMARK_CAPTURE(BM_Scenario, inference_lithos, "inference-stacking", "lithos",
 // (no GPU model), the per-launch cost the runtime will pay too.
 void BM_EngineLaunchCycle(benchmark::State& state) {
   std::string err;
-  sched::Engine engine(sched::EngineConfig{}, sched::make_policy("lithos", &err));
+  sched::Engine engine(sched::EngineConfig{}, sched::make_policy("lithos", sched::PolicySettings{}, &err));
   sched::TenantSpec hp;
   hp.name = "hp";
   hp.priority = sched::PriorityClass::kHigh;

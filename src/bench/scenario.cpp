@@ -10,13 +10,11 @@
 #include <exception>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <set>
 #include <sstream>
 
-#ifndef TOML_ASSERT
-#define TOML_ASSERT(expr) static_assert(true)  // see src/sim/scenario.cpp
-#endif
-#include <toml++/toml.h>
+#include "toml/reader.hpp"
 
 namespace lithos::bench {
 
@@ -50,10 +48,7 @@ constexpr std::size_t kMaxTenants = 16;
 constexpr std::size_t kMaxPhases = 64;
 
 // Where a node is: "file:line:column".
-std::string where(std::string_view source, const toml::node& n) {
-  const auto& s = n.source();
-  return std::string(source) + ":" + std::to_string(s.begin.line) + ":" + std::to_string(s.begin.column);
-}
+std::string where(std::string_view source, const toml::node& n) { return tomlio::position(source, n); }
 std::string where(std::string_view source, const toml::table& t) {
   return where(source, static_cast<const toml::node&>(t));
 }
@@ -68,14 +63,10 @@ bool is_name(std::string_view s) {
 // A table's keys must all be known; the error lists the valid ones.
 Status check_keys(std::string_view source, const toml::table& t, std::string_view what,
                   std::initializer_list<std::string_view> known) {
-  for (const auto& [k, v] : t) {
-    if (std::find(known.begin(), known.end(), k.str()) != known.end()) continue;
-    std::string list;
-    for (auto n : known) list += (list.empty() ? "" : ", ") + std::string(n);
-    return Status::invalid_argument(where(source, v) + ": unknown key '" + std::string(k.str()) + "' in " +
-                                    std::string(what) + " (valid: " + list + ")");
-  }
-  return Status::ok();
+  const toml::key* k = tomlio::first_unknown_key(t, known);
+  if (k == nullptr) return Status::ok();
+  return Status::invalid_argument(where(source, *t.get(k->str())) + ": unknown key '" + std::string(k->str()) +
+                                  "' in " + std::string(what) + " (valid: " + tomlio::key_list(known) + ")");
 }
 
 // TOML values -> JSON (parameters are handed to the tenant process as JSON).
@@ -120,15 +111,12 @@ struct Reader {
                         bool integer = false) const {
     const toml::node* n = t.get(key);
     if (n == nullptr) return fallback;
-    double v = 0.0;
-    if (const auto* i = n->as_integer()) {
-      v = static_cast<double>(i->get());
-    } else if (const auto* f = n->as_floating_point(); f != nullptr && !integer) {
-      v = f->get();
-    } else {
+    const std::optional<double> read = tomlio::number(*n, integer);
+    if (!read) {
       return Status::invalid_argument(where(source, *n) + ": '" + std::string(key) + "' must be " +
                                       (integer ? "an integer" : "a number"));
     }
+    const double v = *read;
     if (!std::isfinite(v) || v < lo || v > hi) {
       char buf[160];
       std::snprintf(buf, sizeof buf, ": '%.*s' = %g is out of range [%g, %g]", static_cast<int>(key.size()), key.data(),
@@ -266,14 +254,9 @@ Status parse_phases(const Reader& rd, const toml::table& root, BenchScenario& sc
 }
 
 Result<BenchScenario> parse(std::string_view text, std::string_view source) {
-  toml::table root;
-  try {
-    root = toml::parse(text, source);
-  } catch (const toml::parse_error& e) {
-    const auto& s = e.source();
-    return Status::invalid_argument(std::string(source) + ":" + std::to_string(s.begin.line) + ":" +
-                                    std::to_string(s.begin.column) + ": " + std::string(e.description()));
-  }
+  auto parsed = tomlio::parse(text, source);
+  if (!parsed) return parsed.status();
+  const toml::table& root = *parsed;
   const Reader rd{source};
   LITHOS_RETURN_IF_ERROR(check_keys(source, root, "the scenario",
                                     {"name", "description", "seed", "warmup_s", "window_s", "reps", "drain_s",

@@ -24,6 +24,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -38,6 +39,7 @@
 #include "daemon/daemon.hpp"
 #include "daemon/metrics.hpp"
 #include "daemon/node.hpp"
+#include "daemon/settings.hpp"
 #include "daemon/trace_scenario.hpp"
 #include "ipc/protocol.hpp"
 #include "ipc/safe_file.hpp"
@@ -52,27 +54,13 @@ constexpr int kFailure = 1;
 
 struct DaemonArgs {
   std::string config;
-  std::string socket;
-  std::string policy;
-  std::string mps;
-  double atom_us = 0;
-  double throttle_us = 0;
-  double throttle_unborrowed_us = 0;
-  int max_stolen_atoms = -1;
-  double pause_slowdown = -1;     // < 0: not given
-  double idle_grace_us = -1;      // < 0: not given
-  double burst_gap_us = -1;       // < 0: not given
-  std::string runs_free;          // "" = not given
-  std::string share_unowned;      // "" = not given
-  std::string hp_holds_unowned;   // "" = not given
-  std::string stream_priorities;  // "" = not given
-  std::string mps_multiuser;      // "" = not given
-  std::string state_dir;
-  std::string trace;
-  std::string device;  // N, N,M,... or all; "" = the configuration's
+  // The flags of the settings table (daemon/settings.hpp), by key, as given
+  // on the command line (absent: not given).
+  std::map<std::string, std::string, std::less<>> settings;
   bool no_gpu = false;
   std::string slot_map;  // the GPU's shape from this file instead of the calibration cache
   bool print_config = false;
+  bool config_reference = false;
   std::string replay;
   std::string to_scenario;   // --scenario-from-trace TRACE
   std::string scenario_out;  // --scenario-out DIR
@@ -142,12 +130,16 @@ int run_replay(const std::string& path) {
     return kBadInput;
   }
   std::printf("%s: %zu events, %zu dispatches, %zu atoms replayed (policy %s, %d TPCs): %s\n", path.c_str(), r->events,
-              r->dispatches, r->atoms, trace->header.policy.c_str(), trace->header.device.tpcs,
+              r->dispatches, r->atoms, trace->header.config.policy.c_str(), trace->header.device.tpcs,
               r->same ? "the same decisions" : ("differs at " + r->difference).c_str());
   return r->same ? 0 : 1;
 }
 
 int run_daemon(const DaemonArgs& a) {
+  if (a.config_reference) {
+    std::fputs(daemon::config_reference_markdown().c_str(), stdout);
+    return 0;
+  }
   if (!a.to_scenario.empty()) return run_to_scenario(a.to_scenario, a.scenario_out.empty() ? "." : a.scenario_out);
   if (!a.replay.empty()) return run_replay(a.replay);
   // Config: defaults < file < environment < flags.
@@ -170,29 +162,14 @@ int run_daemon(const DaemonArgs& a) {
     std::fprintf(stderr, "lithos daemon: %s\n", s.message().c_str());
     return kBadInput;
   }
-  if (!a.socket.empty()) cfg.socket = a.socket;
-  if (!a.policy.empty()) cfg.policy = a.policy;
-  if (!a.mps.empty()) {
-    cfg.mps = a.mps == "start"    ? daemon::MpsMode::kStart
-              : a.mps == "attach" ? daemon::MpsMode::kAttach
-              : a.mps == "off"    ? daemon::MpsMode::kOff
-                                  : daemon::MpsMode::kAuto;
+  for (const daemon::Setting& s : daemon::settings()) {
+    const auto given = a.settings.find(s.key);
+    if (s.flag.empty() || given == a.settings.end() || given->second.empty()) continue;
+    if (Status st = daemon::set_setting(cfg, s, given->second, s.flag); !st.is_ok()) {
+      std::fprintf(stderr, "lithos daemon: %s\n", st.message().c_str());
+      return kBadInput;
+    }
   }
-  if (a.atom_us > 0) cfg.atom_us = a.atom_us;
-  if (a.throttle_us > 0) cfg.throttle_us = a.throttle_us;
-  if (a.throttle_unborrowed_us > 0) cfg.throttle_unborrowed_us = a.throttle_unborrowed_us;
-  if (a.max_stolen_atoms >= 0) cfg.max_stolen_atoms = static_cast<std::uint32_t>(a.max_stolen_atoms);
-  if (a.pause_slowdown >= 0) cfg.pause_slowdown = a.pause_slowdown;
-  if (a.idle_grace_us >= 0) cfg.idle_grace_us = a.idle_grace_us;
-  if (a.burst_gap_us >= 0) cfg.burst_gap_us = a.burst_gap_us;
-  if (!a.share_unowned.empty()) cfg.share_unowned = daemon::parse_switch(a.share_unowned).value_or(true);
-  if (!a.hp_holds_unowned.empty()) cfg.hp_holds_unowned = daemon::parse_switch(a.hp_holds_unowned).value_or(true);
-  if (!a.runs_free.empty()) cfg.best_effort_runs_free = daemon::parse_switch(a.runs_free).value_or(true);
-  if (!a.stream_priorities.empty()) cfg.stream_priorities = daemon::parse_switch(a.stream_priorities).value_or(false);
-  if (!a.mps_multiuser.empty()) cfg.mps_multiuser = daemon::parse_switch(a.mps_multiuser).value_or(true);
-  if (!a.device.empty()) cfg.device = a.device;
-  if (!a.state_dir.empty()) cfg.state_dir = a.state_dir;
-  if (!a.trace.empty()) cfg.trace = a.trace;
 
   daemon::NodeOptions node;
   node.config = std::move(cfg);
@@ -516,6 +493,43 @@ int run_status(const StatusArgs& a) {
 
 }  // namespace
 
+// "LITHOSD_SOCKET, LITHOSD_POLICY, ...": every variable of the settings table.
+std::string env_list() {
+  std::string out;
+  for (std::string_view v : daemon::setting_env_vars()) out += (out.empty() ? "" : ", ") + std::string(v);
+  return out;
+}
+
+// One option per flag of the settings table, its help the table's with the
+// default and the range, checked as the table says (set_setting checks again).
+void add_setting_flags(CLI::App& sub, DaemonArgs& args) {
+  const daemon::DaemonConfig def = daemon::default_config();
+  for (const daemon::Setting& s : daemon::settings()) {
+    if (s.flag.empty()) continue;
+    std::string help(s.help);
+    const std::string unit = s.unit.empty() ? "" : " " + std::string(s.unit);
+    const std::string value = s.get(def);
+    help += " (default: " + (!s.default_text.empty() ? std::string(s.default_text)
+                             : value.empty()         ? std::string("none")
+                                                     : value + unit);
+    if (s.type == daemon::SettingType::kNumber || s.type == daemon::SettingType::kInteger) {
+      help += "; " + daemon::setting_rule(s);
+    }
+    help += ")";
+    CLI::Option* o = sub.add_option(std::string(s.flag), args.settings[std::string(s.key)], help);
+    switch (s.type) {
+      case daemon::SettingType::kNumber: o->check(CLI::Range(s.lo, s.hi)); break;
+      case daemon::SettingType::kInteger: o->check(CLI::Range(s.lo, s.hi) & CLI::TypeValidator<std::int64_t>()); break;
+      case daemon::SettingType::kBool:
+        o->check(CLI::IsMember({"true", "false", "1", "0", "yes", "no", "on", "off"}));
+        break;
+      case daemon::SettingType::kString:
+        if (s.key == "mps") o->check(CLI::IsMember({"auto", "start", "attach", "off"}));
+        break;
+    }
+  }
+}
+
 CommandRunner add_daemon_command(CLI::App& app) {
   auto args = std::make_shared<DaemonArgs>();
   CLI::App* sub = app.add_subcommand(
@@ -525,12 +539,9 @@ CommandRunner add_daemon_command(CLI::App& app) {
       "(default lithos: quotas, stealing, atoms, the throttle) and serves `lithos status`.");
   sub->footer(
       "Configuration: --config FILE (TOML, docs/daemon.md; default /etc/lithos/lithosd.toml when it exists).\n"
-      "Precedence: flags > environment (LITHOSD_SOCKET, LITHOSD_POLICY, LITHOSD_MPS, LITHOSD_ATOM_US,\n"
-      "LITHOSD_THROTTLE_US, LITHOSD_THROTTLE_UNBORROWED_US, LITHOSD_MAX_STOLEN_ATOMS, LITHOSD_PAUSE_SLOWDOWN,\n"
-      "LITHOSD_IDLE_GRACE_US, LITHOSD_BURST_GAP_US, "
-      "LITHOSD_BEST_EFFORT_RUNS_FREE, LITHOSD_STATE_DIR, "
-      "LITHOSD_TRACE) > file > defaults. Stops "
-      "on SIGINT or SIGTERM; an MPS "
+      "Precedence: flags > environment > file > defaults. Environment: " +
+      env_list() +
+      ". Every setting: lithos daemon --config-reference (docs/config.md). Stops on SIGINT or SIGTERM; an MPS "
       "daemon it\n"
       "started is stopped with it. Under systemd: packaging/lithosd.service.\n"
       "\n"
@@ -542,92 +553,15 @@ CommandRunner add_daemon_command(CLI::App& app) {
       "  lithos daemon --replay t.jsonl                   check the recorded decisions replay the same\n"
       "  lithos daemon --scenario-from-trace t.jsonl --scenario-out sc   a simulator scenario from the run");
   sub->add_option("--config", args->config, "Configuration file (TOML)");
-  sub->add_option("--socket", args->socket,
-                  "Unix socket to serve (default: see docs/daemon.md); %g stands for the GPU's UUID, so that one "
-                  "setting gives every GPU of a node its own daemon");
-  sub->add_option("--policy", args->policy, "Scheduling policy (lithos sim --list shows them; default lithos)");
-  sub->add_option("--mps", args->mps, "auto (attach, else start), start, attach or off")
-      ->check(CLI::IsMember({"auto", "start", "attach", "off"}));
-  sub->add_option("--atom-us", args->atom_us, "Atom duration target in microseconds (default 500)")
-      ->check(CLI::Range(50.0, 100000.0));
-  sub->add_option("--throttle-us", args->throttle_us,
-                  "Predicted work one queue may have in flight before its next atom waits, microseconds (default "
-                  "100)")
-      ->check(CLI::Range(10.0, 100000.0));
-  sub->add_option("--throttle-unborrowed-us", args->throttle_unborrowed_us,
-                  "The same bound for a best-effort atom on TPCs no one can claim back (no one's; lithos "
-                  "policy), microseconds (default: the same as --throttle-us; never below it)")
-      ->check(CLI::Range(10.0, 100000.0));
-  sub->add_option("--max-stolen-atoms", args->max_stolen_atoms,
-                  "Atoms one tenant may have in flight on borrowed TPCs (lithos policy; default " +
-                      std::to_string(sched::PolicyConfig{}.max_stolen_atoms) +
-                      "; the throttle bounds their predicted work). 1: an owner that comes back waits for at most "
-                      "the one atom running on its TPCs; 0: no borrowing of owned TPCs")
-      ->check(CLI::Range(0, static_cast<int>(daemon::kMaxStolenAtoms)));
-  sub->add_option("--pause-slowdown", args->pause_slowdown,
-                  "A high-priority tenant with pauses_best_effort = \"auto\" pauses best effort while its work "
-                  "beside best-effort atoms takes more than this many times as long as without them (lithos "
-                  "policy; default " +
-                      fmt::format("{}", sched::PolicyConfig{}.pause_slowdown) + ")")
-      ->check(CLI::Range(daemon::kMinPauseSlowdown, daemon::kMaxPauseSlowdown));
-  sub->add_option("--idle-grace-us", args->idle_grace_us,
-                  "How long a high-priority tenant's TPCs stay its own after its work drained, before best-effort "
-                  "atoms may borrow them (lithos policy; default " +
-                      fmt::format("{}", to_us(sched::PolicyConfig{}.idle_grace)) +
-                      "). An eager service whose kernels leave gaps longer than this lends its TPCs in each gap")
-      ->check(CLI::Range(0.0, daemon::kMaxIdleGraceUs));
-  sub->add_option("--burst-gap-us", args->burst_gap_us,
-                  "A high-priority tenant most of whose recent idle gaps are at most this long (an eager service, "
-                  "launching kernel by kernel) stays active through them, up to this long, instead of lending its "
-                  "TPCs in each (lithos policy; default " +
-                      fmt::format("{}", to_us(sched::PolicyConfig{}.burst_gap)) + "; 0: off)")
-      ->check(CLI::Range(0.0, daemon::kMaxIdleGraceUs));
-  sub->add_option("--share-unowned", args->share_unowned,
-                  "true (default): a high-priority tenant's launches may use every TPC no quota holds, also "
-                  "under a best-effort atom (the two share those SMs); false: only those no other tenant's atom "
-                  "holds at the moment (lithos policy; its CUDA graphs keep the first set)")
-      ->check(CLI::IsMember({"true", "false", "1", "0", "yes", "no", "on", "off"}));
-  sub->add_option("--hp-holds-unowned", args->hp_holds_unowned,
-                  "true (default): a high-priority launch on TPCs no quota holds keeps new best-effort atoms off "
-                  "them until it ends; false: only its quota does, and best-effort atoms run beside it there "
-                  "(more training, a longer service tail where the service needs more than its quota; lithos "
-                  "policy)")
-      ->check(CLI::IsMember({"true", "false", "1", "0", "yes", "no", "on", "off"}));
-  sub->add_option("--best-effort-runs-free", args->runs_free,
-                  "true (default): best-effort launches go out without waiting for grants while no high-priority "
-                  "tenant has a stream open; false: they always wait")
-      ->check(CLI::IsMember({"true", "false", "1", "0", "yes", "no", "on", "off"}));
-  sub->add_option("--stream-priorities", args->stream_priorities,
-                  "true: clients set the engine's hardware priority on their streams (high-priority tenants at "
-                  "the greatest stream priority, best-effort atoms at the least); false (default): streams keep "
-                  "the applications' own")
-      ->check(CLI::IsMember({"true", "false", "1", "0", "yes", "no", "on", "off"}));
-  sub->add_option("--mps-multiuser", args->mps_multiuser,
-                  "true (default): an MPS control daemon lithosd starts runs in multi-user mode (-M), so that "
-                  "clients of several user ids share its server at once; false: MPS serves one user id at a time "
-                  "(a second uid's job waits until the first's are done)")
-      ->check(CLI::IsMember({"true", "false", "1", "0", "yes", "no", "on", "off"}));
-  sub->add_option("--state-dir", args->state_dir,
-                  "Where the daemon keeps its state: predictor.cache, what the latency predictor learnt, loaded at "
-                  "start and written every 30 s and at exit (%g: the GPU's UUID). Made when missing; it and the "
-                  "folders above it must belong to root or this user and not be writable by others "
-                  "(docs/daemon.md, \"Files lithosd writes\")");
-  sub->add_option(
-      "--trace", args->trace,
-      "Write every scheduling event (launches, decisions, completions) to this file, one JSON object per line "
-      "(%g: the GPU's UUID); a new file replaces an old one, never through a link, in a folder that belongs to "
-      "root or this user and no other user can write (docs/daemon.md, \"Files lithosd writes\")");
-  sub->add_option("--device", args->device,
-                  "CUDA device served (default: the configuration's `device`, else 0); a list (0,1) or all: one "
-                  "process serves each of them, with "
-                  "an Engine, a socket and a state folder per GPU (the socket path must then hold %g; a state_dir "
-                  "without %g gets a folder per GPU under it) and one MPS control daemon for them all");
+  add_setting_flags(*sub, *args);
   sub->add_flag("--no-gpu", args->no_gpu, "Do not read the GPU: assume an H100 SXM (tests, CPU-only machines)");
   sub->add_option("--slot-map", args->slot_map,
                   "Take the GPU's TPCs and GPCs from this slot-map file (as `lithos calibrate` writes) instead of "
                   "the calibration cache; implies --no-gpu")
       ->check(CLI::ExistingFile);
   sub->add_flag("--print-config", args->print_config, "Print the merged configuration as JSON and exit");
+  sub->add_flag("--config-reference", args->config_reference,
+                "Print the reference of every setting (docs/config.md) as Markdown and exit");
   sub->add_option("--scenario-from-trace", args->to_scenario,
                   "Turn a trace written with --trace into a `lithos sim` scenario that replays what its tenants "
                   "launched, with the measured durations (requests end at stream synchronisations); written to "

@@ -10,7 +10,7 @@
 #include <string>
 
 #include "cli/commands.hpp"
-#include "sched/policy.hpp"
+#include "sched/policies/catalog.hpp"
 #include "sim/compare.hpp"
 #include "sim/report.hpp"
 #include "sim/scenario.hpp"

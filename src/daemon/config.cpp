@@ -21,13 +21,11 @@
 #include <sstream>
 #include <type_traits>
 
+#include "daemon/settings.hpp"
 #include "ipc/socket.hpp"
-#include "sched/policy.hpp"
+#include "sched/policies/catalog.hpp"
 
-#ifndef TOML_ASSERT
-#define TOML_ASSERT(expr) static_assert(true)  // see src/sim/scenario.cpp
-#endif
-#include <toml++/toml.h>
+#include "toml/reader.hpp"
 
 namespace lithos::daemon {
 
@@ -39,13 +37,16 @@ constexpr std::int64_t kMaxId = 0xfffffffe;  // uid_t/gid_t; (uid_t)-1 means "no
 
 // ---- small helpers ----------------------------------------------------------
 
-std::string where(std::string_view source, const toml::source_region& s) {
-  return std::string(source) + ":" + std::to_string(s.begin.line) + ":" + std::to_string(s.begin.column);
-}
-std::string where(std::string_view source, const toml::node& n) { return where(source, n.source()); }
+std::string where(std::string_view source, const toml::source_region& s) { return tomlio::position(source, s); }
+std::string where(std::string_view source, const toml::node& n) { return tomlio::position(source, n); }
 
 std::string quoted(std::string_view s) { return "'" + std::string(s) + "'"; }
-std::string json_number(double v);  // below, with the JSON
+using detail::json_number;
+using detail::json_string;
+using detail::policy_known;
+using detail::policy_names;
+using detail::socket_path_fits;
+using detail::socket_path_rule;
 
 bool is_tenant_name(std::string_view s) {
   return !s.empty() && s.size() <= kMaxTenantName && std::all_of(s.begin(), s.end(), [](char c) {
@@ -57,28 +58,6 @@ constexpr const char* kTenantNameRule = "must be 1-63 letters, digits, '-', '_' 
 
 bool all_digits(std::string_view s) {
   return !s.empty() && s.size() <= 10 && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
-}
-
-std::string policy_names() {
-  std::string names;
-  for (const sched::PolicyInfo& p : sched::policy_catalog()) names += (names.empty() ? "" : ", ") + p.name;
-  return names;
-}
-bool policy_known(std::string_view name) {
-  for (const sched::PolicyInfo& p : sched::policy_catalog()) {
-    if (p.name == name) return true;
-  }
-  return false;
-}
-
-// A Unix socket path must fit sockaddr_un::sun_path with its NUL, with a
-// GPU's UUID in place of every "%g".
-bool socket_path_fits(const std::string& p) {
-  return !p.empty() && ipc::with_gpu(p, std::string(ipc::kGpuUuidChars, 'x')).size() < sizeof(sockaddr_un{}.sun_path);
-}
-std::string socket_path_rule() {
-  return "must be a non-empty path of at most " + std::to_string(sizeof(sockaddr_un{}.sun_path) - 1) +
-         " bytes (each %g counted as a GPU's UUID, " + std::to_string(ipc::kGpuUuidChars) + ")";
 }
 
 std::string tenant_names(const DaemonConfig& c) {
@@ -136,14 +115,10 @@ struct Parser {
 
   // A table's keys must all be known; the error lists the valid ones.
   Status check_keys(const toml::table& t, std::string_view what, std::initializer_list<std::string_view> known) const {
-    for (const auto& [k, v] : t) {
-      if (std::find(known.begin(), known.end(), k.str()) != known.end()) continue;
-      std::string list;
-      for (auto n : known) list += (list.empty() ? "" : ", ") + std::string(n);
-      return Status::invalid_argument(where(source, k.source()) + ": unknown key " + quoted(k.str()) + " in " +
-                                      std::string(what) + " (valid: " + list + ")");
-    }
-    return Status::ok();
+    const toml::key* k = tomlio::first_unknown_key(t, known);
+    if (k == nullptr) return Status::ok();
+    return Status::invalid_argument(where(source, k->source()) + ": unknown key " + quoted(k->str()) + " in " +
+                                    std::string(what) + " (valid: " + tomlio::key_list(known) + ")");
   }
 
   // The string at `key`, or nullopt when absent.
@@ -159,14 +134,9 @@ struct Parser {
                                        bool integer) const {
     const toml::node* n = t.get(key);
     if (n == nullptr) return std::optional<double>();
-    double v = 0.0;
-    if (const auto* i = n->as_integer()) {
-      v = static_cast<double>(i->get());
-    } else if (const auto* f = n->as_floating_point(); f != nullptr && !integer) {
-      v = f->get();
-    } else {
-      return error(*n, quoted(key) + " must be " + (integer ? "an integer" : "a number"));
-    }
+    const std::optional<double> read = tomlio::number(*n, integer);
+    if (!read) return error(*n, quoted(key) + " must be " + (integer ? "an integer" : "a number"));
+    const double v = *read;
     if (!std::isfinite(v) || v < lo || v > hi) {
       return error(*n, quoted(key) + " = " + json_number(v) + " is out of range [" + json_number(lo) + ", " +
                            json_number(hi) + "]");
@@ -296,188 +266,67 @@ struct Parser {
     return out;
   }
 
-  // The bounds on what clients may make the daemon hold.
-  Status limits(const toml::table& d, DaemonConfig& c) const {
-    const auto whole = [&](std::string_view key, double lo, double hi, auto* out) -> Status {
-      auto v = number(d, key, lo, hi, true);
-      if (!v) return v.status();
-      if (v->has_value()) *out = static_cast<std::remove_pointer_t<decltype(out)>>(**v);
-      return Status::ok();
-    };
-    LITHOS_RETURN_IF_ERROR(whole("max_clients", 1, kMaxMaxClients, &c.max_clients));
-    LITHOS_RETURN_IF_ERROR(whole("max_clients_per_uid", 1, kMaxMaxClients, &c.max_clients_per_uid));
-    LITHOS_RETURN_IF_ERROR(whole("max_connecting_per_uid", 1, kMaxConnectingPerUid, &c.max_connecting_per_uid));
-    LITHOS_RETURN_IF_ERROR(whole("max_pending_launches", kMinClientBound, kMaxClientBound, &c.max_pending_launches));
-    LITHOS_RETURN_IF_ERROR(whole("max_inflight", kMinInflightBound, kMaxClientBound, &c.max_inflight));
-    LITHOS_RETURN_IF_ERROR(whole("max_queued_grants", kMinClientBound, kMaxClientBound, &c.max_queued_grants));
-    LITHOS_RETURN_IF_ERROR(whole("max_events_per_s", kMinEventsPerS, kMaxEventsPerS, &c.max_events_per_s));
-    for (auto [key, out] : {std::pair{"client_timeout_ms", &c.client_timeout_ms},
-                            std::pair{"progress_timeout_ms", &c.progress_timeout_ms}}) {
-      auto v = number(d, key, 0, kMaxClientTimeoutMs, false);
-      if (!v) return v.status();
-      if (!v->has_value()) continue;
-      if (**v != 0 && **v < kMinClientTimeoutMs) {
-        return error(*d.get(key), "'" + std::string(key) + "' must be 0 (off) or at least " +
-                                      json_number(kMinClientTimeoutMs) + " ms");
+  // One setting of the table (settings.hpp) from its [daemon] key.
+  Status setting(const toml::table& d, const Setting& s, DaemonConfig& c) const {
+    const toml::node* n = d.get(s.key);
+    if (n == nullptr) return Status::ok();
+    const std::string key(s.key);
+    switch (s.type) {
+      case SettingType::kBool:
+        if (!n->is_boolean()) return error(*n, quoted(key) + " must be true or false");
+        s.set(c, n->as_boolean()->get() ? "true" : "false");
+        return Status::ok();
+      case SettingType::kNumber:
+      case SettingType::kInteger: {
+        auto v = number(d, key, s.zero_is_off ? 0 : s.lo, s.hi, s.type == SettingType::kInteger);
+        if (!v) return v.status();
+        if (s.zero_is_off && **v != 0 && **v < s.lo) {
+          return error(*n,
+                       quoted(key) + " must be 0 (off) or at least " + json_number(s.lo) + " " + std::string(s.unit));
+        }
+        s.set(c, json_number(**v));
+        return Status::ok();
       }
-      *out = **v;
-    }
-    for (auto [key, out] : {std::pair{"fault_exit_grace_ms", &c.fault_exit_grace_ms},
-                            std::pair{"fault_term_grace_ms", &c.fault_term_grace_ms}}) {
-      auto v = number(d, key, 0, kMaxFaultGraceMs, false);
-      if (!v) return v.status();
-      if (v->has_value()) *out = **v;
-    }
-    if (const toml::node* n = d.get("fault_ends_processes")) {
-      if (!n->is_boolean()) return error(*n, "'fault_ends_processes' must be true or false");
-      c.fault_ends_processes = n->as_boolean()->get();
+      case SettingType::kString: {
+        std::string text;
+        if (n->is_string()) {
+          text = n->as_string()->get();
+        } else if (s.key == "device" && n->is_integer()) {  // device = 0
+          text = std::to_string(n->as_integer()->get());
+        } else if (s.key == "device") {
+          return error(*n, "'device' must be a device ordinal (0), a list (\"0,1\") or \"all\"");
+        } else {
+          return error(*n, quoted(key) + " must be a string");
+        }
+        if (s.check) {
+          if (std::string why = s.check(text); !why.empty()) return error(*n, why);
+        }
+        s.set(c, text);
+        return Status::ok();
+      }
     }
     return Status::ok();
   }
 
   Status daemon_table(const toml::table& d, DaemonConfig& c) const {
-    LITHOS_RETURN_IF_ERROR(check_keys(d, "[daemon]",
-                                      {"socket",
-                                       "policy",
-                                       "mps",
-                                       "atom_us",
-                                       "throttle_us",
-                                       "throttle_unborrowed_us",
-                                       "hp_poll_us",
-                                       "max_stolen_atoms",
-                                       "pause_slowdown",
-                                       "idle_grace_us",
-                                       "burst_gap_us",
-                                       "share_unowned",
-                                       "hp_holds_unowned",
-                                       "best_effort_runs_free",
-                                       "stream_priorities",
-                                       "mps_multiuser",
-                                       "status_shows_all",
-                                       "device",
-                                       "max_clients",
-                                       "max_clients_per_uid",
-                                       "max_connecting_per_uid",
-                                       "max_pending_launches",
-                                       "max_inflight",
-                                       "max_queued_grants",
-                                       "max_events_per_s",
-                                       "client_timeout_ms",
-                                       "progress_timeout_ms",
-                                       "fault_exit_grace_ms",
-                                       "fault_term_grace_ms",
-                                       "fault_ends_processes",
-                                       "state_dir",
-                                       "trace",
-                                       "default_tenant"}));
-    auto socket = string(d, "socket");
-    if (!socket) return socket.status();
-    if (socket->has_value()) {
-      if (!socket_path_fits(**socket)) return error(*d.get("socket"), "'socket' " + socket_path_rule());
-      c.socket = **socket;
+    const toml::key* bad = nullptr;  // the first unknown key in file order
+    for (const auto& [k, v] : d) {
+      if (find_setting(k.str()) == nullptr && (bad == nullptr || k.source().begin < bad->source().begin)) bad = &k;
     }
-    auto policy = string(d, "policy");
-    if (!policy) return policy.status();
-    if (policy->has_value()) {
-      if (!policy_known(**policy)) {
-        return error(*d.get("policy"), "unknown policy " + quoted(**policy) + " (valid: " + policy_names() + ")");
-      }
-      c.policy = **policy;
+    if (bad != nullptr) {
+      std::string list;
+      for (const Setting& s : settings()) list += (list.empty() ? "" : ", ") + std::string(s.key);
+      return Status::invalid_argument(where(source, bad->source()) + ": unknown key " + quoted(bad->str()) +
+                                      " in [daemon] (valid: " + list + ")");
     }
-    auto mps = string(d, "mps");
-    if (!mps) return mps.status();
-    if (mps->has_value()) {
-      auto m = parse_mps_mode(**mps);
-      if (!m) return error(*d.get("mps"), "mps " + quoted(**mps) + " is not one of auto, start, attach, off");
-      c.mps = *m;
-    }
-    auto atom = number(d, "atom_us", kMinAtomUs, kMaxAtomUs, false);
-    if (!atom) return atom.status();
-    if (atom->has_value()) c.atom_us = **atom;
-    auto throttle = number(d, "throttle_us", kMinThrottleUs, kMaxThrottleUs, false);
-    if (!throttle) return throttle.status();
-    if (throttle->has_value()) c.throttle_us = **throttle;
-    auto unborrowed = number(d, "throttle_unborrowed_us", kMinThrottleUs, kMaxThrottleUs, false);
-    if (!unborrowed) return unborrowed.status();
-    if (unborrowed->has_value()) c.throttle_unborrowed_us = **unborrowed;
-    auto stolen = number(d, "max_stolen_atoms", 0, kMaxStolenAtoms, true);
-    if (!stolen) return stolen.status();
-    if (stolen->has_value()) c.max_stolen_atoms = static_cast<std::uint32_t>(**stolen);
-    auto slowdown = number(d, "pause_slowdown", kMinPauseSlowdown, kMaxPauseSlowdown, false);
-    if (!slowdown) return slowdown.status();
-    if (slowdown->has_value()) c.pause_slowdown = **slowdown;
-    auto grace = number(d, "idle_grace_us", 0, kMaxIdleGraceUs, false);
-    if (!grace) return grace.status();
-    if (grace->has_value()) c.idle_grace_us = **grace;
-    auto burst = number(d, "burst_gap_us", 0, kMaxIdleGraceUs, false);
-    if (!burst) return burst.status();
-    if (burst->has_value()) c.burst_gap_us = **burst;
-    auto poll = number(d, "hp_poll_us", 0, kMaxHpPollUs, false);
-    if (!poll) return poll.status();
-    if (poll->has_value()) c.hp_poll_us = **poll;
-    if (const toml::node* n = d.get("share_unowned")) {
-      if (!n->is_boolean()) return error(*n, "'share_unowned' must be true or false");
-      c.share_unowned = n->as_boolean()->get();
-    }
-    if (const toml::node* n = d.get("hp_holds_unowned")) {
-      if (!n->is_boolean()) return error(*n, "'hp_holds_unowned' must be true or false");
-      c.hp_holds_unowned = n->as_boolean()->get();
-    }
-    if (const toml::node* n = d.get("best_effort_runs_free")) {
-      if (!n->is_boolean()) return error(*n, "'best_effort_runs_free' must be true or false");
-      c.best_effort_runs_free = n->as_boolean()->get();
-    }
-    if (const toml::node* n = d.get("mps_multiuser")) {
-      if (!n->is_boolean()) return error(*n, "'mps_multiuser' must be true or false");
-      c.mps_multiuser = n->as_boolean()->get();
-    }
-    if (const toml::node* n = d.get("status_shows_all")) {
-      if (!n->is_boolean()) return error(*n, "'status_shows_all' must be true or false");
-      c.status_shows_all = n->as_boolean()->get();
-    }
-    if (const toml::node* n = d.get("stream_priorities")) {
-      if (!n->is_boolean()) return error(*n, "'stream_priorities' must be true or false");
-      c.stream_priorities = n->as_boolean()->get();
-    }
-    if (const toml::node* n = d.get("device")) {
-      std::string text;
-      if (n->is_integer()) {
-        text = std::to_string(n->as_integer()->get());
-      } else if (n->is_string()) {
-        text = n->as_string()->get();
-      } else {
-        return error(*n, "'device' must be a device ordinal (0), a list (\"0,1\") or \"all\"");
-      }
-      std::vector<int> devices;
-      bool all = false;
-      if (Status st = parse_devices(text, &devices, &all); !st.is_ok()) {
-        return error(*n, "'device' " + quoted(text) + ": " + st.message());
-      }
-      c.device = text;
-    }
-    LITHOS_RETURN_IF_ERROR(limits(d, c));
-    auto state = string(d, "state_dir");
-    if (!state) return state.status();
-    if (state->has_value()) {
-      if ((*state)->empty()) return error(*d.get("state_dir"), "'state_dir' is empty (omit it for the default)");
-      c.state_dir = **state;
-    }
-    auto trace = string(d, "trace");
-    if (!trace) return trace.status();
-    if (trace->has_value()) c.trace = **trace;
-    auto def = string(d, "default_tenant");
-    if (!def) return def.status();
-    if (def->has_value()) c.default_tenant = **def;
+    for (const Setting& s : settings()) LITHOS_RETURN_IF_ERROR(setting(d, s, c));
     return Status::ok();
   }
 
   Result<DaemonConfig> parse(std::string_view text) const {
-    toml::table root;
-    try {
-      root = toml::parse(text, source);
-    } catch (const toml::parse_error& e) {
-      return Status::invalid_argument(where(source, e.source()) + ": " + std::string(e.description()));
-    }
+    auto parsed = tomlio::parse(text, source);
+    if (!parsed) return parsed.status();
+    const toml::table& root = *parsed;
     LITHOS_RETURN_IF_ERROR(check_keys(root, "the configuration", {"daemon", "tenant"}));
     DaemonConfig c = default_config();
     c.tenants.clear();
@@ -546,6 +395,19 @@ std::size_t utf8_length(std::string_view s, std::size_t i) {
   return n;
 }
 
+template <class Id>
+std::string json_ids(const std::vector<Id>& ids) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < ids.size(); ++i) out += (i == 0 ? "" : ",") + std::to_string(ids[i]);
+  return out + "]";
+}
+
+}  // namespace
+
+// ---- public -----------------------------------------------------------------
+
+namespace detail {
+
 // A JSON string literal; bytes that are not UTF-8 become U+FFFD.
 std::string json_string(std::string_view s) {
   std::string out = "\"";
@@ -584,31 +446,7 @@ std::string json_string(std::string_view s) {
   return out + "\"";
 }
 
-// The shortest decimal text that reads back as `v`; null when not finite.
-std::string json_number(double v) {
-  if (!std::isfinite(v)) return "null";
-  char buf[40];
-  if (v == std::trunc(v) && std::fabs(v) < 1e15) {  // integers as integers ("20", not "2e+01")
-    std::snprintf(buf, sizeof buf, "%.0f", v);
-    return buf;
-  }
-  for (int prec = 1; prec <= 17; ++prec) {
-    std::snprintf(buf, sizeof buf, "%.*g", prec, v);
-    if (std::strtod(buf, nullptr) == v) break;
-  }
-  return buf;
-}
-
-template <class Id>
-std::string json_ids(const std::vector<Id>& ids) {
-  std::string out = "[";
-  for (std::size_t i = 0; i < ids.size(); ++i) out += (i == 0 ? "" : ",") + std::to_string(ids[i]);
-  return out + "]";
-}
-
-}  // namespace
-
-// ---- public -----------------------------------------------------------------
+}  // namespace detail
 
 const char* mps_mode_name(MpsMode m) {
   switch (m) {
@@ -709,94 +547,12 @@ DaemonConfig default_config() {
 }
 
 Status apply_env(DaemonConfig& c, const std::function<const char*(const char*)>& getenv_fn) {
-  const auto get = [&](const char* name) -> std::optional<std::string> {
-    const char* v = getenv_fn(name);
-    if (v == nullptr || *v == '\0') return std::nullopt;
-    return std::string(v);
-  };
-  if (auto v = get("LITHOSD_SOCKET")) {
-    if (!socket_path_fits(*v)) return Status::invalid_argument("LITHOSD_SOCKET " + socket_path_rule());
-    c.socket = *v;
+  for (const Setting& s : settings()) {
+    if (s.env.empty()) continue;
+    const char* v = getenv_fn(std::string(s.env).c_str());
+    if (v == nullptr || *v == '\0') continue;
+    LITHOS_RETURN_IF_ERROR(set_setting(c, s, v, s.env));
   }
-  if (auto v = get("LITHOSD_POLICY")) {
-    if (!policy_known(*v)) {
-      return Status::invalid_argument("LITHOSD_POLICY: unknown policy " + quoted(*v) + " (valid: " + policy_names() +
-                                      ")");
-    }
-    c.policy = *v;
-  }
-  if (auto v = get("LITHOSD_MPS")) {
-    auto m = parse_mps_mode(*v);
-    if (!m) return Status::invalid_argument("LITHOSD_MPS: " + quoted(*v) + " is not one of auto, start, attach, off");
-    c.mps = *m;
-  }
-  // A number in [lo, hi] from the variable `name`, into *out.
-  auto env_number = [&](const char* name, double lo, double hi, double* out) -> Status {
-    const auto v = get(name);
-    if (!v) return Status::ok();
-    char* end = nullptr;
-    errno = 0;
-    const double d = std::strtod(v->c_str(), &end);
-    if (end == v->c_str() || *end != '\0' || errno != 0 || !std::isfinite(d) || d < lo || d > hi) {
-      return Status::invalid_argument(std::string(name) + ": " + quoted(*v) + " is not a number in [" +
-                                      json_number(lo) + ", " + json_number(hi) + "]");
-    }
-    *out = d;
-    return Status::ok();
-  };
-  LITHOS_RETURN_IF_ERROR(env_number("LITHOSD_ATOM_US", kMinAtomUs, kMaxAtomUs, &c.atom_us));
-  LITHOS_RETURN_IF_ERROR(env_number("LITHOSD_THROTTLE_US", kMinThrottleUs, kMaxThrottleUs, &c.throttle_us));
-  LITHOS_RETURN_IF_ERROR(
-      env_number("LITHOSD_THROTTLE_UNBORROWED_US", kMinThrottleUs, kMaxThrottleUs, &c.throttle_unborrowed_us));
-  LITHOS_RETURN_IF_ERROR(env_number("LITHOSD_HP_POLL_US", 0, kMaxHpPollUs, &c.hp_poll_us));
-  LITHOS_RETURN_IF_ERROR(env_number("LITHOSD_PAUSE_SLOWDOWN", kMinPauseSlowdown, kMaxPauseSlowdown, &c.pause_slowdown));
-  LITHOS_RETURN_IF_ERROR(env_number("LITHOSD_IDLE_GRACE_US", 0, kMaxIdleGraceUs, &c.idle_grace_us));
-  LITHOS_RETURN_IF_ERROR(env_number("LITHOSD_BURST_GAP_US", 0, kMaxIdleGraceUs, &c.burst_gap_us));
-  if (auto v = get("LITHOSD_MAX_STOLEN_ATOMS")) {
-    char* end = nullptr;
-    errno = 0;
-    const unsigned long n = std::strtoul(v->c_str(), &end, 10);
-    if (v->empty() || end == v->c_str() || *end != '\0' || errno != 0 || (*v)[0] == '-' || n > kMaxStolenAtoms) {
-      return Status::invalid_argument("LITHOSD_MAX_STOLEN_ATOMS: " + quoted(*v) + " is not an integer in [0, " +
-                                      std::to_string(kMaxStolenAtoms) + "]");
-    }
-    c.max_stolen_atoms = static_cast<std::uint32_t>(n);
-  }
-  if (auto v = get("LITHOSD_SHARE_UNOWNED")) {
-    auto b = parse_switch(*v);
-    if (!b) return Status::invalid_argument("LITHOSD_SHARE_UNOWNED: " + quoted(*v) + " is not true or false");
-    c.share_unowned = *b;
-  }
-  if (auto v = get("LITHOSD_HP_HOLDS_UNOWNED")) {
-    auto b = parse_switch(*v);
-    if (!b) return Status::invalid_argument("LITHOSD_HP_HOLDS_UNOWNED: " + quoted(*v) + " is not true or false");
-    c.hp_holds_unowned = *b;
-  }
-  if (auto v = get("LITHOSD_BEST_EFFORT_RUNS_FREE")) {
-    auto b = parse_switch(*v);
-    if (!b) return Status::invalid_argument("LITHOSD_BEST_EFFORT_RUNS_FREE: " + quoted(*v) + " is not true or false");
-    c.best_effort_runs_free = *b;
-  }
-  if (auto v = get("LITHOSD_MPS_MULTIUSER")) {
-    auto b = parse_switch(*v);
-    if (!b) return Status::invalid_argument("LITHOSD_MPS_MULTIUSER: " + quoted(*v) + " is not true or false");
-    c.mps_multiuser = *b;
-  }
-  if (auto v = get("LITHOSD_STREAM_PRIORITIES")) {
-    auto b = parse_switch(*v);
-    if (!b) return Status::invalid_argument("LITHOSD_STREAM_PRIORITIES: " + quoted(*v) + " is not true or false");
-    c.stream_priorities = *b;
-  }
-  if (auto v = get("LITHOSD_DEVICE")) {
-    std::vector<int> devices;
-    bool all = false;
-    if (Status st = parse_devices(*v, &devices, &all); !st.is_ok()) {
-      return Status::invalid_argument("LITHOSD_DEVICE: " + quoted(*v) + ": " + st.message());
-    }
-    c.device = *v;
-  }
-  if (auto v = get("LITHOSD_STATE_DIR")) c.state_dir = *v;
-  if (auto v = get("LITHOSD_TRACE")) c.trace = *v;
   return Status::ok();
 }
 
@@ -988,39 +744,7 @@ Result<Resolution> resolve_tenant(const DaemonConfig& c, std::string_view reques
 std::string config_json(const DaemonConfig& c) {
   std::string j = "{\"schema\":\"lithos.daemon-config/1\"";
   j += ",\"source\":" + json_string(c.source);
-  j += ",\"socket\":" + json_string(c.socket);
-  j += ",\"policy\":" + json_string(c.policy);
-  j += ",\"mps\":" + json_string(mps_mode_name(c.mps));
-  j += ",\"atom_us\":" + json_number(c.atom_us);
-  j += ",\"throttle_us\":" + json_number(c.throttle_us);
-  j += ",\"throttle_unborrowed_us\":" + json_number(c.throttle_unborrowed_us);
-  j += ",\"max_stolen_atoms\":" + std::to_string(c.max_stolen_atoms);
-  j += ",\"pause_slowdown\":" + json_number(c.pause_slowdown);
-  j += ",\"idle_grace_us\":" + json_number(c.idle_grace_us);
-  j += ",\"burst_gap_us\":" + json_number(c.burst_gap_us);
-  j += ",\"hp_poll_us\":" + json_number(c.hp_poll_us);
-  j += std::string(",\"share_unowned\":") + (c.share_unowned ? "true" : "false");
-  j += std::string(",\"hp_holds_unowned\":") + (c.hp_holds_unowned ? "true" : "false");
-  j += std::string(",\"best_effort_runs_free\":") + (c.best_effort_runs_free ? "true" : "false");
-  j += std::string(",\"stream_priorities\":") + (c.stream_priorities ? "true" : "false");
-  j += std::string(",\"mps_multiuser\":") + (c.mps_multiuser ? "true" : "false");
-  j += std::string(",\"status_shows_all\":") + (c.status_shows_all ? "true" : "false");
-  j += ",\"device\":" + json_string(c.device);
-  j += ",\"max_clients\":" + std::to_string(c.max_clients);
-  j += ",\"max_clients_per_uid\":" + std::to_string(c.max_clients_per_uid);
-  j += ",\"max_connecting_per_uid\":" + std::to_string(c.max_connecting_per_uid);
-  j += ",\"max_pending_launches\":" + std::to_string(c.max_pending_launches);
-  j += ",\"max_inflight\":" + std::to_string(c.max_inflight);
-  j += ",\"max_queued_grants\":" + std::to_string(c.max_queued_grants);
-  j += ",\"max_events_per_s\":" + json_number(c.max_events_per_s);
-  j += ",\"client_timeout_ms\":" + json_number(c.client_timeout_ms);
-  j += ",\"progress_timeout_ms\":" + json_number(c.progress_timeout_ms);
-  j += ",\"fault_exit_grace_ms\":" + json_number(c.fault_exit_grace_ms);
-  j += ",\"fault_term_grace_ms\":" + json_number(c.fault_term_grace_ms);
-  j += std::string(",\"fault_ends_processes\":") + (c.fault_ends_processes ? "true" : "false");
-  j += ",\"state_dir\":" + json_string(c.state_dir);
-  j += ",\"trace\":" + json_string(c.trace);
-  j += ",\"default_tenant\":" + json_string(c.default_tenant);
+  for (const Setting& s : settings()) j += ",\"" + std::string(s.key) + "\":" + setting_json(c, s);
   j += ",\"tenants\":[";
   for (std::size_t i = 0; i < c.tenants.size(); ++i) {
     const TenantConfig& t = c.tenants[i];

@@ -20,7 +20,8 @@
 
 #include "common/status.hpp"
 #include "common/time.hpp"
-#include "sched/policy.hpp"
+#include "sched/engine.hpp"
+#include "sched/policies/catalog.hpp"
 #include "sched/tpc_set.hpp"
 #include "sched/types.hpp"
 
@@ -112,57 +113,54 @@ struct DaemonConfig {
   // atom on TPCs no one can claim back (lithos policy); 0 (the default) or
   // anything below throttle_us: throttle_us.
   double throttle_unborrowed_us = 0;
-  // sched::PolicyConfig::max_stolen_atoms (lithos policy): the atoms one
+  // sched::LithosConfig::max_stolen_atoms (lithos policy): the atoms one
   // tenant may have in flight on borrowed TPCs, its default the policy's.
   // Beyond one, the next atom may already be queued on the GPU when an
   // owner comes back, and the owner's first kernel can wait for it as well
   // as for the atom running; the throttle bounds that work in predicted
   // time (docs/daemon.md). 1 bounds the wait by one atom, at the cost of a
   // gap between a borrower's atoms. 0: no borrowing of owned TPCs at all.
-  std::uint32_t max_stolen_atoms = sched::PolicyConfig{}.max_stolen_atoms;
-  // sched::PolicyConfig::pause_slowdown (lithos policy): how much slower a
+  std::uint32_t max_stolen_atoms = sched::LithosConfig{}.max_stolen_atoms;
+  // sched::LithosConfig::pause_slowdown (lithos policy): how much slower a
   // high-priority tenant's work beside best-effort atoms must be than
   // without them before its pauses_best_effort = "auto" pauses best effort.
-  double pause_slowdown = sched::PolicyConfig{}.pause_slowdown;
-  // sched::PolicyConfig::idle_grace (lithos policy), in microseconds: how
+  double pause_slowdown = sched::LithosConfig{}.pause_slowdown;
+  // sched::EngineConfig::idle_grace, in microseconds: how
   // long a high-priority tenant's TPCs stay its own after its work on the
   // GPU drained, before best-effort atoms may borrow them. An eager service
   // whose kernels leave the GPU idle between them for longer than this
   // lends its TPCs in every gap, and each next kernel waits for the atoms
   // that borrowed them.
-  double idle_grace_us = to_us(sched::PolicyConfig{}.idle_grace);
-  // sched::PolicyConfig::burst_gap (lithos policy), in microseconds: a
+  double idle_grace_us = to_us(sched::EngineConfig{}.idle_grace);
+  // sched::LithosConfig::burst_gap (lithos policy), in microseconds: a
   // high-priority tenant most of whose recent idle gaps are at most this
   // long (an eager service) stays active through them. 0: off.
-  double burst_gap_us = to_us(sched::PolicyConfig{}.burst_gap);
+  double burst_gap_us = to_us(sched::LithosConfig{}.burst_gap);
   // While only high-priority work is in flight (no best-effort tenant has
   // work or had any in the last 2 ms, so no one waits for a grant) the
   // daemon's loop sleeps this long between turns instead of spinning; 0:
-  // it spins. Measured on the H100 (docs/daemon.md): 50 us took a service
-  // alone from 50-52% of a core to 8%, with the same P99 in three sets.
+  // it spins.
   double hp_poll_us = 50;
-  // sched::PolicyConfig::share_unowned (lithos policy): a high-priority
+  // sched::LithosConfig::share_unowned (lithos policy): a high-priority
   // tenant's launches, which never wait, may use every TPC no quota holds,
   // also those under a best-effort atom (true), or only those no other
   // tenant's atom holds when they go out (false). Its CUDA graphs get the
   // first set either way: their descriptors keep it for every replay.
   bool share_unowned = true;
-  // sched::PolicyConfig::hp_holds_unowned (lithos policy): a high-priority
+  // sched::LithosConfig::hp_holds_unowned (lithos policy): a high-priority
   // launch on TPCs no quota holds keeps new best-effort atoms off them until
   // it ends (true), or best-effort atoms are placed there beside it (false).
   bool hp_holds_unowned = true;
-  // sched::PolicyConfig::runs_free: best-effort tenants launch without grants
+  // sched::LithosConfig::runs_free: best-effort tenants launch without grants
   // while no high-priority tenant has a stream open.
   bool best_effort_runs_free = true;
   // Clients set the hardware priority the engine decides on their streams
   // (docs/daemon.md, "Hardware priority"); off: streams keep the
-  // applications' own priorities. Off by default: measured on the H100 it
-  // made inference-stacking worse and hybrid-stacking no better.
+  // applications' own priorities.
   bool stream_priorities = false;
   // When lithosd starts MPS itself: in multi-user mode (-M), so that clients
   // of several user ids share its server at once. Without it MPS serves one
-  // uid at a time and a second uid's job waits until the first's are done
-  // (measured on the H100, docs/daemon.md "Failure handling").
+  // uid at a time and a second uid's job waits until the first's are done.
   bool mps_multiuser = true;
   // `lithos status` shows every client's pid, uid and program to every
   // user. Off: a user other than root and the daemon's own sees those of
@@ -240,9 +238,9 @@ std::string default_socket_path();
 // $XDG_STATE_HOME/lithos, else $HOME/.local/state/lithos.
 std::string default_state_dir();
 
-// Overrides from LITHOSD_SOCKET, LITHOSD_POLICY, LITHOSD_MPS, LITHOSD_ATOM_US,
-// LITHOSD_THROTTLE_US, LITHOSD_BEST_EFFORT_RUNS_FREE, LITHOSD_STATE_DIR, LITHOSD_TRACE (an unset or empty variable
-// changes nothing). `getenv_fn` is std::getenv outside tests. Errors name the variable.
+// Overrides from the LITHOSD_* variable of every setting that has one
+// (settings.hpp; an unset or empty variable changes nothing). `getenv_fn` is
+// std::getenv outside tests. Errors name the variable.
 Status apply_env(DaemonConfig& c, const std::function<const char*(const char*)>& getenv_fn);
 
 // Everything that must hold before the daemon serves a GPU of `device_tpcs`

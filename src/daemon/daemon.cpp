@@ -20,7 +20,7 @@
 #include "ipc/cuda_faults.hpp"
 #include "ipc/safe_file.hpp"
 #include "ipc/socket.hpp"
-#include "sched/policy.hpp"
+#include "sched/policies/catalog.hpp"
 
 namespace lithos::daemon {
 
@@ -140,21 +140,22 @@ Daemon::~Daemon() {
 
 Result<std::unique_ptr<sched::Engine>> make_engine(const DaemonConfig& config, const sched::DeviceShape& device) {
   LITHOS_RETURN_IF_ERROR(validate(config, device.tpcs));
+  sched::PolicySettings ps;
+  ps.lithos.runs_free = config.best_effort_runs_free;
+  ps.lithos.share_unowned = config.share_unowned;
+  ps.lithos.hp_holds_unowned = config.hp_holds_unowned;
+  ps.lithos.max_stolen_atoms = config.max_stolen_atoms;
+  ps.lithos.pause_slowdown = config.pause_slowdown;
+  ps.lithos.burst_gap = lithos::us(config.burst_gap_us);
   std::string err;
-  auto policy = sched::make_policy(config.policy, &err);
+  auto policy = sched::make_policy(config.policy, ps, &err);
   if (policy == nullptr) return Status::invalid_argument(err);
   sched::EngineConfig ec;
   ec.device = device;
   ec.atoms.target = lithos::Duration(static_cast<std::int64_t>(config.atom_us * 1e3));
   ec.throttle = lithos::Duration(static_cast<std::int64_t>(config.throttle_us * 1e3));
   ec.throttle_unborrowed = lithos::Duration(static_cast<std::int64_t>(config.throttle_unborrowed_us * 1e3));
-  ec.policy.runs_free = config.best_effort_runs_free;
-  ec.policy.share_unowned = config.share_unowned;
-  ec.policy.hp_holds_unowned = config.hp_holds_unowned;
-  ec.policy.max_stolen_atoms = config.max_stolen_atoms;
-  ec.policy.pause_slowdown = config.pause_slowdown;
-  ec.policy.idle_grace = lithos::us(config.idle_grace_us);
-  ec.policy.burst_gap = lithos::us(config.burst_gap_us);
+  ec.idle_grace = lithos::us(config.idle_grace_us);
   auto engine = std::make_unique<sched::Engine>(ec, std::move(policy));
   for (const TenantConfig& t : config.tenants) {
     auto id = engine->add_tenant(t.spec());
@@ -164,20 +165,8 @@ Result<std::unique_ptr<sched::Engine>> make_engine(const DaemonConfig& config, c
 }
 
 Result<sched::ReplayResult> replay_trace(const Trace& trace) {
-  DaemonConfig c;
-  c.policy = trace.header.policy;
-  c.atom_us = trace.header.atom_us;
-  c.throttle_us = trace.header.throttle_us;
-  c.throttle_unborrowed_us = trace.header.throttle_unborrowed_us;
-  c.max_stolen_atoms = trace.header.max_stolen_atoms;
-  c.pause_slowdown = trace.header.pause_slowdown;
-  c.idle_grace_us = trace.header.idle_grace_us;
-  c.burst_gap_us = trace.header.burst_gap_us;
-  c.best_effort_runs_free = trace.header.best_effort_runs_free;
-  c.share_unowned = trace.header.share_unowned;
-  c.hp_holds_unowned = trace.header.hp_holds_unowned;
-  c.socket = trace.header.socket;
-  c.default_tenant = trace.header.default_tenant;
+  DaemonConfig c = trace.header.config;
+  c.tenants.clear();
   for (const sched::EngineEvent& e : trace.events) {
     if (e.kind != sched::EngineEvent::Kind::kAddTenant || !e.ok) continue;
     TenantConfig t;

@@ -10,6 +10,7 @@
 #include <stdexcept>
 #include <utility>
 
+#include "daemon/settings.hpp"
 #include "ipc/safe_file.hpp"
 
 namespace lithos::daemon {
@@ -303,56 +304,41 @@ Result<TraceHeader> parse_header(std::string_view line) {
     const json& c = r.at("config");
     const json& d = r.at("device");
     if (!c.is_object() || !d.is_object()) throw std::runtime_error("'config' and 'device' must be objects");
-    const Reader rc{c};
     const Reader rd{d};
     TraceHeader h;
-    h.policy = rc.str("policy");
-    if (!rc.at("atom_us").is_number() || !rc.at("throttle_us").is_number())
-      throw std::runtime_error("'atom_us' and 'throttle_us' must be numbers");
-    h.atom_us = rc.at("atom_us").get<double>();
-    h.throttle_us = rc.at("throttle_us").get<double>();
-    // Traces from before it existed: every atom was held to throttle_us.
-    h.throttle_unborrowed_us = h.throttle_us;
-    if (c.contains("throttle_unborrowed_us")) {
-      if (!c.at("throttle_unborrowed_us").is_number())
-        throw std::runtime_error("'throttle_unborrowed_us' must be a number");
-      h.throttle_unborrowed_us = c.at("throttle_unborrowed_us").get<double>();
-    }
-    if (c.contains("max_stolen_atoms")) {
-      const json& m = c.at("max_stolen_atoms");
-      if (!m.is_number_unsigned() || m.get<std::uint64_t>() > 0xffffffffULL)
-        throw std::runtime_error("'max_stolen_atoms' must be a non-negative integer");
-      h.max_stolen_atoms = m.get<std::uint32_t>();
-    }
-    if (c.contains("pause_slowdown")) {
-      if (!c.at("pause_slowdown").is_number()) throw std::runtime_error("'pause_slowdown' must be a number");
-      h.pause_slowdown = c.at("pause_slowdown").get<double>();
-    }
-    if (c.contains("idle_grace_us")) {
-      if (!c.at("idle_grace_us").is_number()) throw std::runtime_error("'idle_grace_us' must be a number");
-      h.idle_grace_us = c.at("idle_grace_us").get<double>();
-    }
-    if (c.contains("burst_gap_us")) {
-      if (!c.at("burst_gap_us").is_number()) throw std::runtime_error("'burst_gap_us' must be a number");
-      h.burst_gap_us = c.at("burst_gap_us").get<double>();
-    }
-    if (c.contains("best_effort_runs_free")) {
-      if (!c.at("best_effort_runs_free").is_boolean())
-        throw std::runtime_error("'best_effort_runs_free' must be true or false");
-      h.best_effort_runs_free = c.at("best_effort_runs_free").get<bool>();
-    }
-    for (const auto& [key, field] :
-         {std::pair{"share_unowned", &h.share_unowned}, std::pair{"hp_holds_unowned", &h.hp_holds_unowned}}) {
-      if (!c.contains(key)) continue;
-      if (!c.at(key).is_boolean()) throw std::runtime_error(std::string("'") + key + "' must be true or false");
-      *field = c.at(key).get<bool>();
+    for (const Setting& s : settings()) {
+      if (!s.traced) continue;
+      const std::string key(s.key);
+      std::string text(s.trace_absent);
+      if (c.contains(key)) {
+        const json& v = c.at(key);
+        switch (s.type) {
+          case SettingType::kBool:
+            if (!v.is_boolean()) throw std::runtime_error("'" + key + "' must be true or false");
+            text = v.get<bool>() ? "true" : "false";
+            break;
+          case SettingType::kInteger:
+            if (!v.is_number_unsigned()) throw std::runtime_error("'" + key + "' must be a non-negative integer");
+            text = v.dump();
+            break;
+          case SettingType::kNumber:
+            if (!v.is_number()) throw std::runtime_error("'" + key + "' must be a number");
+            text = v.dump();
+            break;
+          case SettingType::kString:
+            if (!v.is_string()) throw std::runtime_error("'" + key + "' must be a string");
+            text = v.get<std::string>();
+            break;
+        }
+      } else if (s.trace_absent.empty()) {
+        throw std::runtime_error("missing '" + key + "'");
+      }
+      s.set(h.config, text);  // checked by type only, as written: make_engine validates a replay's
     }
     if (j.contains("predictions")) {
       if (!j.at("predictions").is_string()) throw std::runtime_error("'predictions' must be a string");
       h.predictions = j.at("predictions").get<std::string>();
     }
-    h.socket = rc.str("socket");
-    h.default_tenant = rc.str("default_tenant");
     h.device = sched::DeviceShape::h100_sxm();
     h.device.name = rd.str("name");
     h.device.tpcs = rd.num<int>("tpcs");

@@ -14,8 +14,10 @@
 #include <vector>
 
 #include "common/status.hpp"
+#include "daemon/config.hpp"
+#include "sched/engine.hpp"
 #include "sched/engine_log.hpp"
-#include "sched/policy.hpp"
+#include "sched/policies/catalog.hpp"
 
 namespace lithos::daemon {
 
@@ -28,22 +30,10 @@ Result<sched::EngineEvent> parse_trace_line(std::string_view line);
 // Blank lines are skipped; errors name `source` and the line number.
 
 struct TraceHeader {
-  std::string policy;
-  double atom_us = 0;
-  double throttle_us = 0;
-  double throttle_unborrowed_us = 0;
-  std::uint32_t max_stolen_atoms = 2;  // absent in traces written before it existed (always 2 then)
-  // Absent in traces written before it existed (nothing paused automatically then).
-  double pause_slowdown = sched::PolicyConfig{}.pause_slowdown;
-  // Absent in traces written before it existed (20 us then).
-  double idle_grace_us = to_us(sched::PolicyConfig{}.idle_grace);
-  double burst_gap_us = 0;             // absent in traces written before it existed (no burst grace then)
-  bool best_effort_runs_free = false;  // absent in traces written before it existed (never free then)
-  bool share_unowned = true;           // absent in traces written before it existed (the default then)
-  bool hp_holds_unowned = true;        // absent in traces written before it existed (always held then)
-  std::string predictions;             // the predictor cache the daemon started from ("" = cold)
-  std::string socket;
-  std::string default_tenant;
+  // The settings the daemon ran with: those of the settings table marked
+  // traced (settings.hpp), the others as in DaemonConfig{}; no tenants.
+  DaemonConfig config;
+  std::string predictions;    // the predictor cache the daemon started from ("" = cold)
   sched::DeviceShape device;  // H100 SXM limits, with the trace's name, TPCs and GPCs
 };
 struct Trace {

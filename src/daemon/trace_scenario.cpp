@@ -8,6 +8,7 @@
 #include <sstream>
 #include <unordered_map>
 
+#include "daemon/settings.hpp"
 #include "sched/engine_log.hpp"
 #include "sched/occupancy.hpp"
 
@@ -142,18 +143,14 @@ Result<TraceScenario> trace_to_scenario(const Trace& trace, const std::string& n
        << "[scenario]\nname = " << toml_string(name)
        << "\ndescription = " << toml_string("recorded by lithosd: " + source)
        << "\nduration_s = " << std::max(1.0, span_s) << "\nwarmup_s = " << std::max(1.0, span_s) / 10
-       << "\n\n[gpu]\ntpcs = " << dev.tpcs << "\n\n[scheduler]\natom_target_us = " << trace.header.atom_us
-       << "\nthrottle_us = " << trace.header.throttle_us << "\n";
-  if (trace.header.throttle_unborrowed_us > 0)
-    toml << "throttle_unborrowed_us = " << trace.header.throttle_unborrowed_us << "\n";
-  toml << "max_stolen_atoms = " << trace.header.max_stolen_atoms << "\n";
-  toml << "pause_slowdown = " << trace.header.pause_slowdown << "\n";
-  toml << "idle_grace_us = " << trace.header.idle_grace_us << "\n";
-  toml << "burst_gap_us = " << trace.header.burst_gap_us << "\n";
+       << "\n\n[gpu]\ntpcs = " << dev.tpcs << "\n\n[scheduler]\n";
+  // Every setting the simulator's [scheduler] table takes too, as lithosd ran.
+  for (const Setting& s : settings()) {
+    if (s.sim_key.empty()) continue;
+    toml << s.sim_key << " = " << s.get(trace.header.config) << "\n";
+  }
   // As lithosd ran: its high-priority launches went out at once.
-  toml << "share_unowned = " << (trace.header.share_unowned ? "true" : "false") << "\n"
-       << "hp_holds_unowned = " << (trace.header.hp_holds_unowned ? "true" : "false") << "\n"
-       << "immediate_launches = true\n";
+  toml << "immediate_launches = true\n";
   for (const auto& [tid, spec] : tenants) {
     std::string lines;
     std::size_t reqs = 0;

@@ -36,59 +36,6 @@ TpcSet EngineState::held_by_others(TenantId t) const {
   return out;
 }
 
-TpcSet EngineState::borrowable(TenantId t, Time now, Time* next_change) const {
-  TpcSet cand = device_tpcs - tenants[idx(t)].owned;
-  for (const TenantState& o : tenants) {
-    if (o.id == t || o.owned.empty()) continue;
-    if (!o.has_work()) {
-      const Time grace_end = o.idle_since + grace(o);
-      if (now >= grace_end) continue;  // inactive: everything it owns may be lent
-      if (next_change != nullptr) *next_change = std::min(*next_change, grace_end);
-      cand -= o.owned;  // just drained: it may be back within microseconds
-      continue;
-    }
-    if (!config.policy.lend_surplus || o.pending_launches == 0) {
-      // Active, and nothing says how much it will want next: keep it all.
-      cand -= o.owned;
-      continue;
-    }
-    // Active with work queued: it keeps what its atoms hold plus as many of
-    // its lowest TPCs as that work can use; the rest of its quota may be lent.
-    cand -= (held(o.id) | o.owned.take_lowest(o.demand())) & o.owned;
-  }
-  // Not under another tenant's in-flight atom that runs past the lookahead
-  // (the per-TPC timers: an atom's TPCs are busy until its predicted end),
-  // nor under one already past its predicted end: it is still running (its
-  // end has not been seen), so it counts as busy for as long again as it
-  // was predicted to run, and only then as gone (a marker that never lands
-  // must not hold TPCs for ever). Counting an overdue atom as ending at once
-  // lent the TPCs under an hp launch that ran longer than predicted, to
-  // atoms that then slowed it further. (Measured on the H100: neither better
-  // nor worse within the boards' spread, and it does not prevent the
-  // inference-stacking state that floor-sized atoms fall into;
-  // docs/results/2026-11-26-h100-daemon-fb156b1-completions, sections 5-6.)
-  // An end that is seen is a completion, which makes the Engine decide again.
-  const bool spill_holds = config.policy.hp_holds_unowned || tenants[idx(t)].is_high();
-  for (const TenantState& o : tenants) {
-    if (o.id == t) continue;
-    // A service's launch on TPCs no quota holds keeps a best-effort borrower
-    // off them only if hp_holds_unowned (its quota is kept off above).
-    const bool whole = spill_holds || !o.is_high();
-    for (AtomId id : o.inflight) {
-      const InflightAtom& a = atoms[id];
-      const TpcSet busy = whole ? a.tpcs : a.tpcs & o.owned;
-      if (!busy.intersects(cand)) continue;
-      const Time end = predicted_end(a);
-      Time busy_until = end - config.policy.steal_lookahead;
-      if (end <= now) busy_until = end + std::max(Duration{0}, end - a.dispatched);  // overdue
-      if (now >= busy_until) continue;
-      cand -= busy;
-      if (next_change != nullptr) *next_change = std::min(*next_change, busy_until);
-    }
-  }
-  return cand;
-}
-
 std::optional<Duration> EngineState::predict(const PendingLaunch& launch, std::uint64_t blocks, int tpcs) const {
   if (launch.desc.duration_hint) {
     const auto full = static_cast<double>(waves(launch.plan.total_blocks, launch.blocks_per_tpc, config.device.tpcs));
@@ -118,7 +65,7 @@ EngineState::EngineState(EngineConfig c)
 
 Engine::Engine(EngineConfig config, std::unique_ptr<Policy> policy)
     : state_(std::move(config)), policy_(std::move(policy)), traits_(policy_->traits()) {
-  preemption_atoms_.target = state_.config.policy.timeslice;
+  preemption_atoms_.target = traits_.preemption_slice;
   preemption_atoms_.per_atom_cost = Duration{0};
   preemption_atoms_.tolerated_overhead = 1.0;
 }
@@ -137,17 +84,26 @@ Result<TenantId> Engine::add_tenant(const TenantSpec& spec) {
   t.spec = spec;
   // Idle since long ago: a tenant that never had work is not "just drained".
   t.idle_since = Time(Duration(INT64_MIN / 2));
+  t.grace = state_.config.idle_grace;
   state_.tenants.push_back(std::move(t));
-  Status s = policy_->on_tenants_changed(state_);
+  Status s = assign_owners();
   if (!s.is_ok()) {
     state_.tenants.pop_back();
     // Restore the previous assignment (cannot fail: it was accepted before).
-    if (!state_.tenants.empty()) (void)policy_->on_tenants_changed(state_);
-    refresh_owners();
+    if (!state_.tenants.empty()) (void)assign_owners();
     return s;
   }
-  refresh_owners();
   return state_.tenants.back().id;
+}
+
+Status Engine::assign_owners() {
+  std::vector<TpcSet> owned;
+  owned.reserve(state_.tenants.size());
+  for (const TenantState& t : state_.tenants) owned.push_back(t.owned);
+  LITHOS_RETURN_IF_ERROR(policy_->on_tenants_changed(state_, owned));
+  for (TenantState& t : state_.tenants) t.owned = owned[idx(t.id)];
+  refresh_owners();
+  return Status::ok();
 }
 
 void Engine::refresh_owners() {
@@ -223,7 +179,7 @@ Result<LaunchId> Engine::submit(QueueId queue, const LaunchDesc& launch, Time no
   if (traits_.rightsize && !p.plan.split()) {
     p.need = state_.rightsizer.choose(p.key, p.need);
   }
-  note_arrival(t, now);
+  t.grace = policy_->on_arrival(state_, t.id, now);
   ++t.need_count[static_cast<std::size_t>(p.need)];
   t.max_need = std::max(t.max_need, p.need);
   ++t.pending_launches;
@@ -251,7 +207,7 @@ Result<AtomDispatch> Engine::submit_running(QueueId queue, const LaunchDesc& lau
                     .atom_duration = Duration{},
                     .reason = AtomReason::kDisabled};
   p.need = occupancy_tpc_bound(state_.config.device, p.plan.total_blocks, p.blocks_per_tpc);
-  note_arrival(t, now);
+  t.grace = policy_->on_arrival(state_, t.id, now);
   ++t.need_count[static_cast<std::size_t>(p.need)];
   t.max_need = std::max(t.max_need, p.need);
   ++t.pending_launches;
@@ -286,28 +242,6 @@ std::vector<AtomId> Engine::close_queue(QueueId queue, Time now) {
   q.inflight_atoms = 0;
   if (!t.has_work()) t.idle_since = now;
   return released;
-}
-
-// A high-priority tenant's work arrives: the gap since it drained joins its
-// last kGapSamples, and its burst grace follows them (PolicyConfig::burst_gap).
-void Engine::note_arrival(TenantState& t, Time now) {
-  const PolicyConfig& pc = state_.config.policy;
-  if (t.has_work() || !t.is_high() || pc.burst_gap <= Duration{0}) return;
-  const Duration gap = now - t.idle_since;
-  if (t.idle_since.time_since_epoch() < Duration{0} || gap < Duration{0}) return;  // never drained yet
-  constexpr std::size_t kN = TenantState::kGapSamples;
-  t.gaps[static_cast<std::size_t>(t.gap_count % kN)] = gap;
-  ++t.gap_count;
-  if (t.gap_count < kN / 2) return;
-  const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(t.gap_count, kN));
-  std::size_t short_gaps = 0;
-  Duration longest_short{0};
-  for (std::size_t i = 0; i < n; ++i) {
-    if (t.gaps[i] > pc.burst_gap) continue;
-    ++short_gaps;
-    longest_short = std::max(longest_short, t.gaps[i]);
-  }
-  t.burst_grace = 2 * short_gaps > n ? longest_short : Duration{0};
 }
 
 void Engine::sync(QueueId queue) {
@@ -433,14 +367,7 @@ AtomDispatch Engine::carve(QueueState& q, PendingLaunch& head, const Placement& 
   if (head.plan.split()) {
     // Size this atom to the TPCs it actually got: whole waves whose
     // predicted time is close to the target, and never under the floor of
-    // per-atom cost / tolerated overhead. (As many whole waves as fit in the
-    // target, as AtomPlan counts them, was tried (8097869): it met
-    // head-of-line-steal's bound but hurt HP-B and the trainer in
-    // inference-stacking on three of four H100 boards, twice by half, for a
-    // reason not found; reverted. The same for atoms on borrowed TPCs only
-    // (d198d71) met the bound in the 5 ms phase too, and fell into the same
-    // state in two of five inference-stacking runs on two boards: HP-B's
-    // P99 6.1-6.4x alone instead of ~3.3x, the trainer at 0.07x; reverted.)
+    // per-atom cost / tolerated overhead.
     const AtomConfig& ac = traits_.atomize ? cfg.atoms : preemption_atoms_;
     const std::uint64_t wave_blocks =
         static_cast<std::uint64_t>(ntpcs) * static_cast<std::uint64_t>(head.blocks_per_tpc);
@@ -455,10 +382,7 @@ AtomDispatch Engine::carve(QueueState& q, PendingLaunch& head, const Placement& 
       want = std::max(unit, (want + unit - 1) / unit * unit);
       // The rest of the launch rides along with this atom only if it adds
       // no wave: an atom never runs longer than its whole waves, which is
-      // what an owner taking its TPCs back may have to wait for. (Before,
-      // a remainder under half an atom rode along: on the H100 such atoms
-      // ran up to 1.5x the target, and twice its length where the
-      // remainder began a new wave of long blocks.)
+      // what an owner taking its TPCs back may have to wait for.
       const auto waves_of = [&](std::uint64_t b) { return (b + wave_blocks - 1) / wave_blocks; };
       if (blocks > want && waves_of(blocks) > waves_of(want)) blocks = want;
     }

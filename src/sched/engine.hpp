@@ -43,14 +43,15 @@ struct EngineConfig {
   // The bound for a best-effort atom on TPCs nobody can claim back, under
   // policies whose throttle holds only borrowed work
   // (PolicyTraits::throttle_borrowed_only); below `throttle` (the default,
-  // 0) it is `throttle`. Measured on the H100 (docs/daemon.md, "Why
-  // best-effort training is slow"): 1 ms helps a trainer with no service
-  // beside it and did not help beside one, so it is off by default.
+  // 0) it is `throttle`.
   Duration throttle_unborrowed{0};
+  // A tenant counts as active this long after its work drained
+  // (EngineState::active): it may be back within microseconds. A policy
+  // may lengthen it per tenant (Policy::on_arrival).
+  Duration idle_grace = us(20);
   AtomConfig atoms;
   PredictorConfig predictor;
   RightSizeConfig rightsize;
-  PolicyConfig policy;
 };
 
 // Handle of an atom in flight; valid from its AtomDispatch until atom_finished.
@@ -126,13 +127,10 @@ struct TenantState {
   std::uint32_t inflight_atoms = 0;
   std::uint32_t stolen_inflight = 0;  // in-flight atoms that hold borrowed TPCs
   Time idle_since{};                  // when it last ran out of work
-  // Its last kGapSamples idle gaps (idle_since to its next submit; a ring,
-  // gap_count recorded in all) and the grace an eager tenant gets from them
-  // (PolicyConfig::burst_gap; EngineState::grace): the longest short gap.
-  static constexpr std::size_t kGapSamples = 32;
-  std::array<Duration, kGapSamples> gaps{};
-  std::uint64_t gap_count = 0;
-  Duration burst_grace{0};
+  // How long it stays active after its work drained: EngineConfig::
+  // idle_grace, or what the policy answered at its last arrival
+  // (Policy::on_arrival).
+  Duration grace{0};
   // need_count[n]: pending launches whose need is n TPCs; max_need: the
   // largest n with need_count[n] > 0 (0 when nothing is pending).
   std::vector<std::uint32_t> need_count = std::vector<std::uint32_t>(kMaxTpcs + 1, 0);
@@ -168,7 +166,9 @@ struct InflightAtom {
   std::uint64_t best_effort_dispatches_then = 0;
 };
 
-// Everything the Engine knows; policies read it (and write `owned`).
+// Everything the Engine knows. Policies read it (const); the one thing they
+// decide into it, TenantState::owned and TenantState::grace, the Engine
+// stores from their answers (Policy::on_tenants_changed, on_arrival).
 struct EngineState {
   // Clamps config.device.tpcs to 1..kMaxTpcs; predictor and right-sizer
   // take their settings from `config`.
@@ -188,16 +188,10 @@ struct EngineState {
   // Every TPC some tenant's quota covers.
   const TpcSet& owned_by_anyone() const { return owned_any_; }
   // Whether tenant `t` counts as active at `now`: work pending or in flight,
-  // or drained less than idle_grace ago.
+  // or drained less than its grace ago.
   bool active(TenantId t, Time now) const;
-  // How long `ts` stays active after its work drained: idle_grace, or its
-  // burst grace where that is longer (an eager high-priority tenant).
-  Duration grace(const TenantState& ts) const { return std::max(config.policy.idle_grace, ts.burst_grace); }
-  // TPCs that tenant `t` may borrow at `now` (not its own): unowned or owned
-  // by an inactive tenant, not under another tenant's in-flight atom that
-  // runs past now + lookahead. Also returns the earliest time at which a
-  // TPC excluded only by time would become eligible.
-  TpcSet borrowable(TenantId t, Time now, Time* next_change) const;
+  // How long `ts` stays active after its work drained (TenantState::grace).
+  Duration grace(const TenantState& ts) const { return ts.grace; }
   // When an in-flight atom is predicted to end: as dispatched, moved by the
   // errors of the atoms that ended before it in its queue, never before the
   // queue's last completion.
@@ -306,8 +300,10 @@ class Engine {
   // false for submit_running's launch, which never sat in the queue.
   AtomDispatch carve(QueueState& q, PendingLaunch& head, const Placement& placement, Time now, bool queued = true);
   PendingLaunch make_pending(QueueState& q, const LaunchDesc& launch, Time now);
-  void note_arrival(TenantState& t, Time now);
   void release_atom(AtomId id, Time end);
+  // Asks the policy who owns which TPCs now (Policy::on_tenants_changed)
+  // and stores the answer; on failure nothing changes.
+  Status assign_owners();
   void refresh_owners();
 
   EngineState state_;

@@ -15,11 +15,9 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
-#include <memory>
 #include <optional>
-#include <string>
+#include <span>
 #include <string_view>
-#include <vector>
 
 #include "common/status.hpp"
 #include "common/time.hpp"
@@ -44,9 +42,10 @@ struct PolicyTraits {
   bool rightsize = false;  // size launches with the right-sizer (need < occupancy bound)
   // Hardware preemption: the GPU can stop a running kernel at a time-slice
   // boundary (compute preemption) and resume it later. Modelled by cutting
-  // launches into pieces of about PolicyConfig::timeslice that, unlike atoms,
+  // launches into pieces of about `preemption_slice` that, unlike atoms,
   // cost nothing extra (AtomDispatch::split stays false).
   bool preempts_at_timeslice = false;
+  Duration preemption_slice = ms(2);
 };
 
 // A placement decision for the next atom of a queue's head launch.
@@ -108,11 +107,21 @@ class Policy {
   virtual PolicyTraits traits() const = 0;
 
   // Called by Engine::add_tenant after the new tenant was appended to
-  // state.tenants. Sets TenantState::owned for every tenant (quotas, static
-  // partitions). Failure: return a non-ok Status (e.g. quotas exceed the
-  // device); the Engine removes the new tenant again and returns the Status
-  // to the caller, so the previous assignment stays in force.
-  virtual Status on_tenants_changed(EngineState& state) = 0;
+  // state.tenants. Writes the TPCs every tenant owns (quotas, static
+  // partitions) into `owned` (one entry per tenant, by TenantId; it comes
+  // holding each tenant's TenantState::owned, the new one's empty), which
+  // the Engine then stores: the one place a policy changes Engine state.
+  // Failure: return a non-ok Status (e.g. quotas exceed the device); the
+  // Engine removes the new tenant again, discards `owned` and returns the
+  // Status to the caller, so the previous assignment stays in force.
+  virtual Status on_tenants_changed(const EngineState& state, std::span<TpcSet> owned) = 0;
+
+  // Called by Engine::submit and Engine::submit_running when work of
+  // `tenant` arrives, before the Engine counts it (TenantState::has_work()
+  // still tells whether it had work before). Returns how long the tenant
+  // counts as active after its work next drains (TenantState::grace,
+  // EngineState::active). Default: EngineConfig::idle_grace.
+  virtual Duration on_arrival(const EngineState& state, TenantId tenant, Time now);
 
   // Called by Engine::dispatch before it walks the queues, every time it runs.
   // For time-driven policy state (e.g. time slices). Cannot fail.
@@ -182,87 +191,5 @@ class Policy {
     return std::nullopt;
   }
 };
-
-// Policy settings; policies read them from EngineState::config.policy.
-struct PolicyConfig {
-  Duration timeslice = ms(2);        // time-slicing: length of one slice
-  Duration context_switch = us(25);  // time-slicing: cost of a switch
-  // lithos: in-flight atoms on borrowed TPCs, per tenant. The throttle
-  // already bounds the predicted work in flight (so how long an owner's
-  // return can wait); this count bounds it where atoms are short or
-  // mispredicted. 16 (2 until 2026-11-26): with 2, a trainer's short
-  // kernels (graph nodes, 10-40 us) past the second ran on the TPCs no
-  // one owns only, even with every owner idle (docs/daemon.md).
-  std::uint32_t max_stolen_atoms = 16;
-  Duration steal_lookahead = us(100);  // lithos: a TPC freeing within this counts as free
-  Duration idle_grace = us(20);        // lithos: an owner stays active this long after its work drained
-  // lithos: a high-priority tenant most of whose recent idle gaps (from its
-  // work draining to its next launch; the last 32) are at most burst_gap
-  // is an eager one, whose kernels leave the GPU idle between them inside a
-  // request: it stays active after it drains for the longest of those short
-  // gaps (so at most burst_gap), where that is longer than idle_grace.
-  // Otherwise each of those gaps lends its TPCs, and its next kernel waits
-  // for the atoms that borrowed them. Its gaps between requests, longer,
-  // stay lent after idle_grace. 0 (the default): off. Measured on the H100
-  // (docs/results/2026-11-27-h100-f85230d-eager-gaps): on an eager GRU
-  // service beside ViT training no change beyond the runs' spread at 150 or
-  // 300 us, and on module-example training 0.574x -> 0.451x with the
-  // service unchanged, so it stays off.
-  Duration burst_gap{0};
-  bool lend_surplus = true;  // lithos: lend an active owner's TPCs beyond its peak demand
-  bool runs_free = true;     // lithos: best effort runs free while no high-priority tenant has a queue
-  // lithos: where launches that never wait (immediate_set; lithosd's
-  // high-priority tenants) may run besides their own quota. true: every TPC
-  // no one owns, also under another tenant's atom (the two share those
-  // SMs); false: only unowned TPCs free of other tenants' atoms (past
-  // steal_lookahead), as place() picks them for a queued launch, so that an
-  // atom and a service never share an SM.
-  bool share_unowned = true;
-  // lithos: whether a high-priority launch running on TPCs no quota holds
-  // keeps new best-effort atoms off them until its predicted end (true), or
-  // only shares them (false: best-effort atoms are placed on them as if it
-  // were not there, so a best-effort tenant keeps the TPCs no one owns
-  // while a service spills onto them).
-  bool hp_holds_unowned = true;
-  // lithos, tenants with BestEffortPause::kAuto: best effort pauses while
-  // the tenant's work beside best-effort atoms takes more than this many
-  // times as long as the same work without them. Verdicts come from windows
-  // of at least pause_samples such runs and pause_work of predicted work; a
-  // pause lasts pause_hold, twice as long after each verdict that confirms
-  // it, up to pause_hold_max, and a pause is tried again only if the last
-  // one made the tenant's runs pause_gain times faster (else none for
-  // pause_hold_max); a probe (the work without best effort beside
-  // it, when the tenant's recent work has no such measurement; at most one
-  // per pause_hold) lasts until pause_samples runs or pause_probe.
-  // Short windows: every run of a trial beside best effort that slows the
-  // service is a slow request, and a P99 has room for few. 1.15x: on the
-  // H100, module-example's verdicts were 1.26-1.59x (its P99 3.9x alone
-  // when not paused), hybrid-stacking's 1.05-1.15x
-  // (docs/results/2026-11-26-h100-7d0f83e-auto-pause).
-  double pause_slowdown = 1.15;
-  // No pause for a tenant whose work covered more than this share of the
-  // verdict's window: best effort would get no time at all.
-  double pause_busy_max = 0.9;
-  // A pause is tried again only if the last one made the tenant's runs this
-  // many times faster on average (its tail gains more: on the H100,
-  // module-example's runs were 1.15x faster paused and its P99 2-3x).
-  double pause_gain = 1.05;
-  std::uint32_t pause_samples = 8;
-  Duration pause_work = ms(5);
-  Duration pause_hold = ms(250);
-  Duration pause_hold_max = ms(80000);
-  Duration pause_probe = ms(200);
-};
-
-struct PolicyInfo {
-  std::string name;
-  std::string description;
-  bool in_all = true;  // part of `--policy all` (ablations are not)
-};
-
-// Every built-in policy, in the order reports list them.
-std::vector<PolicyInfo> policy_catalog();
-// nullptr with a message listing valid names in *error when `name` is unknown.
-std::unique_ptr<Policy> make_policy(std::string_view name, std::string* error);
 
 }  // namespace lithos::sched

@@ -60,7 +60,7 @@ enum class BestEffortPause : std::uint8_t {
   kNever,   // best effort borrows and shares TPCs as the policy allows
   kAlways,  // paused whenever the tenant is active
   // Paused while the tenant's work measurably runs slower beside
-  // best-effort atoms than without them (PolicyConfig::pause_slowdown; the
+  // best-effort atoms than without them (LithosConfig::pause_slowdown; the
   // lithos policy measures it, docs/daemon.md "Pausing best-effort work").
   kAuto,
 };

@@ -6,7 +6,7 @@
 #include <sstream>
 
 #include "common/stats.hpp"
-#include "sched/policy.hpp"
+#include "sched/policies/catalog.hpp"
 
 namespace lithos::sim {
 
@@ -70,7 +70,7 @@ Result<std::vector<std::string>> resolve_policies(const std::string& spec) {
     const bool known = std::any_of(catalog.begin(), catalog.end(), [&](const auto& p) { return p.name == name; });
     if (!known) {
       std::string error;
-      (void)sched::make_policy(name, &error);
+      (void)sched::make_policy(name, sched::PolicySettings{}, &error);
       return Status::invalid_argument(error);
     }
     add(name);

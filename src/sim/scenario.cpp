@@ -24,16 +24,8 @@
 
 #include <nlohmann/json.hpp>
 
-// toml++ 3.3.0 asserts on some malformed documents (e.g. "[[[") that its
-// parser then rejects with a proper parse_error; with assertions on (Debug
-// builds) a typo in a scenario file would abort the program. Its internal
-// assertions are therefore off here, as they are in NDEBUG builds.
-#ifndef TOML_ASSERT
-#define TOML_ASSERT(expr) static_assert(true)
-#endif
-#include <toml++/toml.h>
-
 #include "sched/occupancy.hpp"
+#include "toml/reader.hpp"
 
 namespace lithos::sim {
 
@@ -101,21 +93,7 @@ std::string join(const std::vector<std::string>& v, std::string_view sep) {
   return out;
 }
 
-const char* toml_type_name(toml::node_type t) {
-  switch (t) {
-    case toml::node_type::none: return "nothing";
-    case toml::node_type::table: return "a table";
-    case toml::node_type::array: return "an array";
-    case toml::node_type::string: return "a string";
-    case toml::node_type::integer: return "an integer";
-    case toml::node_type::floating_point: return "a floating-point number";
-    case toml::node_type::boolean: return "a boolean";
-    case toml::node_type::date: return "a date";
-    case toml::node_type::time: return "a time";
-    case toml::node_type::date_time: return "a date-time";
-  }
-  return "an unknown type";
-}
+const char* toml_type_name(toml::node_type t) { return tomlio::type_name(t); }
 
 const char* json_type_name(const nlohmann::json& v) {
   if (v.is_null()) return "null";
@@ -229,11 +207,7 @@ class Doc {
   explicit Doc(std::string source) : source_(std::move(source)) {}
   const std::string& source() const { return source_; }
 
-  std::string position(const toml::source_region& r) const {
-    const auto line = r.begin.line == 0 ? 1u : r.begin.line;
-    const auto col = r.begin.column == 0 ? 1u : r.begin.column;
-    return source_ + ":" + std::to_string(line) + ":" + std::to_string(col);
-  }
+  std::string position(const toml::source_region& r) const { return tomlio::position(source_, r); }
   Status error(const toml::source_region& at, std::string_view where, std::string_view what) const {
     return Status::invalid_argument(position(at) + ": " + std::string(where) + ": " + std::string(what));
   }
@@ -261,12 +235,7 @@ class Fields {
 
   // The first key (in file order) not in `allowed`.
   Status check_keys(std::initializer_list<std::string_view> allowed) const {
-    const toml::key* bad = nullptr;
-    for (auto&& [k, v] : table_) {
-      (void)v;
-      if (std::find(allowed.begin(), allowed.end(), k.str()) != allowed.end()) continue;
-      if (bad == nullptr || k.source().begin < bad->source().begin) bad = &k;
-    }
+    const toml::key* bad = tomlio::first_unknown_key(table_, allowed);
     if (bad == nullptr) return Status::ok();
     return doc_.error(bad->source(), where_, "unknown field " + squote(bad->str()));
   }
@@ -311,14 +280,9 @@ class Fields {
   Status number(std::string_view key, double& out, const NumRange& r) const {
     const toml::node* n = node(key);
     if (n == nullptr) return Status::ok();
-    double v = 0.0;
-    if (const auto* f = n->as_floating_point()) {
-      v = f->get();
-    } else if (const auto* i = n->as_integer()) {
-      v = static_cast<double>(i->get());
-    } else {
-      return type_error(key, "a number");
-    }
+    const std::optional<double> read = tomlio::number(*n, /*integer=*/false);
+    if (!read) return type_error(key, "a number");
+    const double v = *read;
     if (std::string why = check_range(v, r); !why.empty()) return error(key, why);
     out = v;
     return Status::ok();
@@ -855,19 +819,19 @@ Status parse_scheduler_table(const Doc& doc, const toml::table& root, Scenario& 
   LITHOS_RETURN_IF_ERROR(time_us("per_atom_cost_us", e.atoms.per_atom_cost, non_negative(kMaxUs)));
   LITHOS_RETURN_IF_ERROR(f.number("tolerated_overhead", e.atoms.tolerated_overhead, kFraction));
   LITHOS_RETURN_IF_ERROR(f.integer("max_atoms", e.atoms.max_atoms, 1, 1'000'000));
-  LITHOS_RETURN_IF_ERROR(f.integer("max_stolen_atoms", e.policy.max_stolen_atoms, 0, 1'000'000));
-  LITHOS_RETURN_IF_ERROR(f.number("pause_slowdown", e.policy.pause_slowdown, kPauseSlowdown));
-  LITHOS_RETURN_IF_ERROR(time_us("steal_lookahead_us", e.policy.steal_lookahead, non_negative(kMaxUs)));
-  LITHOS_RETURN_IF_ERROR(time_us("idle_grace_us", e.policy.idle_grace, non_negative(kMaxUs)));
-  LITHOS_RETURN_IF_ERROR(time_us("burst_gap_us", e.policy.burst_gap, non_negative(kMaxUs)));
-  LITHOS_RETURN_IF_ERROR(f.boolean("lend_surplus", e.policy.lend_surplus));
-  LITHOS_RETURN_IF_ERROR(f.boolean("share_unowned", e.policy.share_unowned));
-  LITHOS_RETURN_IF_ERROR(f.boolean("hp_holds_unowned", e.policy.hp_holds_unowned));
+  LITHOS_RETURN_IF_ERROR(f.integer("max_stolen_atoms", sc.policies.lithos.max_stolen_atoms, 0, 1'000'000));
+  LITHOS_RETURN_IF_ERROR(f.number("pause_slowdown", sc.policies.lithos.pause_slowdown, kPauseSlowdown));
+  LITHOS_RETURN_IF_ERROR(time_us("steal_lookahead_us", sc.policies.lithos.steal_lookahead, non_negative(kMaxUs)));
+  LITHOS_RETURN_IF_ERROR(time_us("idle_grace_us", e.idle_grace, non_negative(kMaxUs)));
+  LITHOS_RETURN_IF_ERROR(time_us("burst_gap_us", sc.policies.lithos.burst_gap, non_negative(kMaxUs)));
+  LITHOS_RETURN_IF_ERROR(f.boolean("lend_surplus", sc.policies.lithos.lend_surplus));
+  LITHOS_RETURN_IF_ERROR(f.boolean("share_unowned", sc.policies.lithos.share_unowned));
+  LITHOS_RETURN_IF_ERROR(f.boolean("hp_holds_unowned", sc.policies.lithos.hp_holds_unowned));
   LITHOS_RETURN_IF_ERROR(f.boolean("immediate_launches", sc.immediate_launches));
-  double slice_ms = to_ms(e.policy.timeslice);
+  double slice_ms = to_ms(sc.policies.time_slicing.timeslice);
   LITHOS_RETURN_IF_ERROR(f.number("timeslice_ms", slice_ms, positive(kMaxMs)));
-  if (f.has("timeslice_ms")) e.policy.timeslice = ms(slice_ms);
-  LITHOS_RETURN_IF_ERROR(time_us("context_switch_us", e.policy.context_switch, non_negative(kMaxUs)));
+  if (f.has("timeslice_ms")) sc.policies.time_slicing.timeslice = ms(slice_ms);
+  LITHOS_RETURN_IF_ERROR(time_us("context_switch_us", sc.policies.time_slicing.context_switch, non_negative(kMaxUs)));
   LITHOS_RETURN_IF_ERROR(
       f.number("rightsize_slip", e.rightsize.slip, NumRange{1.0, false, kMaxFactor, false, "a number >= 1"}));
   return Status::ok();
@@ -1101,22 +1065,13 @@ Status load_traces(const Doc& doc, Scenario& sc, const std::vector<TenantSource>
 
 Result<Scenario> parse_impl(std::string_view text, std::string_view source, std::string_view base_dir, bool builtin) {
   const Doc doc{std::string(source)};
-  toml::table root;
-  try {
-    root = toml::parse(text, std::string_view(doc.source()));
-  } catch (const toml::parse_error& e) {
-    return Status::invalid_argument(doc.position(e.source()) + ": " + std::string(e.description()));
-  }
+  auto parsed = tomlio::parse(text, doc.source());
+  if (!parsed) return parsed.status();
+  const toml::table& root = *parsed;
   Scenario sc;
   sc.source = std::string(source);
   {
-    const toml::key* bad = nullptr;
-    for (auto&& [k, v] : root) {
-      (void)v;
-      static constexpr std::string_view kKnown[] = {"scenario", "gpu", "scheduler", "kernel", "tenant"};
-      if (std::find(std::begin(kKnown), std::end(kKnown), k.str()) != std::end(kKnown)) continue;
-      if (bad == nullptr || k.source().begin < bad->source().begin) bad = &k;
-    }
+    const toml::key* bad = tomlio::first_unknown_key(root, {"scenario", "gpu", "scheduler", "kernel", "tenant"});
     if (bad != nullptr) {
       return doc.error(bad->source(), "top level",
                        "unknown table or key " + squote(bad->str()) +

@@ -15,6 +15,7 @@
 #include "common/status.hpp"
 #include "common/time.hpp"
 #include "sched/engine.hpp"
+#include "sched/policies/catalog.hpp"
 #include "sched/types.hpp"
 
 namespace lithos::sim {
@@ -113,6 +114,7 @@ struct Scenario {
   double slo_factor = 1.5;   // SLO = this x alone P99 where no slo_ms is given
   GpuModelConfig gpu;
   sched::EngineConfig engine;  // device.tpcs follows gpu.tpcs
+  sched::PolicySettings policies;
   // How launches reach the Engine. false: every launch is submitted and
   // waits for its dispatch. true: as lithosd drives it, a high-priority
   // tenant's launches (and a best-effort tenant's while it runs free) go out

@@ -349,7 +349,7 @@ class Simulation {
 
 Result<RunResult> run_simulation(const Scenario& scenario, const RunOptions& options) {
   std::string error;
-  auto policy = sched::make_policy(options.policy, &error);
+  auto policy = sched::make_policy(options.policy, scenario.policies, &error);
   if (!policy) return Status::invalid_argument(error);
   Simulation sim(scenario, options, std::move(policy));
   LITHOS_RETURN_IF_ERROR(sim.setup());

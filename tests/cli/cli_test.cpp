@@ -8,6 +8,10 @@
 #include <string>
 
 #include <nlohmann/json.hpp>
+#include <set>
+
+#include "daemon/config.hpp"
+#include "daemon/settings.hpp"
 
 namespace {
 
@@ -168,6 +172,69 @@ TEST(Cli, DaemonSwitchesTakeFlagOverEnvironmentOverFile) {
   r = lithos(print + " --hp-holds-unowned maybe");
   EXPECT_EQ(r.status, 2);
   EXPECT_TRUE(has(r.out, "--hp-holds-unowned")) << r.out;
+}
+
+// `lithos daemon --help` names every LITHOSD_* variable and every flag of
+// the settings table, and offers no flag that sets a setting outside it;
+// every flag sets its setting (--print-config shows it).
+TEST(Cli, DaemonHelpAndFlagsFollowTheSettingsTable) {
+  using lithos::daemon::Setting;
+  const auto help = lithos("daemon --help", true);
+  ASSERT_EQ(help.status, 0) << help.out;
+  std::set<std::string> flags = {"--help",
+                                 "--config",
+                                 "--no-gpu",
+                                 "--slot-map",
+                                 "--print-config",
+                                 "--config-reference",
+                                 "--scenario-from-trace",
+                                 "--scenario-out",
+                                 "--replay"};
+  const lithos::daemon::DaemonConfig def = lithos::daemon::default_config();
+  for (const Setting& s : lithos::daemon::settings()) {
+    if (!s.env.empty()) {
+      EXPECT_TRUE(has(help.out, std::string(s.env))) << s.env << " missing from --help";
+    }
+    if (s.flag.empty()) continue;
+    flags.insert(std::string(s.flag));
+    EXPECT_TRUE(has(help.out, std::string(s.flag) + " ")) << s.flag << " missing from --help";
+    // A value other than the default, through the flag.
+    std::string v;
+    switch (s.type) {
+      case lithos::daemon::SettingType::kBool: v = s.get(def) == "true" ? "false" : "true"; break;
+      case lithos::daemon::SettingType::kString:
+        v = s.key == "policy"   ? "mps"
+            : s.key == "mps"    ? "off"
+            : s.key == "device" ? "0"
+                                : "/tmp/lithos-cli-" + std::string(s.key);
+        break;
+      default: v = lithos::daemon::detail::json_number(s.hi); break;
+    }
+    const auto r = lithos("daemon --print-config --no-gpu " + std::string(s.flag) + " " + v, true);
+    ASSERT_EQ(r.status, 0) << s.flag << ": " << r.out;
+    const auto j = nlohmann::json::parse(r.out)[std::string(s.key)];
+    EXPECT_EQ(j.is_string() ? j.get<std::string>() : j.dump(), v) << s.flag;
+  }
+  // Every flag the help offers: the first word of each option line ("  -h,--help ...").
+  std::size_t begin = 0;
+  while (begin < help.out.size()) {
+    std::size_t end = help.out.find('\n', begin);
+    if (end == std::string::npos) end = help.out.size();
+    const std::string line = help.out.substr(begin, end - begin);
+    begin = end + 1;
+    const std::size_t first = line.find_first_not_of(' ');
+    if (first == std::string::npos || first == 0 || line[first] != '-') continue;
+    const std::string word = line.substr(first, line.find(' ', first) - first);
+    for (std::size_t at = 0; at < word.size();) {
+      std::size_t comma = word.find(',', at);
+      if (comma == std::string::npos) comma = word.size();
+      const std::string name = word.substr(at, comma - at);
+      if (name.rfind("--", 0) == 0) {
+        EXPECT_TRUE(flags.contains(name)) << name << " is a flag outside the settings table";
+      }
+      at = comma + 1;
+    }
+  }
 }
 
 }  // namespace

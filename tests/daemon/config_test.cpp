@@ -444,10 +444,10 @@ device = "all"
   EXPECT_DOUBLE_EQ(c->throttle_unborrowed_us, 2000);
   EXPECT_DOUBLE_EQ(default_config().throttle_unborrowed_us, 0);  // the same as throttle_us
   EXPECT_EQ(c->max_stolen_atoms, 1U);
-  EXPECT_EQ(default_config().max_stolen_atoms, sched::PolicyConfig{}.max_stolen_atoms);
+  EXPECT_EQ(default_config().max_stolen_atoms, sched::LithosConfig{}.max_stolen_atoms);
   EXPECT_EQ(default_config().max_stolen_atoms, 16U);
   EXPECT_DOUBLE_EQ(c->pause_slowdown, 1.5);
-  EXPECT_DOUBLE_EQ(default_config().pause_slowdown, sched::PolicyConfig{}.pause_slowdown);
+  EXPECT_DOUBLE_EQ(default_config().pause_slowdown, sched::LithosConfig{}.pause_slowdown);
   EXPECT_DOUBLE_EQ(c->idle_grace_us, 300);
   EXPECT_DOUBLE_EQ(default_config().idle_grace_us, 20);
   EXPECT_DOUBLE_EQ(c->burst_gap_us, 150);

@@ -1262,7 +1262,7 @@ TEST_F(DaemonE2E, BestEffortRunsFreeWhileNoServiceIsThere) {
   ASSERT_EQ(daemon_.wait(), 0) << daemon_.err();
   auto t = lithos::daemon::parse_trace_file(read_all(trace), trace);
   ASSERT_TRUE(t.is_ok()) << t.status().message();
-  EXPECT_TRUE(t->header.best_effort_runs_free);
+  EXPECT_TRUE(t->header.config.best_effort_runs_free);
   auto r = lithos::daemon::replay_trace(*t);
   ASSERT_TRUE(r.is_ok()) << r.status().message();
   EXPECT_TRUE(r->same) << r->difference;
@@ -1529,7 +1529,7 @@ TEST_F(DaemonE2E, TraceReplaysToTheSameDecisions) {
   const std::string text = read_all(trace);
   auto t = lithos::daemon::parse_trace_file(text, trace);
   ASSERT_TRUE(t.is_ok()) << t.status().message();
-  EXPECT_EQ(t->header.policy, "lithos");
+  EXPECT_EQ(t->header.config.policy, "lithos");
   EXPECT_EQ(t->header.device.tpcs, 4);  // the fake GPU
   int submits = 0, running = 0, finished = 0;
   for (const auto& e : t->events) {

@@ -13,6 +13,7 @@
 
 #include "daemon/config.hpp"
 #include "daemon/daemon.hpp"
+#include "daemon/settings.hpp"
 #include "daemon/trace.hpp"
 #include "sched/engine_log.hpp"
 #include "sim/scenario.hpp"
@@ -37,10 +38,10 @@ Logged simulate(const std::string& name, const std::string& policy, std::optiona
   auto sc = sim::load_scenario(name);
   EXPECT_TRUE(sc.is_ok()) << sc.status().message();
   out.scenario = std::move(sc).value();
-  if (max_stolen) out.scenario.engine.policy.max_stolen_atoms = *max_stolen;
+  if (max_stolen) out.scenario.policies.lithos.max_stolen_atoms = *max_stolen;
   out.scenario.immediate_launches = immediate_launches;
   if (hp_holds_unowned) {
-    out.scenario.engine.policy.hp_holds_unowned = *hp_holds_unowned;
+    out.scenario.policies.lithos.hp_holds_unowned = *hp_holds_unowned;
     for (sim::TenantConfig& t : out.scenario.tenants) {
       if (t.priority == sched::PriorityClass::kHigh) t.quota = 40;
     }
@@ -71,12 +72,12 @@ DaemonConfig config_for(const sim::Scenario& sc, const std::string& policy) {
   c.policy = policy;
   c.atom_us = static_cast<double>(sc.engine.atoms.target.count()) / 1e3;
   c.throttle_us = static_cast<double>(sc.engine.throttle.count()) / 1e3;
-  c.max_stolen_atoms = sc.engine.policy.max_stolen_atoms;
-  c.pause_slowdown = sc.engine.policy.pause_slowdown;
-  c.idle_grace_us = to_us(sc.engine.policy.idle_grace);
-  c.burst_gap_us = to_us(sc.engine.policy.burst_gap);
-  c.share_unowned = sc.engine.policy.share_unowned;
-  c.hp_holds_unowned = sc.engine.policy.hp_holds_unowned;
+  c.max_stolen_atoms = sc.policies.lithos.max_stolen_atoms;
+  c.pause_slowdown = sc.policies.lithos.pause_slowdown;
+  c.idle_grace_us = to_us(sc.engine.idle_grace);
+  c.burst_gap_us = to_us(sc.policies.lithos.burst_gap);
+  c.share_unowned = sc.policies.lithos.share_unowned;
+  c.hp_holds_unowned = sc.policies.lithos.hp_holds_unowned;
   for (const sim::TenantConfig& t : sc.tenants) {
     TenantConfig tc;
     tc.name = t.name;
@@ -171,7 +172,7 @@ TEST(DaemonReplay, ADifferentlyConfiguredDaemonDecidesDifferently) {
   eager_pause.pause_slowdown = 2.5;
   auto e6 = make_engine(eager_pause, sched::DeviceShape::h100_sxm());
   ASSERT_TRUE(e6.is_ok());
-  EXPECT_EQ((*e6)->state().config.policy.pause_slowdown, 2.5);
+  EXPECT_EQ(dynamic_cast<const sched::LithosPolicy&>((*e6)->policy()).config().pause_slowdown, 2.5);
 
   auto e3 = make_engine(base, sched::DeviceShape::h100_sxm());
   ASSERT_TRUE(e3.is_ok());
@@ -197,8 +198,8 @@ TEST(DaemonTrace, TextRoundTripKeepsEveryDecision) {
   ASSERT_TRUE(t.is_ok()) << t.status().message();
   ASSERT_EQ(t->events.size(), log.events.size());
   EXPECT_EQ(t->header.device.topology.to_string(), sched::DeviceShape::h100_sxm().topology.to_string());
-  EXPECT_EQ(t->header.max_stolen_atoms, 1U);
-  EXPECT_EQ(t->header.pause_slowdown, cfg.pause_slowdown);
+  EXPECT_EQ(t->header.config.max_stolen_atoms, 1U);
+  EXPECT_EQ(t->header.config.pause_slowdown, cfg.pause_slowdown);
   // A setting other than the default is carried too.
   DaemonConfig eager = cfg;
   eager.pause_slowdown = 2.5;
@@ -208,7 +209,7 @@ TEST(DaemonTrace, TextRoundTripKeepsEveryDecision) {
                            sched::DeviceShape::h100_sxm().topology.to_string() + "\"}}\n",
                        "eager.jsonl");
   ASSERT_TRUE(eager_trace.is_ok()) << eager_trace.status().message();
-  EXPECT_EQ(eager_trace->header.pause_slowdown, 2.5);
+  EXPECT_EQ(eager_trace->header.config.pause_slowdown, 2.5);
   auto r = replay_trace(*t);
   ASSERT_TRUE(r.is_ok()) << r.status().message();
   EXPECT_TRUE(r->same) << r->difference;
@@ -229,15 +230,68 @@ TEST(DaemonTrace, TheHeaderCarriesHpHoldsUnowned) {
   for (const auto& e : log.events) text += trace_line(e) + "\n";
   auto t = parse_trace_file(text, "sim.jsonl");
   ASSERT_TRUE(t.is_ok()) << t.status().message();
-  EXPECT_FALSE(t->header.hp_holds_unowned);
-  EXPECT_TRUE(t->header.share_unowned);
+  EXPECT_FALSE(t->header.config.hp_holds_unowned);
+  EXPECT_TRUE(t->header.config.share_unowned);
   auto r = replay_trace(*t);
   ASSERT_TRUE(r.is_ok()) << r.status().message();
   EXPECT_TRUE(r->same) << r->difference;
-  t->header.hp_holds_unowned = true;
+  t->header.config.hp_holds_unowned = true;
   auto held = replay_trace(*t);
   ASSERT_TRUE(held.is_ok()) << held.status().message();
   EXPECT_FALSE(held->same) << "the setting changes head-of-line's decisions";
+}
+
+// Every setting of the table with a [scheduler] key sets the same Engine or
+// policy setting in the simulator as in lithosd's Engine.
+TEST(DaemonReplay, SchedulerKeysOfTheSettingsTableSetTheSameEngine) {
+  const auto engine_text = [](const sched::Engine& e) {
+    const sched::EngineConfig& c = e.state().config;
+    const auto& l = dynamic_cast<const sched::LithosPolicy&>(e.policy()).config();
+    return std::to_string(c.throttle.count()) + " " + std::to_string(c.throttle_unborrowed.count()) + " " +
+           std::to_string(c.atoms.target.count()) + " " + std::to_string(c.idle_grace.count()) + " " +
+           std::to_string(l.max_stolen_atoms) + " " + std::to_string(l.pause_slowdown) + " " +
+           std::to_string(l.burst_gap.count()) + " " + std::to_string(l.share_unowned) + " " +
+           std::to_string(l.hp_holds_unowned);
+  };
+  int rows = 0;
+  for (const Setting& s : settings()) {
+    if (s.sim_key.empty()) continue;
+    ++rows;
+    SCOPED_TRACE(std::string(s.key));
+    DaemonConfig d = default_config();
+    d.socket = "/tmp/unused.sock";
+    std::string v;
+    if (s.type == SettingType::kBool) {
+      v = s.get(d) == "true" ? "false" : "true";
+    } else {
+      v = detail::json_number(s.lo > 0 ? s.lo * 3 : 7);
+    }
+    ASSERT_TRUE(set_setting(d, s, v, "test").is_ok());
+    auto daemon_engine = make_engine(d, sched::DeviceShape::h100_sxm());
+    ASSERT_TRUE(daemon_engine.is_ok()) << daemon_engine.status().message();
+    DaemonConfig plain = default_config();
+    plain.socket = d.socket;
+    auto plain_engine = make_engine(plain, sched::DeviceShape::h100_sxm());
+    ASSERT_TRUE(plain_engine.is_ok());
+    // The simulator's defaults are its own (atoms' cost, GPU model): compare
+    // the change the key makes, from lithosd's defaults on both sides.
+    std::string text = "[scenario]\nname = \"k\"\n\n[scheduler]\n";
+    for (const Setting& o : settings()) {
+      if (!o.sim_key.empty()) text += std::string(o.sim_key) + " = " + (o.key == s.key ? v : o.get(plain)) + "\n";
+    }
+    text +=
+        "\n[[kernel]]\nname = \"k\"\nduration_us = 10\nblocks = 66\n\n[[tenant]]\nname = \"t\"\n"
+        "class = \"best-effort\"\narrival = \"closed\"\nrequest = \"k\"\n";
+    auto sc = sim::parse_scenario(text, "t.toml", ".");
+    ASSERT_TRUE(sc.is_ok()) << sc.status().message() << "\n" << text;
+    std::string err;
+    sched::EngineConfig ec = sc->engine;
+    ec.device = sched::DeviceShape::h100_sxm();
+    const sched::Engine sim_engine(ec, sched::make_policy("lithos", sc->policies, &err));
+    EXPECT_EQ(engine_text(sim_engine), engine_text(**daemon_engine));
+    EXPECT_NE(engine_text(**daemon_engine), engine_text(**plain_engine)) << "the setting changes nothing";
+  }
+  EXPECT_GT(rows, 5);
 }
 
 TEST(DaemonTrace, MalformedTracesAreErrorsNamingTheLine) {

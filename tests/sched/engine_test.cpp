@@ -14,7 +14,7 @@
 
 #include "common/rng.hpp"
 #include "sched/occupancy.hpp"
-#include "sched/policy.hpp"
+#include "sched/policies/catalog.hpp"
 
 namespace lithos::sched {
 namespace {
@@ -42,12 +42,19 @@ TenantSpec best_effort(const std::string& name) {
   return t;
 }
 
-std::unique_ptr<Engine> make_engine(const std::string& policy, EngineConfig cfg = {}) {
+// The Engine's settings and the policies' settings, as one.
+struct TestConfig : EngineConfig {
+  PolicySettings policy;
+};
+
+std::unique_ptr<Engine> make_engine(const std::string& policy, TestConfig cfg = {}) {
   std::string err;
-  auto p = make_policy(policy, &err);
+  auto p = make_policy(policy, cfg.policy, &err);
   EXPECT_NE(p, nullptr) << err;
-  return std::make_unique<Engine>(cfg, std::move(p));
+  return std::make_unique<Engine>(static_cast<const EngineConfig&>(cfg), std::move(p));
 }
+
+const LithosPolicy& lithos_policy(const Engine& e) { return dynamic_cast<const LithosPolicy&>(e.policy()); }
 
 // A fake GPU: atoms of a queue run back to back; each lasts its true duration.
 class FakeHardware {
@@ -190,9 +197,9 @@ TEST(Engine, StaticPartitionRefusesTenantWithoutTpcs) {
 }
 
 TEST(Engine, TimeSlicingRunsOneTenantAtATime) {
-  EngineConfig cfg;
-  cfg.policy.timeslice = ms(2);
-  cfg.policy.context_switch = us(25);
+  TestConfig cfg;
+  cfg.policy.time_slicing.timeslice = ms(2);
+  cfg.policy.time_slicing.context_switch = us(25);
   auto e = make_engine("time-slicing", cfg);
   const QueueId qa = *e->add_queue(*e->add_tenant(high("a", 0)));
   const QueueId qb = *e->add_queue(*e->add_tenant(best_effort("b")));
@@ -241,7 +248,7 @@ struct RuleCheck {
 };
 
 RuleCheck run_rules(const std::string& policy, std::uint64_t seed) {
-  EngineConfig cfg;
+  TestConfig cfg;
   auto e = make_engine(policy, cfg);
   const TenantId a = *e->add_tenant(high("a", 40));
   const TenantId b = *e->add_tenant(high("b", 16));
@@ -283,7 +290,9 @@ RuleCheck run_rules(const std::string& policy, std::uint64_t seed) {
     for (const TenantState& t : st.tenants) {
       held_before[t.id] = st.held(t.id);
       for (AtomId id : t.inflight) {
-        if (st.predicted_end(st.atoms[id]) > now + cfg.policy.steal_lookahead) long_busy[t.id] |= st.atoms[id].tpcs;
+        if (st.predicted_end(st.atoms[id]) > now + cfg.policy.lithos.steal_lookahead) {
+          long_busy[t.id] |= st.atoms[id].tpcs;
+        }
       }
     }
     std::map<QueueId, std::pair<std::uint32_t, Time>> queue_before;  // in flight, predicted tail
@@ -313,7 +322,7 @@ RuleCheck run_rules(const std::string& policy, std::uint64_t seed) {
       }
     }
     for (const TenantState& t : st.tenants) {
-      if (t.stolen_inflight > cfg.policy.max_stolen_atoms) ++rc.stolen_bound_violations;
+      if (t.stolen_inflight > cfg.policy.lithos.max_stolen_atoms) ++rc.stolen_bound_violations;
     }
     rc.stolen = e->counters().stolen_atoms;
     const Time next = std::min({hw.next_end(), e->next_wakeup(), now + us(20 + static_cast<double>(rng.below(200)))});
@@ -343,8 +352,8 @@ TEST(LithosRules, TheCheckCatchesMpsSharing) {
 }
 
 TEST(LithosRules, StealingGivesTpcsBackWhenTheOwnerWakes) {
-  EngineConfig cfg;
-  cfg.policy.idle_grace = us(20);
+  TestConfig cfg;
+  cfg.idle_grace = us(20);
   auto e = make_engine("lithos", cfg);
   const TenantId hp = *e->add_tenant(high("hp", 66));
   const TenantId be = *e->add_tenant(best_effort("be"));
@@ -357,7 +366,7 @@ TEST(LithosRules, StealingGivesTpcsBackWhenTheOwnerWakes) {
   ASSERT_FALSE(first.empty());
   EXPECT_EQ(first[0].tpcs.count(), 66);
   EXPECT_EQ(first[0].priority, HwPriority::kLow);
-  EXPECT_LE(e->state().tenants[be].stolen_inflight, cfg.policy.max_stolen_atoms);
+  EXPECT_LE(e->state().tenants[be].stolen_inflight, cfg.policy.lithos.max_stolen_atoms);
 
   // The owner wakes at 100 us.
   const Time wake = time_at(us(100));
@@ -399,8 +408,8 @@ TEST(LithosRules, StealingGivesTpcsBackWhenTheOwnerWakes) {
 TEST(LithosRules, AnEagerServiceKeepsItsTpcsThroughItsShortGaps) {
   for (const bool burst : {true, false}) {
     SCOPED_TRACE(burst ? "burst grace on (150 us)" : "burst grace off (the default)");
-    EngineConfig cfg;
-    cfg.policy.burst_gap = burst ? us(150) : Duration{0};
+    TestConfig cfg;
+    cfg.policy.lithos.burst_gap = burst ? us(150) : Duration{0};
     auto e = make_engine("lithos", cfg);
     const TenantId hp = *e->add_tenant(high("hp", 66));
     const TenantId be = *e->add_tenant(best_effort("be"));
@@ -444,8 +453,8 @@ TEST(LithosRules, AnEagerServiceKeepsItsTpcsThroughItsShortGaps) {
     }
     if (burst) {
       EXPECT_EQ(in_short_gaps, 0);
-      EXPECT_GT(e->state().tenants[hp].burst_grace, cfg.policy.idle_grace);
-      EXPECT_LE(e->state().tenants[hp].burst_grace, cfg.policy.burst_gap);
+      EXPECT_GT(lithos_policy(*e).burst_grace(hp), cfg.idle_grace);
+      EXPECT_LE(lithos_policy(*e).burst_grace(hp), cfg.policy.lithos.burst_gap);
     } else {
       EXPECT_GT(in_short_gaps, 30);
     }
@@ -455,8 +464,8 @@ TEST(LithosRules, AnEagerServiceKeepsItsTpcsThroughItsShortGaps) {
 
 // A service whose requests are far apart keeps the plain idle_grace.
 TEST(LithosRules, ASparseServiceGetsNoBurstGrace) {
-  EngineConfig cfg;
-  cfg.policy.burst_gap = us(150);
+  TestConfig cfg;
+  cfg.policy.lithos.burst_gap = us(150);
   auto e = make_engine("lithos", cfg);
   const TenantId hp = *e->add_tenant(high("hp", 40));
   const QueueId qh = *e->add_queue(hp);
@@ -468,8 +477,8 @@ TEST(LithosRules, ASparseServiceGetsNoBurstGrace) {
     (void)e->atom_finished(run->atom, t - us(100), t);
     t += us(req % 2 == 0 ? 400 : 2000);
   }
-  EXPECT_EQ(e->state().tenants[hp].burst_grace, Duration{0});
-  EXPECT_EQ(e->state().grace(e->state().tenants[hp]), e->state().config.policy.idle_grace);
+  EXPECT_EQ(lithos_policy(*e).burst_grace(hp), Duration{0});
+  EXPECT_EQ(e->state().grace(e->state().tenants[hp]), e->state().config.idle_grace);
 }
 
 TEST(LithosRules, ActiveOwnerLendsOnlyBeyondItsDemand) {
@@ -493,8 +502,8 @@ TEST(LithosRules, ActiveOwnerLendsOnlyBeyondItsDemand) {
 }
 
 // Atoms aimed at 400 us, at 20 us an atom and 8% tolerated: a floor of 250 us.
-EngineConfig atoms_400us() {
-  EngineConfig cfg;
+TestConfig atoms_400us() {
+  TestConfig cfg;
   cfg.atoms.target = us(400);
   cfg.atoms.per_atom_cost = us(20);
   cfg.atoms.tolerated_overhead = 0.08;
@@ -807,7 +816,7 @@ TEST(Daemon, ClosedQueuesGiveBackEverything) {
 }
 
 TEST(LithosRules, ThrottleKeepsAboutOneWindowInFlight) {
-  EngineConfig cfg;
+  TestConfig cfg;
   cfg.throttle = us(100);
   auto e = make_engine("lithos", cfg);
   const QueueId q = *e->add_queue(*e->add_tenant(high("hp", 66)));
@@ -830,7 +839,7 @@ TEST(LithosRules, ThrottleKeepsAboutOneWindowInFlight) {
 }
 
 TEST(LithosRules, ThrottleFollowsAtomsThatEndEarlyOrLate) {
-  EngineConfig cfg;
+  TestConfig cfg;
   cfg.throttle = us(100);
   auto e = make_engine("lithos", cfg);
   const QueueId q = *e->add_queue(*e->add_tenant(high("hp", 66)));
@@ -936,8 +945,8 @@ TEST(LithosRules, ImmediateSetLeavesOtherOwnersQuotasAlone) {
 // to its quota and to the unowned TPCs no best-effort atom holds (as place()
 // picks them), and a graph's lasting set still reaches every unowned TPC.
 TEST(LithosRules, ImmediateSetSkipsUnownedTpcsUnderAtomsWhenNotShared) {
-  EngineConfig cfg;
-  cfg.policy.share_unowned = false;
+  TestConfig cfg;
+  cfg.policy.lithos.share_unowned = false;
   auto e = make_engine("lithos", cfg);
   const TenantId a = *e->add_tenant(high("a", 40));
   const TenantId c = *e->add_tenant(best_effort("c"));
@@ -979,8 +988,8 @@ TEST(LithosRules, ImmediateSetSkipsUnownedTpcsUnderAtomsWhenNotShared) {
 TEST(LithosRules, AServicesLaunchKeepsBestEffortOffUnownedTpcsOnlyIfItHoldsThem) {
   for (const bool holds : {true, false}) {
     SCOPED_TRACE(holds ? "hp_holds_unowned = true" : "hp_holds_unowned = false");
-    EngineConfig cfg;
-    cfg.policy.hp_holds_unowned = holds;
+    TestConfig cfg;
+    cfg.policy.lithos.hp_holds_unowned = holds;
     auto e = make_engine("lithos", cfg);
     const TenantId a = *e->add_tenant(high("a", 40));
     const TenantId c = *e->add_tenant(best_effort("c"));
@@ -1005,10 +1014,10 @@ TEST(LithosRules, AServicesLaunchKeepsBestEffortOffUnownedTpcsOnlyIfItHoldsThem)
     e->dispatch(time_at(us(100)), out);
     if (holds) {
       EXPECT_TRUE(out.empty()) << "the service's launch holds every TPC it runs on, unowned ones included";
-      EXPECT_EQ(e->next_wakeup(), time_at(ms(1)) - cfg.policy.steal_lookahead)
+      EXPECT_EQ(e->next_wakeup(), time_at(ms(1)) - cfg.policy.lithos.steal_lookahead)
           << "the Engine looks again when the launch is within the lookahead of its end";
       out.clear();
-      e->dispatch(time_at(ms(1)) - cfg.policy.steal_lookahead, out);
+      e->dispatch(time_at(ms(1)) - cfg.policy.lithos.steal_lookahead, out);
       ASSERT_FALSE(out.empty()) << "within the lookahead: the unowned TPCs count as free";
       EXPECT_EQ(out[0].tpcs & quota, TpcSet{}) << "a is active: its quota is not lent";
     } else {
@@ -1029,8 +1038,8 @@ TEST(LithosRules, AServicesLaunchKeepsBestEffortOffUnownedTpcsOnlyIfItHoldsThem)
 TEST(LithosRules, AServiceThatPausesBestEffortKeepsEveryAtomBackWhileItWorks) {
   for (const bool pauses : {true, false}) {
     SCOPED_TRACE(pauses ? "pauses_best_effort" : "default");
-    EngineConfig cfg;
-    cfg.policy.hp_holds_unowned = false;  // else its launch on the unowned TPCs holds them anyway
+    TestConfig cfg;
+    cfg.policy.lithos.hp_holds_unowned = false;  // else its launch on the unowned TPCs holds them anyway
     auto e = make_engine("lithos", cfg);
     TenantSpec svc = high("a", 40);
     svc.pauses_best_effort = pauses ? BestEffortPause::kAlways : BestEffortPause::kNever;
@@ -1057,7 +1066,7 @@ TEST(LithosRules, AServiceThatPausesBestEffortKeepsEveryAtomBackWhileItWorks) {
     out.clear();
     e->dispatch(time_at(us(300)), out);
     EXPECT_TRUE(out.empty()) << "nor within the idle grace after its end";
-    const Time grace_end = time_at(us(300)) + cfg.policy.idle_grace;
+    const Time grace_end = time_at(us(300)) + cfg.idle_grace;
     EXPECT_LE(e->next_wakeup(), grace_end) << "the Engine looks again when the grace ends";
     out.clear();
     e->dispatch(grace_end, out);
@@ -1079,7 +1088,7 @@ struct AutoPauseRun {
 // `carry`: the trainer's atoms started between requests are still on the
 // GPU when the next request starts (long atoms), so a pause, which only
 // holds back new ones, leaves the service as slow.
-AutoPauseRun run_auto_pause(double slowdown, int requests, const EngineConfig& cfg, double gap_us = 200.0,
+AutoPauseRun run_auto_pause(double slowdown, int requests, const TestConfig& cfg, double gap_us = 200.0,
                             bool carry = false) {
   AutoPauseRun r;
   auto e = make_engine("lithos", cfg);
@@ -1125,23 +1134,23 @@ AutoPauseRun run_auto_pause(double slowdown, int requests, const EngineConfig& c
     (void)e->atom_finished(running->atom, start, t);
     r.reports.push_back(*e->policy().pause_report(e->state(), a, t));
     // Between requests: the trainer runs, its atoms done before the next.
-    t += cfg.policy.idle_grace + us(1);
+    t += cfg.idle_grace + us(1);
     feed();
     dispatch(/*during=*/false);
-    t += us(gap_us - 1.0) - cfg.policy.idle_grace;
+    t += us(gap_us - 1.0) - cfg.idle_grace;
     if (!carry) finish_be();
   }
   return r;
 }
 
-EngineConfig auto_pause_config() {
-  EngineConfig cfg;
-  cfg.policy.hp_holds_unowned = false;
-  cfg.policy.pause_samples = 8;
-  cfg.policy.pause_work = us(500);
-  cfg.policy.pause_hold = ms(5);
-  cfg.policy.pause_hold_max = ms(20);
-  cfg.policy.pause_probe = ms(50);
+TestConfig auto_pause_config() {
+  TestConfig cfg;
+  cfg.policy.lithos.hp_holds_unowned = false;
+  cfg.policy.lithos.pause_samples = 8;
+  cfg.policy.lithos.pause_work = us(500);
+  cfg.policy.lithos.pause_hold = ms(5);
+  cfg.policy.lithos.pause_hold_max = ms(20);
+  cfg.policy.lithos.pause_probe = ms(50);
   return cfg;
 }
 
@@ -1150,7 +1159,7 @@ EngineConfig auto_pause_config() {
 // after a hold confirms it and the hold doubles (up to its bound); the
 // trainer still runs between requests.
 TEST(LithosRules, AnAutomaticPauseFollowsTheMeasuredSlowdown) {
-  const EngineConfig cfg = auto_pause_config();
+  const TestConfig cfg = auto_pause_config();
   const AutoPauseRun r = run_auto_pause(3.0, 600, cfg);
   const PauseReport& last = r.reports.back();
   EXPECT_EQ(last.mode, BestEffortPause::kAuto);
@@ -1186,7 +1195,7 @@ TEST(LithosRules, AnAutomaticPauseFollowsTheMeasuredSlowdown) {
 // A service that best effort does not slow: one probe, then verdicts of
 // 1.0x, and best effort runs beside it for the rest of the run.
 TEST(LithosRules, AnAutomaticPauseLeavesAnUnaffectedServiceSharing) {
-  const EngineConfig cfg = auto_pause_config();
+  const TestConfig cfg = auto_pause_config();
   const AutoPauseRun r = run_auto_pause(1.0, 600, cfg);
   const PauseReport& last = r.reports.back();
   EXPECT_EQ(last.phase, "sharing");
@@ -1205,8 +1214,8 @@ TEST(LithosRules, AnAutomaticPauseLeavesAnUnaffectedServiceSharing) {
 // does not hold back) is measured as such at the verdict after it: no pause
 // again for pause_hold_max, and the trainer runs beside the service.
 TEST(LithosRules, AnAutomaticPauseThatDoesNotHelpIsNotRepeated) {
-  EngineConfig cfg = auto_pause_config();
-  cfg.policy.pause_hold_max = ms(1000);  // longer than the run: one experiment
+  TestConfig cfg = auto_pause_config();
+  cfg.policy.lithos.pause_hold_max = ms(1000);  // longer than the run: one experiment
   const AutoPauseRun r = run_auto_pause(3.0, 400, cfg, 200.0, /*carry=*/true);
   const PauseReport& last = r.reports.back();
   EXPECT_EQ(last.pauses, 1U) << "the first pause is the experiment";
@@ -1230,26 +1239,26 @@ TEST(LithosRules, AnAutomaticPauseThatDoesNotHelpIsNotRepeated) {
 // runs) is slowed 3x, but pausing for it would leave best effort no time:
 // verdicts, no pause, and the trainer runs beside it.
 TEST(LithosRules, AnAutomaticPauseNeverStopsBestEffortForABusyTenant) {
-  const EngineConfig cfg = auto_pause_config();
+  const TestConfig cfg = auto_pause_config();
   const AutoPauseRun r = run_auto_pause(3.0, 300, cfg, /*gap_us=*/25.0);
   const PauseReport& last = r.reports.back();
   EXPECT_GE(last.verdicts, 5U);
   EXPECT_EQ(last.pauses, 0U);
   EXPECT_NEAR(last.slowdown, 3.0, 0.01);
-  EXPECT_GT(last.busy, cfg.policy.pause_busy_max);
+  EXPECT_GT(last.busy, cfg.policy.lithos.pause_busy_max);
   EXPECT_GT(r.be_atoms_during_requests, 200U);
   // The same tenant with room between its runs is paused.
   const AutoPauseRun spaced = run_auto_pause(3.0, 300, cfg);
   EXPECT_GE(spaced.reports.back().pauses, 1U);
-  EXPECT_LT(spaced.reports.back().busy, cfg.policy.pause_busy_max);
+  EXPECT_LT(spaced.reports.back().busy, cfg.policy.lithos.pause_busy_max);
 }
 
 // hp_holds_unowned applies to best-effort borrowers only: with it off, a
 // second service still does not borrow the unowned TPCs under the first
 // one's launch; it runs on its own quota.
 TEST(LithosRules, NotHoldingUnownedTpcsLeavesHighPriorityBorrowersAlone) {
-  EngineConfig cfg;
-  cfg.policy.hp_holds_unowned = false;
+  TestConfig cfg;
+  cfg.policy.lithos.hp_holds_unowned = false;
   auto e = make_engine("lithos", cfg);
   const TenantId a = *e->add_tenant(high("a", 40));
   const TenantId b = *e->add_tenant(high("b", 10));
@@ -1318,10 +1327,10 @@ TEST(LithosRules, AnOverdueLaunchKeepsItsTpcsForAsLongAgain) {
 // from running dry between grants (measured on the H100: one 100 us window
 // for all cost a trainer 15% with the GPU to itself).
 TEST(LithosRules, BestEffortWorkOnNoOnesTpcsQueuesDeeperThanBorrowedWork) {
-  EngineConfig cfg;
+  TestConfig cfg;
   cfg.throttle = us(100);
   cfg.throttle_unborrowed = us(1000);
-  cfg.policy.max_stolen_atoms = 2;
+  cfg.policy.lithos.max_stolen_atoms = 2;
   auto e = make_engine("lithos", cfg);
   const TenantId hp = *e->add_tenant(high("hp", 40));
   const TenantId be = *e->add_tenant(best_effort("be"));
@@ -1364,7 +1373,7 @@ TEST(LithosRules, BestEffortWorkOnNoOnesTpcsQueuesDeeperThanBorrowedWork) {
   EXPECT_TRUE(more[0].tpcs.intersects(hp_owned));
   // With the same window for everything (the default before), the queue
   // stops at 100 us.
-  EngineConfig one = cfg;
+  TestConfig one = cfg;
   one.throttle_unborrowed = us(100);
   auto o = make_engine("lithos", one);
   (void)*o->add_tenant(high("hp", 40));
@@ -1383,10 +1392,10 @@ TEST(LithosRules, BestEffortWorkOnNoOnesTpcsQueuesDeeperThanBorrowedWork) {
 // the H100: hybrid-stacking training 0.41x with 2, 0.45x with 16).
 TEST(LithosRules, ShortBorrowedAtomsAreBoundByTheThrottleNotTheirCount) {
   for (const std::uint32_t stolen : {16U, 2U}) {
-    EngineConfig cfg;
+    TestConfig cfg;
     cfg.throttle = us(100);
-    if (stolen != 16) cfg.policy.max_stolen_atoms = stolen;
-    ASSERT_EQ(cfg.policy.max_stolen_atoms, stolen);
+    if (stolen != 16) cfg.policy.lithos.max_stolen_atoms = stolen;
+    ASSERT_EQ(cfg.policy.lithos.max_stolen_atoms, stolen);
     auto e = make_engine("lithos", cfg);
     const TenantId hp = *e->add_tenant(high("hp", 40));
     const QueueId q = *e->add_queue(*e->add_tenant(best_effort("be")));
@@ -1420,9 +1429,9 @@ TEST(LithosRules, ShortBorrowedAtomsAreBoundByTheThrottleNotTheirCount) {
 
 // A best-effort tenant runs free (no throttle; lithosd: no grants) exactly
 // while no high-priority tenant has a queue open; never under the baselines,
-// nor with PolicyConfig::runs_free off.
+// nor with LithosConfig::runs_free off.
 TEST(LithosRules, BestEffortRunsFreeOnlyWhileNoServiceHasAQueue) {
-  EngineConfig cfg;
+  TestConfig cfg;
   cfg.throttle = us(100);
   cfg.throttle_unborrowed = us(100);  // its atoms run on no one's TPCs: one window for all
   auto e = make_engine("lithos", cfg);
@@ -1455,8 +1464,8 @@ TEST(LithosRules, BestEffortRunsFreeOnlyWhileNoServiceHasAQueue) {
   (void)e->close_queue(hq, Time{});
   EXPECT_TRUE(e->runs_free(be));
 
-  EngineConfig off = cfg;
-  off.policy.runs_free = false;
+  TestConfig off = cfg;
+  off.policy.lithos.runs_free = false;
   auto o = make_engine("lithos", off);
   (void)*o->add_tenant(high("hp", 20));
   EXPECT_FALSE(o->runs_free(*o->add_tenant(best_effort("be"))));

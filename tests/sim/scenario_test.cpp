@@ -72,15 +72,15 @@ TEST(ScenarioTest, FullFileReadsEveryField) {
   EXPECT_EQ(s.engine.atoms.per_atom_cost, us(12.5));
   EXPECT_DOUBLE_EQ(s.engine.atoms.tolerated_overhead, 0.1);
   EXPECT_EQ(s.engine.atoms.max_atoms, 512u);
-  EXPECT_EQ(s.engine.policy.max_stolen_atoms, 3u);
-  EXPECT_EQ(s.engine.policy.steal_lookahead, us(80));
-  EXPECT_EQ(s.engine.policy.idle_grace, us(30.5));
-  EXPECT_FALSE(s.engine.policy.lend_surplus);
-  EXPECT_FALSE(s.engine.policy.share_unowned);
-  EXPECT_FALSE(s.engine.policy.hp_holds_unowned);
+  EXPECT_EQ(s.policies.lithos.max_stolen_atoms, 3u);
+  EXPECT_EQ(s.policies.lithos.steal_lookahead, us(80));
+  EXPECT_EQ(s.engine.idle_grace, us(30.5));
+  EXPECT_FALSE(s.policies.lithos.lend_surplus);
+  EXPECT_FALSE(s.policies.lithos.share_unowned);
+  EXPECT_FALSE(s.policies.lithos.hp_holds_unowned);
   EXPECT_TRUE(s.immediate_launches);
-  EXPECT_EQ(s.engine.policy.timeslice, ms(4));
-  EXPECT_EQ(s.engine.policy.context_switch, us(40));
+  EXPECT_EQ(s.policies.time_slicing.timeslice, ms(4));
+  EXPECT_EQ(s.policies.time_slicing.context_switch, us(40));
   EXPECT_DOUBLE_EQ(s.engine.rightsize.slip, 1.25);
 
   ASSERT_EQ(s.kernels.size(), 3u);
@@ -165,15 +165,15 @@ TEST(ScenarioTest, DefaultsApply) {
   EXPECT_EQ(s.engine.atoms.per_atom_cost, us(15));  // follows gpu.per_atom_cost_us
   EXPECT_DOUBLE_EQ(s.engine.atoms.tolerated_overhead, def.atoms.tolerated_overhead);
   EXPECT_EQ(s.engine.atoms.max_atoms, def.atoms.max_atoms);
-  EXPECT_EQ(s.engine.policy.max_stolen_atoms, def.policy.max_stolen_atoms);
-  EXPECT_EQ(s.engine.policy.steal_lookahead, def.policy.steal_lookahead);
-  EXPECT_EQ(s.engine.policy.idle_grace, def.policy.idle_grace);
-  EXPECT_EQ(s.engine.policy.lend_surplus, def.policy.lend_surplus);
-  EXPECT_EQ(s.engine.policy.share_unowned, def.policy.share_unowned);
-  EXPECT_EQ(s.engine.policy.hp_holds_unowned, def.policy.hp_holds_unowned);
+  EXPECT_EQ(s.policies.lithos.max_stolen_atoms, sched::LithosConfig{}.max_stolen_atoms);
+  EXPECT_EQ(s.policies.lithos.steal_lookahead, sched::LithosConfig{}.steal_lookahead);
+  EXPECT_EQ(s.engine.idle_grace, def.idle_grace);
+  EXPECT_EQ(s.policies.lithos.lend_surplus, sched::LithosConfig{}.lend_surplus);
+  EXPECT_EQ(s.policies.lithos.share_unowned, sched::LithosConfig{}.share_unowned);
+  EXPECT_EQ(s.policies.lithos.hp_holds_unowned, sched::LithosConfig{}.hp_holds_unowned);
   EXPECT_FALSE(s.immediate_launches);
-  EXPECT_EQ(s.engine.policy.timeslice, def.policy.timeslice);
-  EXPECT_EQ(s.engine.policy.context_switch, def.policy.context_switch);
+  EXPECT_EQ(s.policies.time_slicing.timeslice, sched::TimeSlicingConfig{}.timeslice);
+  EXPECT_EQ(s.policies.time_slicing.context_switch, sched::TimeSlicingConfig{}.context_switch);
   EXPECT_DOUBLE_EQ(s.engine.rightsize.slip, def.rightsize.slip);
   ASSERT_EQ(s.kernels.size(), 1u);
   EXPECT_EQ(s.kernels[0].block, (sched::Dim3{256, 1, 1}));

@@ -197,11 +197,11 @@ request = "big"
   auto defaulted = parse_scenario(unset, "t.toml", ".");
   ASSERT_TRUE(defaulted.is_ok()) << defaulted.status().message();
   EXPECT_EQ(defaulted->tenants[0].pauses_best_effort, sched::BestEffortPause::kAuto) << "a high tenant's default";
-  EXPECT_EQ(defaulted->engine.policy.pause_slowdown, sched::PolicyConfig{}.pause_slowdown);
+  EXPECT_EQ(defaulted->policies.lithos.pause_slowdown, sched::LithosConfig{}.pause_slowdown);
   // The bar of the automatic pause, as lithosd's pause_slowdown.
   auto bar = parse_scenario(std::string(text) + "[scheduler]\npause_slowdown = 2\n", "t.toml", ".");
   ASSERT_TRUE(bar.is_ok()) << bar.status().message();
-  EXPECT_EQ(bar->engine.policy.pause_slowdown, 2.0);
+  EXPECT_EQ(bar->policies.lithos.pause_slowdown, 2.0);
   auto low = parse_scenario(std::string(text) + "[scheduler]\npause_slowdown = 0.5\n", "t.toml", ".");
   ASSERT_FALSE(low.is_ok());
   EXPECT_NE(low.status().message().find("pause_slowdown"), std::string::npos) << low.status().message();
@@ -375,7 +375,7 @@ TEST(Compare, ResolvePolicies) {
 Scenario lithosd_hybrid(bool hp_holds_unowned) {
   Scenario sc = small_hybrid();
   sc.immediate_launches = true;
-  sc.engine.policy.hp_holds_unowned = hp_holds_unowned;
+  sc.policies.lithos.hp_holds_unowned = hp_holds_unowned;
   for (TenantConfig& t : sc.tenants) {
     if (t.priority == sched::PriorityClass::kHigh) t.quota = 40;
   }

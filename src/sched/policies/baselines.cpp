@@ -13,8 +13,9 @@ const TenantState& tenant_of(const EngineState& state, TenantId t) {
 // ---------------------------------------------------------------------------
 // MPS
 
-Status MpsPolicy::on_tenants_changed(EngineState& state) {
-  for (TenantState& t : state.tenants) t.owned = TpcSet{};
+Status MpsPolicy::on_tenants_changed(const EngineState& state, std::span<TpcSet> owned) {
+  (void)state;
+  for (TpcSet& o : owned) o = TpcSet{};
   return Status::ok();
 }
 
@@ -42,8 +43,9 @@ HwPriority MpsPolicy::immediate_priority(const EngineState& state, TenantId tena
 // ---------------------------------------------------------------------------
 // Time slicing
 
-Status TimeSlicingPolicy::on_tenants_changed(EngineState& state) {
-  for (TenantState& t : state.tenants) t.owned = TpcSet{};
+Status TimeSlicingPolicy::on_tenants_changed(const EngineState& state, std::span<TpcSet> owned) {
+  (void)state;
+  for (TpcSet& o : owned) o = TpcSet{};
   return Status::ok();
 }
 
@@ -71,8 +73,6 @@ void TimeSlicingPolicy::switch_to(TenantId t, Time now, bool pay_switch) {
 }
 
 void TimeSlicingPolicy::on_tick(const EngineState& state, Time now) {
-  slice_ = state.config.policy.timeslice;
-  switch_cost_ = state.config.policy.context_switch;
   if (active_ == kNoTenant) {
     const TenantId t = next_with_pending(state);
     if (t != kNoTenant) switch_to(t, now, false);
@@ -109,7 +109,7 @@ Placement TimeSlicingPolicy::place(const EngineState& state, const QueueState& q
 // ---------------------------------------------------------------------------
 // Static partitions
 
-Status StaticPartitionPolicy::on_tenants_changed(EngineState& state) {
+Status StaticPartitionPolicy::on_tenants_changed(const EngineState& state, std::span<TpcSet> owned) {
   const int device = state.config.device.tpcs;
   int fixed = 0;
   int sharers = 0;
@@ -128,7 +128,7 @@ Status StaticPartitionPolicy::on_tenants_changed(EngineState& state) {
   }
   const int share = sharers > 0 ? (device - fixed) / sharers : 0;
   int next = 0;
-  for (TenantState& t : state.tenants) {
+  for (const TenantState& t : state.tenants) {
     int n = 0;
     if (t.spec.static_tpcs) {
       n = *t.spec.static_tpcs;
@@ -141,7 +141,7 @@ Status StaticPartitionPolicy::on_tenants_changed(EngineState& state) {
       return Status::invalid_argument("static partition: tenant '" + t.spec.name +
                                       "' would get no TPC; give it static_tpcs or leave TPCs outside the quotas");
     }
-    t.owned = TpcSet::range(next, next + n);
+    owned[static_cast<std::size_t>(t.id)] = TpcSet::range(next, next + n);
     next += n;
   }
   return Status::ok();

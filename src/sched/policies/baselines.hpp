@@ -17,13 +17,19 @@ class MpsPolicy final : public Policy {
   explicit MpsPolicy(bool client_priority) : client_priority_(client_priority) {}
   std::string_view name() const override { return client_priority_ ? "mps-priority" : "mps"; }
   PolicyTraits traits() const override { return {}; }
-  Status on_tenants_changed(EngineState& state) override;
+  Status on_tenants_changed(const EngineState& state, std::span<TpcSet> owned) override;
   int rank(const EngineState& state, TenantId tenant) const override;
   Placement place(const EngineState& state, const QueueState& queue, const PendingLaunch& head, Time now) override;
   HwPriority immediate_priority(const EngineState& state, TenantId tenant) const override;
 
  private:
   bool client_priority_;
+};
+
+// The time-slicing policy's settings.
+struct TimeSlicingConfig {
+  Duration timeslice = ms(2);        // length of one slice
+  Duration context_switch = us(25);  // cost of a switch
 };
 
 // Time slicing (the default without MPS): the GPU runs one tenant's work at a
@@ -33,6 +39,8 @@ class MpsPolicy final : public Policy {
 // `context_switch` the next tenant with work, round robin, owns the whole GPU.
 class TimeSlicingPolicy final : public Policy {
  public:
+  explicit TimeSlicingPolicy(const TimeSlicingConfig& config)
+      : slice_(config.timeslice), switch_cost_(config.context_switch) {}
   std::string_view name() const override { return "time-slicing"; }
   // Throttled: work a tenant queued stays in its (software) channel while
   // another tenant's slice runs, as the driver's channels keep it; only about
@@ -40,9 +48,13 @@ class TimeSlicingPolicy final : public Policy {
   // than a slice is preempted at the slice boundary (compute preemption),
   // modelled as slice-long pieces.
   PolicyTraits traits() const override {
-    return {.throttle = true, .atomize = false, .rightsize = false, .preempts_at_timeslice = true};
+    return {.throttle = true,
+            .atomize = false,
+            .rightsize = false,
+            .preempts_at_timeslice = true,
+            .preemption_slice = slice_};
   }
-  Status on_tenants_changed(EngineState& state) override;
+  Status on_tenants_changed(const EngineState& state, std::span<TpcSet> owned) override;
   int rank(const EngineState& state, TenantId tenant) const override;
   void on_tick(const EngineState& state, Time now) override;
   Placement place(const EngineState& state, const QueueState& queue, const PendingLaunch& head, Time now) override;
@@ -54,8 +66,8 @@ class TimeSlicingPolicy final : public Policy {
   void switch_to(TenantId t, Time now, bool pay_switch);
 
   TenantId active_ = kNoTenant;
-  Duration slice_ = ms(2);
-  Duration switch_cost_ = us(25);
+  Duration slice_;
+  Duration switch_cost_;
   Time ready_at_{};
   Time slice_end_{};
   bool draining_ = false;
@@ -69,7 +81,7 @@ class StaticPartitionPolicy final : public Policy {
  public:
   std::string_view name() const override { return "static-partition"; }
   PolicyTraits traits() const override { return {}; }
-  Status on_tenants_changed(EngineState& state) override;
+  Status on_tenants_changed(const EngineState& state, std::span<TpcSet> owned) override;
   Placement place(const EngineState& state, const QueueState& queue, const PendingLaunch& head, Time now) override;
 };
 

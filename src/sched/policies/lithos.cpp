@@ -24,33 +24,64 @@ PolicyTraits LithosPolicy::traits() const {
   };
 }
 
-Status LithosPolicy::on_tenants_changed(EngineState& state) {
+Status LithosPolicy::on_tenants_changed(const EngineState& state, std::span<TpcSet> owned) {
   const int device = state.config.device.tpcs;
   int next = 0;
-  for (TenantState& t : state.tenants) {
+  for (const TenantState& t : state.tenants) {
     if (!t.is_high()) {
       if (t.spec.quota != 0) {
         return Status::invalid_argument("best-effort tenant '" + t.spec.name + "' has quota " +
                                         std::to_string(t.spec.quota) +
                                         ": best-effort tenants own no TPCs, they borrow idle ones");
       }
-      t.owned = TpcSet{};
+      owned[static_cast<std::size_t>(t.id)] = TpcSet{};
       continue;
     }
     if (next + t.spec.quota > device) {
       return Status::invalid_argument("quotas add up to more than the device's " + std::to_string(device) +
                                       " TPCs (adding tenant '" + t.spec.name + "')");
     }
-    t.owned = TpcSet::range(next, next + t.spec.quota);
+    owned[static_cast<std::size_t>(t.id)] = TpcSet::range(next, next + t.spec.quota);
     next += t.spec.quota;
   }
+  gaps_.resize(state.tenants.size());
   guards_.resize(state.tenants.size());
   for (const TenantState& t : state.tenants) {
     Guard& g = guards_[static_cast<std::size_t>(t.id)];
-    if (g.hold == Duration{0}) g.hold = state.config.policy.pause_hold;
+    if (g.hold == Duration{0}) g.hold = config_.pause_hold;
   }
   if (!quiet_) quiet_.emplace(state.config.predictor);
   return Status::ok();
+}
+
+// A high-priority tenant's work arrives: the gap since it drained joins its
+// last kGapSamples, and its burst grace follows them (LithosConfig::burst_gap).
+Duration LithosPolicy::on_arrival(const EngineState& state, TenantId tenant, Time now) {
+  const TenantState& t = state.tenants[static_cast<std::size_t>(tenant)];
+  Gaps& g = gaps_[static_cast<std::size_t>(tenant)];
+  const Duration grace = std::max(state.config.idle_grace, g.burst_grace);
+  if (t.has_work() || !t.is_high() || config_.burst_gap <= Duration{0}) return grace;
+  const Duration gap = now - t.idle_since;
+  if (t.idle_since.time_since_epoch() < Duration{0} || gap < Duration{0}) return grace;  // never drained yet
+  constexpr std::size_t kN = Gaps::kGapSamples;
+  g.gaps[static_cast<std::size_t>(g.count % kN)] = gap;
+  ++g.count;
+  if (g.count < kN / 2) return grace;
+  const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(g.count, kN));
+  std::size_t short_gaps = 0;
+  Duration longest_short{0};
+  for (std::size_t i = 0; i < n; ++i) {
+    if (g.gaps[i] > config_.burst_gap) continue;
+    ++short_gaps;
+    longest_short = std::max(longest_short, g.gaps[i]);
+  }
+  g.burst_grace = 2 * short_gaps > n ? longest_short : Duration{0};
+  return std::max(state.config.idle_grace, g.burst_grace);
+}
+
+Duration LithosPolicy::burst_grace(TenantId tenant) const {
+  const auto i = static_cast<std::size_t>(tenant);
+  return i < gaps_.size() ? gaps_[i].burst_grace : Duration{0};
 }
 
 LithosPolicy::Hold LithosPolicy::holds(const TenantState& tenant, Time now) const {
@@ -79,7 +110,7 @@ void LithosPolicy::enter(Guard& g, Guard::Phase phase, Time until) {
 void LithosPolicy::on_ran(const EngineState& state, const InflightAtom& atom, Time start, Time end) {
   const TenantState& t = state.tenants[static_cast<std::size_t>(atom.tenant)];
   if (!t.is_high() || t.spec.pauses_best_effort != BestEffortPause::kAuto || !quiet_) return;
-  const PolicyConfig& cfg = state.config.policy;
+  const LithosConfig& cfg = config_;
   Guard& g = guards_[static_cast<std::size_t>(t.id)];
   if (g.phase != Guard::Phase::kSharing && end >= g.until) enter(g, Guard::Phase::kSharing, kTimeNever);
 
@@ -224,13 +255,13 @@ Placement LithosPolicy::place(const EngineState& state, const QueueState& queue,
   Time retry = kTimeNever;
   TpcSet stolen;
   if (chosen.count() < need) {
-    const TpcSet borrow = state.borrowable(t.id, now, &retry);
+    const TpcSet borrow = borrowable(state, t.id, now, &retry);
     TpcSet unowned;
     borrow.for_each([&](int p) {
       if (state.owner_of(p) == kNoTenant) unowned.set(p);
     });
     chosen |= state.pick(unowned, need - chosen.count(), t.id);
-    if (chosen.count() < need && keep.empty() && t.stolen_inflight < state.config.policy.max_stolen_atoms) {
+    if (chosen.count() < need && keep.empty() && t.stolen_inflight < config_.max_stolen_atoms) {
       stolen = state.pick(borrow - unowned, need - chosen.count(), t.id);
       chosen |= stolen;
     }
@@ -247,6 +278,57 @@ Placement LithosPolicy::place(const EngineState& state, const QueueState& queue,
   return p;
 }
 
+TpcSet LithosPolicy::borrowable(const EngineState& state, TenantId t, Time now, Time* next_change) const {
+  const auto idx = [](TenantId id) { return static_cast<std::size_t>(id); };
+  TpcSet cand = state.device_tpcs - state.tenants[idx(t)].owned;
+  for (const TenantState& o : state.tenants) {
+    if (o.id == t || o.owned.empty()) continue;
+    if (!o.has_work()) {
+      const Time grace_end = o.idle_since + state.grace(o);
+      if (now >= grace_end) continue;  // inactive: everything it owns may be lent
+      if (next_change != nullptr) *next_change = std::min(*next_change, grace_end);
+      cand -= o.owned;  // just drained: it may be back within microseconds
+      continue;
+    }
+    if (!config_.lend_surplus || o.pending_launches == 0) {
+      // Active, and nothing says how much it will want next: keep it all.
+      cand -= o.owned;
+      continue;
+    }
+    // Active with work queued: it keeps what its atoms hold plus as many of
+    // its lowest TPCs as that work can use; the rest of its quota may be lent.
+    cand -= (state.held(o.id) | o.owned.take_lowest(o.demand())) & o.owned;
+  }
+  // Not under another tenant's in-flight atom that runs past the lookahead
+  // (the per-TPC timers: an atom's TPCs are busy until its predicted end),
+  // nor under one already past its predicted end: it is still running (its
+  // end has not been seen), so it counts as busy for as long again as it
+  // was predicted to run, and only then as gone (a marker that never lands
+  // must not hold TPCs for ever). Counting an overdue atom as ending at once
+  // lent the TPCs under an hp launch that ran longer than predicted, to
+  // atoms that then slowed it further.
+  // An end that is seen is a completion, which makes the Engine decide again.
+  const bool spill_holds = config_.hp_holds_unowned || state.tenants[idx(t)].is_high();
+  for (const TenantState& o : state.tenants) {
+    if (o.id == t) continue;
+    // A service's launch on TPCs no quota holds keeps a best-effort borrower
+    // off them only if hp_holds_unowned (its quota is kept off above).
+    const bool whole = spill_holds || !o.is_high();
+    for (AtomId id : o.inflight) {
+      const InflightAtom& a = state.atoms[id];
+      const TpcSet busy = whole ? a.tpcs : a.tpcs & o.owned;
+      if (!busy.intersects(cand)) continue;
+      const Time end = state.predicted_end(a);
+      Time busy_until = end - config_.steal_lookahead;
+      if (end <= now) busy_until = end + std::max(Duration{0}, end - a.dispatched);  // overdue
+      if (now >= busy_until) continue;
+      cand -= busy;
+      if (next_change != nullptr) *next_change = std::min(*next_change, busy_until);
+    }
+  }
+  return cand;
+}
+
 HwPriority LithosPolicy::immediate_priority(const EngineState& state, TenantId tenant) const {
   return state.tenants[static_cast<std::size_t>(tenant)].is_high() ? HwPriority::kHigh : HwPriority::kLow;
 }
@@ -258,13 +340,13 @@ TpcSet LithosPolicy::immediate_set(const EngineState& state, TenantId tenant, Ti
   for (const TenantState& o : state.tenants) {
     if (o.id != me.id && o.is_high()) out -= o.owned;
   }
-  if (!state.config.policy.share_unowned && !lasting && !me.owned.empty()) {
+  if (!config_.share_unowned && !lasting && !me.owned.empty()) {
     // Its quota, and of the TPCs no one owns those place() would pick for
     // it now: not under another tenant's atom that runs on past the
     // lookahead. (An empty quota keeps every unowned TPC: the set must not
     // be empty, and a tenant with no quota has nothing else to run on.)
     const TpcSet unowned = out - me.owned;
-    out = me.owned | (unowned & state.borrowable(tenant, now, nullptr));
+    out = me.owned | (unowned & borrowable(state, tenant, now, nullptr));
   }
   return out.empty() ? me.owned : out;
 }
@@ -276,7 +358,7 @@ TpcSet LithosPolicy::immediate_set(const EngineState& state, TenantId tenant, Ti
 // opens ends it; what ran free before is accounted in flight and holds the
 // tenant's next atoms behind the throttle until it drains.
 bool LithosPolicy::runs_free(const EngineState& state, TenantId tenant) const {
-  if (!state.config.policy.runs_free || state.tenants[static_cast<std::size_t>(tenant)].is_high()) return false;
+  if (!config_.runs_free || state.tenants[static_cast<std::size_t>(tenant)].is_high()) return false;
   for (const TenantState& o : state.tenants) {
     if (o.is_high() && !o.queues.empty()) return false;
   }
