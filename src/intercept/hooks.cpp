@@ -205,8 +205,8 @@ CUresult launch_one(Fn fn, CUstream stream, const Grant* grant, A... a) {
     rt.internal_error(Id, "unknown exception");
   }
   if constexpr (kHasStreamParam<A...>) {
-    if (rt.backend() == Backend::kGreen) {
-      const Runtime::GreenRoute route = rt.green_route(Stream{stream, info.ptsz}, &li);
+    if (rt.masking().routes_launches()) {
+      const GreenBackend::Route route = rt.route(Stream{stream, info.ptsz}, &li);
       if (route) {
         CUlaunchConfig cfg{};
         const CUresult r = fn(with_stream(a, route.target(), &cfg)...);
@@ -858,8 +858,8 @@ CUresult dispatch_call(Fn fn, CUstream stream, A... a) {
     auto run = [&](const Grant* grant) {
       const FrameGuard guard;
       const Runtime::GraphCall call = rt.begin_graph(exec, Stream{stream, info.ptsz}, grant);
-      if (rt.backend() == Backend::kGreen) {
-        const Runtime::GreenRoute route = rt.green_route(Stream{stream, info.ptsz});
+      if (rt.masking().routes_launches()) {
+        const GreenBackend::Route route = rt.route(Stream{stream, info.ptsz});
         if (route) {
           CUlaunchConfig cfg{};
           return fn(with_stream(a, route.target(), &cfg)...);
@@ -879,7 +879,7 @@ CUresult dispatch_call(Fn fn, CUstream stream, A... a) {
     // grants such a first build only TPCs the tenant may keep).
     // `pinned`: rt.graph_pinned(exec), the set its descriptors were built with.
     auto first_build_for_good = [&](const std::optional<sched::TpcSet>& pinned) {
-      return !pinned && rt.backend() == Backend::kDescriptor && GraphReplay::instance().plan(exec) == nullptr;
+      return !pinned && rt.masking().writes_masks() && GraphReplay::instance().plan(exec) == nullptr;
     };
     if constexpr (info.kind == HookKind::kGraphLaunch) {
       // lithosd: a best-effort graph waits for its grant (its descriptors'

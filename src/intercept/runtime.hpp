@@ -31,6 +31,8 @@
 #include "gpu/qmd.hpp"
 #include "gpu/slot_map.hpp"
 #include "intercept/config.hpp"
+#include "intercept/descriptor_backend.hpp"
+#include "intercept/green_backend.hpp"
 #include "intercept/hook_table.hpp"
 #include "intercept/launch_info.hpp"
 #include "intercept/stats.hpp"
@@ -57,16 +59,6 @@ namespace lithos::intercept {
 // every hook first; a relaxed atomic load.
 bool lithos_disabled() noexcept;
 void lithos_set_disabled(bool disabled) noexcept;
-
-enum class Backend : std::uint8_t {
-  kPending,     // not decided yet (no launch so far)
-  kIdle,        // descriptor hook available, callback not subscribed: no mask to write yet
-  kDescriptor,  // launch-descriptor callback installed: per-launch masks
-  kGreen,       // green context per device: one static partition per process
-  kNone,        // no mechanism available: launches run unmasked
-  kOff,         // LITHOS_BACKEND=off: observe only
-};
-const char* backend_name(Backend b);
 
 // C API result codes (lithos.h mirrors them).
 inline constexpr int kApiOk = 0;
@@ -158,36 +150,18 @@ class Runtime {
   // green-context backend, replaces *ctx by the partition's context.
   void after_primary_ctx_retain(CUctx_st** ctx, int ordinal) noexcept;
 
-  // Green-context backend: work for `stream` is sent to a stream of the
-  // partition instead (launches on the context's own streams were measured
-  // to run on every SM), ordered with the user's stream by two events:
-  //   record(in, S); wait(G, in); <launch on G>; record(out, G); wait(S, out).
-  // One lock is held from begin to end, so the events of concurrent
-  // launches never mix (green mode serialises launches; it is a fallback).
-  class GreenRoute {
-   public:
-    GreenRoute() = default;
-    GreenRoute(GreenRoute&& o) noexcept;
-    GreenRoute& operator=(GreenRoute&&) = delete;
-    ~GreenRoute();
-    explicit operator bool() const { return target_ != nullptr; }
-    CUstream_st* target() const { return target_; }
-
-   private:
-    friend class Runtime;
-    Runtime* rt_ = nullptr;
-    CUstream_st* user_ = nullptr;    // the caller's stream (explicit handle)
-    CUstream_st* target_ = nullptr;  // the partition's stream
-    void* out_event_ = nullptr;
-  };
-  // An empty route when the backend is not green (or anything fails: the
-  // launch then goes to the caller's stream). `launch` (null for graphs):
-  // a launch the partition could hang (sched::fit_tpcs) is not routed, so it
-  // runs on the whole GPU.
-  GreenRoute green_route(Stream stream, const LaunchInfo* launch = nullptr) noexcept;
+  // Under a backend that routes launches (masking().routes_launches(): the
+  // green-context one), the route of work for `stream` on the launch's
+  // device; an empty route otherwise, or when anything fails (the launch
+  // then goes to the caller's stream). `launch` (null for graphs): a launch
+  // the partition could hang (sched::fit_tpcs) is not routed, so it runs on
+  // the whole GPU.
+  GreenBackend::Route route(Stream stream, const LaunchInfo* launch = nullptr) noexcept;
 
   // The descriptor callback (registered with gpu::install_descriptor_callback).
   void on_descriptor(std::uint8_t* qmd) noexcept;
+  // What the driver calls: on_descriptor of `user` (the Runtime).
+  static void descriptor_entry(void* user, std::uint8_t* qmd) { static_cast<Runtime*>(user)->on_descriptor(qmd); }
 
   void internal_error(HookId id, const char* what) noexcept;
 
@@ -210,7 +184,8 @@ class Runtime {
   // and the atomizer's report if LITHOS_ATOM_REPORT does. A child forked
   // after the process called the driver writes neither (note_forked).
   void report_at_exit() noexcept;
-  Backend backend() const noexcept { return backend_.load(std::memory_order_acquire); }
+  // The masking backend in force (masking_backend.hpp).
+  const MaskingBackend& masking() const noexcept { return *backend_.load(std::memory_order_acquire); }
 
  private:
   Runtime();
@@ -232,11 +207,11 @@ class Runtime {
     if (!attached_.load(std::memory_order_acquire)) attach_slow();
   }
   void attach_slow() noexcept;
-  // Subscribes the descriptor callback (mu_ held): kDescriptor, or kNone
-  // when the driver refuses. Done only once some mask is wanted, because the
-  // driver allows one subscriber and CUPTI tools (torch.profiler, Nsight)
-  // need that slot (docs/interposer.md).
-  Backend install_callback_locked();
+  // Subscribes the descriptor callback (mu_ held): the descriptor backend,
+  // or none when the driver refuses (descriptor_backend.hpp says when).
+  MaskingBackend* install_callback_locked();
+  // What choose() tells the backend when a launch gets no mask.
+  Unmasked unmasked() const noexcept;
   // After the C API stored a mask: installs the callback if the backend was
   // idle. Returns false when no backend can apply the mask.
   bool ensure_callback() noexcept;
@@ -313,7 +288,14 @@ class Runtime {
   std::mutex mu_;  // engage/attach/process-mask publication
   bool engaged_ = false;
   std::atomic<bool> attached_{false};
-  std::atomic<Backend> backend_{Backend::kPending};
+  // The masking backends (masking_backend.hpp), one of them in force:
+  // pending until the first launch (or a primary-context retain) decides.
+  DescriptorBackend descriptor_{&Runtime::descriptor_entry, this};
+  GreenBackend green_{counters_};
+  UnmaskedBackend pending_{UnmaskedBackend::Why::kPending};
+  UnmaskedBackend none_{UnmaskedBackend::Why::kNone};
+  UnmaskedBackend off_{UnmaskedBackend::Why::kOff};
+  std::atomic<MaskingBackend*> backend_{&pending_};
 
   std::optional<gpu::SlotMap> map_;
   std::string map_path_;  // the file map_ came from (guarded by mu_)
@@ -382,27 +364,6 @@ class Runtime {
   // Kernel names by CUfunction / CUkernel handle.
   mutable std::mutex names_mu_;
   std::unordered_map<const void*, std::string> names_;
-
-  // Green-context backend: one partition per device ordinal, made at that
-  // device's first cuDevicePrimaryCtxRetain; a launch is routed to the
-  // partition of its context's device. The routes map user streams to
-  // partition streams + events.
-  struct GreenState;
-  std::unique_ptr<GreenState> green_;  // guarded by mu_
-  struct GreenDevice {
-    void* partition = nullptr;  // gpu::GreenPartition*
-    sched::TpcSet tpcs;         // the partition's TPCs
-    sched::TpcSet live;         // the catalogue's TPCs
-  };
-  // By ordinal; each published once, complete (kept in green_).
-  std::array<std::atomic<const GreenDevice*>, 64> green_devices_{};
-  struct GreenStream {
-    CUstream_st* stream = nullptr;
-    void* in = nullptr;   // CUevent
-    void* out = nullptr;  // CUevent
-  };
-  std::mutex green_routes_mu_;  // held for the whole of a routed launch
-  std::unordered_map<std::uintptr_t, GreenStream> green_routes_;
 
   std::array<std::atomic<bool>, kHookCount> hook_error_logged_{};
 };
