@@ -586,7 +586,7 @@ void Runtime::begin_launch(HookId id, Stream stream, const LaunchInfo& launch, c
     counters_.skip(why);
   }
   if (log_enabled(LogLevel::kDebug)) {
-    const std::string name = kernel_name(launch.function);
+    const std::string name = kernels_.name(launch.function);
     LITHOS_LOG(LogLevel::kDebug, "%s %s stream %p: %s%s", hook_info(id).name, name.empty() ? "?" : name.c_str(),
                static_cast<void*>(stream.raw()), choice ? "masked" : skip_reason_name(why),
                f.needs.any() ? (" (cluster " + std::to_string(f.needs.cluster_sms) + " SMs, resident " +
@@ -608,89 +608,16 @@ sched::LaunchNeeds Runtime::launch_needs(const LaunchInfo& launch, const sched::
     if (launch.cluster_attr) {
       n = sched::cluster_needs(launch.cluster);
     } else if (v == nullptr || sched::max_cluster_sms(v->topology, tpcs) < 16) {
-      n = sched::cluster_needs(static_cluster(launch.function));
+      n = sched::cluster_needs(kernels_.static_cluster(launch.function));
     }
     if (launch.cooperative) {
       n |= sched::cooperative_needs(launch.grid.count(),
-                                    blocks_per_sm(launch.function, launch.block.count(), launch.smem));
+                                    kernels_.blocks_per_sm(launch.function, launch.block.count(), launch.smem));
     }
   } catch (...) {
     counters_.bump(counters_.internal_errors);
     n.resident_sms = sched::LaunchNeeds::kAllSms;  // cannot tell: only the whole GPU is safe
   }
-  return n;
-}
-
-namespace {
-
-// A CUfunction for a launched handle: the handle itself, or for a CUkernel
-// (cuLibrary*) its function in the current context. Null when neither.
-CUfunction function_of(const void* handle) noexcept {
-  const DriverTable& drv = driver();
-  const auto get_module = drv.cuFuncGetModule;
-  const auto kernel_get_function = drv.cuKernelGetFunction;
-  if (handle == nullptr) return nullptr;
-  auto* f = static_cast<CUfunction>(const_cast<void*>(handle));
-  CUmodule mod = nullptr;
-  if (get_module == nullptr || get_module(&mod, f) == CUDA_SUCCESS) return f;
-  CUfunction g = nullptr;
-  if (kernel_get_function != nullptr && kernel_get_function(&g, reinterpret_cast<CUkernel>(f)) == CUDA_SUCCESS) {
-    return g;
-  }
-  return nullptr;
-}
-
-}  // namespace
-
-KernelStatics Runtime::kernel_statics(const void* function) noexcept {
-  if (function == nullptr) return {};
-  try {
-    {
-      const std::shared_lock<std::shared_mutex> lock(shapes_mu_);
-      const auto it = statics_.find(function);
-      if (it != statics_.end()) return it->second;
-    }
-    const auto get_attr = driver().cuFuncGetAttribute;
-    KernelStatics k;
-    InternalScope internal;
-    CUfunction f = function_of(function);
-    if (get_attr != nullptr && f != nullptr) {
-      auto attr = [&](CUfunction_attribute a) {
-        int v = 0;
-        return get_attr(&v, a, f) == CUDA_SUCCESS ? v : -1;
-      };
-      const int x = attr(CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH);
-      const int y = attr(CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_HEIGHT);
-      const int z = attr(CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_DEPTH);
-      if (x > 0 && y >= 0 && z >= 0) {
-        k.cluster = {static_cast<std::uint32_t>(x), static_cast<std::uint32_t>(y > 0 ? y : 1),
-                     static_cast<std::uint32_t>(z > 0 ? z : 1)};
-      }
-      const int regs = attr(CU_FUNC_ATTRIBUTE_NUM_REGS);
-      const int smem = attr(CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES);
-      if (regs > 0 && regs <= 255) k.regs = static_cast<std::uint32_t>(regs);
-      if (smem > 0) k.smem = static_cast<std::uint32_t>(smem);
-    }
-    const std::unique_lock<std::shared_mutex> lock(shapes_mu_);
-    if (statics_.size() > 65536) {  // handles of unloaded modules
-      statics_.clear();
-      statics_epoch_.fetch_add(1, std::memory_order_acq_rel);
-    }
-    statics_[function] = k;
-    return k;
-  } catch (...) {
-    counters_.bump(counters_.internal_errors);
-    return {};
-  }
-}
-
-int Runtime::blocks_per_sm(const void* function, std::uint64_t threads, std::uint32_t smem) noexcept {
-  const auto occupancy = driver().cuOccupancyMaxActiveBlocksPerMultiprocessor;
-  if (occupancy == nullptr || threads == 0 || threads > 1024) return 0;
-  InternalScope internal;
-  CUfunction f = function_of(function);
-  int n = 0;
-  if (f == nullptr || occupancy(&n, f, static_cast<int>(threads), smem) != CUDA_SUCCESS) return 0;
   return n;
 }
 
@@ -710,40 +637,6 @@ gpu::SlotMask Runtime::slots_for(const GpuView& v, const sched::TpcSet& tpcs) no
   return m;
 }
 
-LaunchIdentity Runtime::identity(const void* function, bool statics) noexcept {
-  struct Cached {
-    const void* function = nullptr;
-    std::uint64_t epoch = 0;
-    bool statics = false;
-    LaunchIdentity id;
-  };
-  thread_local std::array<Cached, 64> t_cache{};
-  // Read before the tables: a change made meanwhile makes the entry stale.
-  const std::uint64_t epoch = (static_cast<std::uint64_t>(Atomizer::instance().table_epoch()) << 32) |
-                              statics_epoch_.load(std::memory_order_acquire);
-  const auto h = reinterpret_cast<std::uintptr_t>(function);
-  Cached& c = t_cache[((h >> 4) ^ (h >> 10)) & 63];
-  if (c.function == function && c.epoch == epoch && (c.statics || !statics)) return c.id;
-  LaunchIdentity id;
-  id.kernel = kernel_id(function);
-  if (statics) id.statics = kernel_statics(function);
-  c = Cached{function, epoch, statics, id};
-  return id;
-}
-
-std::uint64_t Runtime::kernel_id(const void* function) noexcept {
-  // The same kernel in every process of a tenant: the name the atomizer
-  // recorded, else the handle (stable for the life of this process).
-  if (const FunctionEntry* e = Atomizer::instance().lookup(function); e != nullptr && e->counters != nullptr) {
-    return e->counters->name_hash;  // hashed once, when the kernel was first seen
-  }
-  std::uint64_t h = reinterpret_cast<std::uintptr_t>(function);
-  h ^= h >> 33;
-  h *= 0xff51afd7ed558ccdULL;
-  h ^= h >> 33;
-  return h;
-}
-
 // Whether this thread's launch goes out at once and is reported to lithosd
 // (a high-priority tenant, or best effort running free) while the client of
 // the launch's GPU is connected.
@@ -759,7 +652,7 @@ void Runtime::before_immediate_launch(Stream stream, bool runs_free) noexcept {
 void Runtime::after_launch(Stream stream, const LaunchInfo& launch, bool graph, bool runs_free) noexcept {
   DaemonClient& dc = DaemonClient::current();
   if (made_at_once(dc, runs_free)) {
-    const LaunchIdentity id = identity(launch.function, !graph);
+    const LaunchIdentity id = kernels_.identity(launch.function, !graph);
     dc.report_running(stream, launch, id.kernel, graph, id.statics);
   }
 }
@@ -981,9 +874,9 @@ sched::LaunchNeeds Runtime::graph_needs(void* graph) noexcept {
           }
         }
         sched::LaunchNeeds n1 =
-            info.cluster_attr ? sched::cluster_needs(info.cluster) : sched::cluster_needs(static_cluster(fn));
+            info.cluster_attr ? sched::cluster_needs(info.cluster) : sched::cluster_needs(kernels_.static_cluster(fn));
         if (info.cooperative) {
-          n1 |= sched::cooperative_needs(info.grid.count(), blocks_per_sm(fn, info.block.count(), info.smem));
+          n1 |= sched::cooperative_needs(info.grid.count(), kernels_.blocks_per_sm(fn, info.block.count(), info.smem));
         }
         needs |= n1;
       }
@@ -1068,40 +961,6 @@ void Runtime::forget_stream(Stream stream) noexcept {
     stream_mask_count_.store(stream_masks_.size(), std::memory_order_release);
   } catch (...) {
     counters_.bump(counters_.internal_errors);
-  }
-}
-
-// Kernel names serve the debug log only: recorded only when it is on (the
-// runtime asks for CUfunctions tens of times per model step, and a mutex and
-// a string copy each time cost ~1% of a launch-bound PyTorch loop).
-void Runtime::note_kernel_name(const void* handle, const char* name) noexcept {
-  if (handle == nullptr || name == nullptr || !log_enabled(LogLevel::kDebug)) return;
-  try {
-    const std::lock_guard<std::mutex> lock(names_mu_);
-    names_[handle] = name;
-  } catch (...) {
-    counters_.bump(counters_.internal_errors);
-  }
-}
-
-void Runtime::note_function_of_kernel(const void* function, const void* kernel) noexcept {
-  if (function == nullptr || kernel == nullptr || !log_enabled(LogLevel::kDebug)) return;
-  try {
-    const std::lock_guard<std::mutex> lock(names_mu_);
-    const auto it = names_.find(kernel);
-    if (it != names_.end()) names_[function] = it->second;
-  } catch (...) {
-    counters_.bump(counters_.internal_errors);
-  }
-}
-
-std::string Runtime::kernel_name(const void* handle) const noexcept {
-  try {
-    const std::lock_guard<std::mutex> lock(names_mu_);
-    const auto it = names_.find(handle);
-    return it != names_.end() ? it->second : std::string();
-  } catch (...) {
-    return {};
   }
 }
 

@@ -34,6 +34,7 @@
 #include "intercept/descriptor_backend.hpp"
 #include "intercept/green_backend.hpp"
 #include "intercept/hook_table.hpp"
+#include "intercept/kernel_info.hpp"
 #include "intercept/launch_info.hpp"
 #include "intercept/stats.hpp"
 #include "intercept/stream.hpp"
@@ -141,10 +142,8 @@ class Runtime {
   void forget_graph_exec(CUgraphExec_st* exec) noexcept;
 
   void forget_stream(Stream stream) noexcept;
-  void note_kernel_name(const void* handle, const char* name) noexcept;
-  void note_function_of_kernel(const void* function, const void* kernel) noexcept;
-  // The name lithos recorded for a CUfunction/CUkernel ("" if unknown).
-  std::string kernel_name(const void* handle) const noexcept;
+  // What lithos knows of the kernels launched (kernel_info.hpp).
+  KernelInfo& kernels() noexcept { return kernels_; }
 
   // cuDevicePrimaryCtxRetain succeeded with *ctx for `ordinal`: under the
   // green-context backend, replaces *ctx by the partition's context.
@@ -244,12 +243,6 @@ class Runtime {
   // A calibrated slot map of GPU `uuid` from the cache (the configured
   // map's folder, then the default one); `looked` names the last folder.
   std::optional<std::pair<gpu::SlotMap, std::string>> cached_map_locked(const std::string& uuid, std::string* looked);
-  // Compile-time cluster shape of a function (CU_FUNC_ATTRIBUTE_REQUIRED_
-  // CLUSTER_*), cached per handle; {1,1,1} when none or unknown.
-  sched::Dim3 static_cluster(const void* function) noexcept { return kernel_statics(function).cluster; }
-  // Resident blocks per SM of `function` with this block and dynamic shared
-  // memory (0: unknown).
-  int blocks_per_sm(const void* function, std::uint64_t threads, std::uint32_t smem) noexcept;
 
  public:
   // The daemon client's hooks into the launch path (client.hpp): a launch
@@ -261,17 +254,6 @@ class Runtime {
   // stream priority the engine decided for it (DaemonClient::before_immediate).
   // begin_launch calls it; the graph-launch hook calls it itself.
   void before_immediate_launch(Stream stream, bool runs_free) noexcept;
-  // A stable identity of a launched function (the kernel's name where the
-  // atomizer knows it, so that processes of a tenant share predictions).
-  static std::uint64_t kernel_id(const void* function) noexcept;
-  // What a kernel's compiled code fixes for every launch of it
-  // (launch_info.hpp), from cuFuncGetAttribute once per handle.
-  KernelStatics kernel_statics(const void* function) noexcept;
-  // kernel_id and kernel_statics of a launched function together, from a
-  // small per-thread cache in front of the two locked tables (the hot path
-  // of a launch asks for both). `statics` false: kernel_id only (a graph
-  // exec has none).
-  LaunchIdentity identity(const void* function, bool statics) noexcept;
 
  private:
   // Sets the process mask (null: whole GPU). Called with mu_ held.
@@ -279,6 +261,7 @@ class Runtime {
 
   Config config_;
   Counters counters_;
+  KernelInfo kernels_{counters_};
   // In a child forked after the parent called the driver: the counters and
   // the atomizer's state are the parent's copy (and CUDA cannot be used in
   // such a child), so its exit reports nothing; the parent reports its own.
@@ -355,15 +338,6 @@ class Runtime {
   };
   std::mutex graphs_mu_;
   std::unordered_map<const void*, ExecRecord> graphs_;
-
-  // What the compiled code fixes, by CUfunction / CUkernel handle.
-  mutable std::shared_mutex shapes_mu_;
-  std::unordered_map<const void*, KernelStatics> statics_;
-  std::atomic<std::uint32_t> statics_epoch_{0};  // grows when statics_ is cleared (identity's cache)
-
-  // Kernel names by CUfunction / CUkernel handle.
-  mutable std::mutex names_mu_;
-  std::unordered_map<const void*, std::string> names_;
 
   std::array<std::atomic<bool>, kHookCount> hook_error_logged_{};
 };
