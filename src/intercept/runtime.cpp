@@ -803,14 +803,12 @@ Runtime::GraphCall Runtime::begin_graph(CUgraphExec_st* exec, Stream stream, con
   if (graph != nullptr) f.needs = graph_needs(graph);  // kept with the exec by end_graph_instantiate
   if (exec != nullptr) {
     try {
-      const std::lock_guard<std::mutex> lock(graphs_mu_);
-      const auto it = graphs_.find(exec);
-      if (it != graphs_.end()) {
+      if (const auto r = graphs_.find(exec)) {
         call.known = true;
-        call.built = it->second.built;
-        call.had_mask = it->second.has_mask;
-        call.mask = it->second.mask;
-        f.needs = it->second.needs;
+        call.built = r->built;
+        call.had_mask = r->has_mask;
+        call.mask = r->mask;
+        f.needs = r->needs;
       }
     } catch (...) {
       counters_.bump(counters_.internal_errors);
@@ -892,8 +890,7 @@ void Runtime::end_graph_instantiate(bool ok, CUgraphExec_st* exec) noexcept {
   if (!ok || exec == nullptr || !backend_.load(std::memory_order_acquire)->writes_masks()) return;
   const ThreadFrame& f = t_frame;
   try {
-    const std::lock_guard<std::mutex> lock(graphs_mu_);
-    graphs_[exec] = ExecRecord{f.descriptors > 0, f.has_mask, f.mask, f.needs, f.tpcs, f.view};
+    graphs_.put(exec, {f.descriptors > 0, f.has_mask, f.mask, f.needs, f.tpcs, f.view});
   } catch (...) {
     counters_.bump(counters_.internal_errors);
   }
@@ -904,8 +901,7 @@ void Runtime::end_graph_launch(bool ok, CUgraphExec_st* exec, const GraphCall& c
   const ThreadFrame& f = t_frame;
   if (f.descriptors > 0) {
     try {
-      const std::lock_guard<std::mutex> lock(graphs_mu_);
-      graphs_[exec] = ExecRecord{true, f.has_mask, f.mask, f.needs, f.tpcs, f.view};
+      graphs_.put(exec, {true, f.has_mask, f.mask, f.needs, f.tpcs, f.view});
     } catch (...) {
       counters_.bump(counters_.internal_errors);
     }
@@ -923,10 +919,9 @@ void Runtime::end_graph_launch(bool ok, CUgraphExec_st* exec, const GraphCall& c
 std::optional<sched::TpcSet> Runtime::graph_pinned(CUgraphExec_st* exec) noexcept {
   if (exec == nullptr || !backend_.load(std::memory_order_acquire)->writes_masks()) return std::nullopt;
   try {
-    const std::lock_guard<std::mutex> lock(graphs_mu_);
-    const auto it = graphs_.find(exec);
-    if (it == graphs_.end() || !it->second.built) return std::nullopt;
-    const ExecRecord& r = it->second;
+    const auto found = graphs_.find(exec);
+    if (!found || !found->built) return std::nullopt;
+    const GraphExecRecords::Record& r = *found;
     // Built unmasked: every TPC of the GPU it runs on.
     const GpuView* v = r.has_mask ? r.view : view_here();
     if (v == nullptr) return std::nullopt;
@@ -941,8 +936,7 @@ std::optional<sched::TpcSet> Runtime::graph_pinned(CUgraphExec_st* exec) noexcep
 void Runtime::forget_graph_exec(CUgraphExec_st* exec) noexcept {
   if (exec == nullptr) return;
   try {
-    const std::lock_guard<std::mutex> lock(graphs_mu_);
-    graphs_.erase(exec);
+    graphs_.forget(exec);
   } catch (...) {
     counters_.bump(counters_.internal_errors);
   }

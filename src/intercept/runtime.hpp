@@ -32,6 +32,7 @@
 #include "gpu/slot_map.hpp"
 #include "intercept/config.hpp"
 #include "intercept/descriptor_backend.hpp"
+#include "intercept/graph_records.hpp"
 #include "intercept/green_backend.hpp"
 #include "intercept/hook_table.hpp"
 #include "intercept/kernel_info.hpp"
@@ -327,17 +328,7 @@ class Runtime {
 
   std::atomic<int> qmd_version_{0};  // last gpu::QmdVersion seen
 
-  // Graph exec records.
-  struct ExecRecord {
-    bool built = false;
-    bool has_mask = false;
-    gpu::SlotMask mask{};
-    sched::LaunchNeeds needs;       // of its kernel nodes (graph_needs at instantiate)
-    sched::TpcSet tpcs;             // the set chosen when its descriptors were built (has_mask)
-    const GpuView* view = nullptr;  // the slot map they were built with (has_mask)
-  };
-  std::mutex graphs_mu_;
-  std::unordered_map<const void*, ExecRecord> graphs_;
+  GraphExecRecords graphs_;  // what each CUDA graph exec was built with
 
   std::array<std::atomic<bool>, kHookCount> hook_error_logged_{};
 };
