@@ -220,8 +220,7 @@ void Runtime::attach_slow() noexcept {
       // live TPC.
       const MaskEntry* process = process_mask_.load(std::memory_order_acquire);
       // Under lithosd every launch may get a set: the callback is needed.
-      const bool wanted = (process != nullptr && !process->whole) ||
-                          stream_mask_count_.load(std::memory_order_acquire) > 0 || DaemonClient::wanted_any();
+      const bool wanted = (process != nullptr && !process->whole) || stream_sets_.any() || DaemonClient::wanted_any();
       if (wanted) {
         b = install_callback_locked();
       } else {
@@ -286,8 +285,7 @@ Unmasked Runtime::unmasked() const noexcept {
   Unmasked u;
   const MaskEntry* e = process_mask_.load(std::memory_order_acquire);
   u.idle_reason = e != nullptr && e->whole ? SkipReason::kWholeLiveSet : process_skip_.load(std::memory_order_acquire);
-  u.anything_asked =
-      config_.request != MaskRequest::kNone || stream_mask_count_.load(std::memory_order_relaxed) != 0 || e != nullptr;
+  u.anything_asked = config_.request != MaskRequest::kNone || stream_sets_.any() || e != nullptr;
   return u;
 }
 
@@ -313,11 +311,10 @@ void Runtime::follow_first_gpu_locked() {
     // Stream sets given before (lithos.h) are made again on the new map;
     // one it cannot hold keeps the old map, whose GPU's launches then
     // follow it with their own view (view_here).
-    std::unordered_map<std::uintptr_t, MaskEntry> remade;
+    StreamSets::Map remade;
     {
-      const std::shared_lock<std::shared_mutex> lock(streams_mu_);
       const sched::TpcSet live = cached->first.live_set();
-      for (const auto& [key, e] : stream_masks_) {
+      for (const auto& [key, e] : stream_sets_.snapshot()) {
         auto mask = gpu::mask_for(cached->first, e.tpcs);
         if (!mask) {
           LITHOS_LOG(LogLevel::kWarn,
@@ -333,12 +330,7 @@ void Runtime::follow_first_gpu_locked() {
     LITHOS_LOG(LogLevel::kInfo, "the first launch is on device %d (%s): its slot map replaces %s's",
                static_cast<int>(dev), uuid.c_str(), map_->gpu_uuid.c_str());
     use_map_locked(std::move(cached->first), cached->second);
-    if (!remade.empty()) {
-      const std::unique_lock<std::shared_mutex> lock(streams_mu_);
-      for (auto& [key, e] : remade) {
-        if (auto it = stream_masks_.find(key); it != stream_masks_.end()) it->second = e;
-      }
-    }
+    if (!remade.empty()) stream_sets_.replace_existing(remade);
     if (!process_set_by_api_.load(std::memory_order_acquire)) {
       apply_request_locked();
     } else if (const MaskEntry* e = process_mask_.load(std::memory_order_acquire)) {
@@ -516,12 +508,10 @@ std::optional<Runtime::Choice> Runtime::choose(Stream stream, const Grant* grant
   }
   MaskEntry entry;
   bool found = false;
-  if (stream_mask_count_.load(std::memory_order_acquire) > 0) {
+  if (stream_sets_.any()) {
     try {
-      const std::shared_lock<std::shared_mutex> lock(streams_mu_);
-      const auto it = stream_masks_.find(stream.handle_key());
-      if (it != stream_masks_.end()) {
-        entry = it->second;
+      if (auto e = stream_sets_.find(stream.handle_key())) {
+        entry = *e;
         found = true;
       }
     } catch (...) {
@@ -948,11 +938,9 @@ void Runtime::forget_graph_exec(CUgraphExec_st* exec) noexcept {
 void Runtime::forget_stream(Stream stream) noexcept {
   DaemonClient::of_stream(stream).forget_stream(stream);
   backend_.load(std::memory_order_acquire)->forget_stream(stream);
-  if (stream.raw() == nullptr || stream_mask_count_.load(std::memory_order_acquire) == 0) return;
+  if (stream.raw() == nullptr || !stream_sets_.any()) return;
   try {
-    const std::unique_lock<std::shared_mutex> lock(streams_mu_);
-    stream_masks_.erase(stream.handle_key());
-    stream_mask_count_.store(stream_masks_.size(), std::memory_order_release);
+    stream_sets_.erase(stream.handle_key());
   } catch (...) {
     counters_.bump(counters_.internal_errors);
   }
@@ -1056,9 +1044,7 @@ int Runtime::set_stream_tpcs(CUstream_st* stream, const sched::TpcSet& tpcs) noe
         return kApiInvalid;
       }
       whole = tpcs == map_->live_set();
-      const std::unique_lock<std::shared_mutex> lock(streams_mu_);
-      stream_masks_[Stream(stream, false).handle_key()] = MaskEntry{mask.value(), tpcs, whole};
-      stream_mask_count_.store(stream_masks_.size(), std::memory_order_release);
+      stream_sets_.set(Stream(stream, false).handle_key(), MaskEntry{mask.value(), tpcs, whole});
     }
     if (whole) return kApiOk;  // nothing to write: no callback needed
     return ensure_callback() ? kApiOk : kApiUnsupported;
@@ -1070,9 +1056,7 @@ int Runtime::set_stream_tpcs(CUstream_st* stream, const sched::TpcSet& tpcs) noe
 
 int Runtime::clear_stream_tpcs(CUstream_st* stream) noexcept {
   try {
-    const std::unique_lock<std::shared_mutex> lock(streams_mu_);
-    stream_masks_.erase(Stream(stream, false).handle_key());
-    stream_mask_count_.store(stream_masks_.size(), std::memory_order_release);
+    stream_sets_.erase(Stream(stream, false).handle_key());
     return kApiOk;
   } catch (...) {
     counters_.bump(counters_.internal_errors);

@@ -39,6 +39,7 @@
 #include "intercept/launch_info.hpp"
 #include "intercept/stats.hpp"
 #include "intercept/stream.hpp"
+#include "intercept/stream_sets.hpp"
 #include "intercept/thread_frame.hpp"
 #include "sched/launch_fit.hpp"
 #include "sched/topology.hpp"
@@ -297,14 +298,8 @@ class Runtime {
   bool adopted_ = false;                                 // a view from lithosd's map (adopt_daemon_map); guarded by mu_
   // The process-wide mask: an immutable entry swapped atomically; replaced
   // entries are kept (never freed) because a launch may still read them.
-  // `whole`: the set is every live TPC. No mask is written for it (the
-  // descriptor is left as the driver built it: the same TPCs), and it needs
-  // no descriptor callback, so "lithos on the whole GPU" costs only the hook.
-  struct MaskEntry {
-    gpu::SlotMask slots;
-    sched::TpcSet tpcs;
-    bool whole = false;
-  };
+  // `whole` (stream_sets.hpp): no mask written, no callback needed, so
+  // "lithos on the whole GPU" costs only the hook.
   std::atomic<const MaskEntry*> process_mask_{nullptr};
   std::vector<std::unique_ptr<MaskEntry>> mask_entries_;  // guarded by mu_
   std::atomic<SkipReason> process_skip_{SkipReason::kNotRequested};
@@ -313,10 +308,7 @@ class Runtime {
   std::atomic<bool> process_set_by_api_{false};
   std::string process_mask_text_ = "whole GPU";  // guarded by mu_
 
-  // Per-stream masks.
-  mutable std::shared_mutex streams_mu_;
-  std::unordered_map<std::uintptr_t, MaskEntry> stream_masks_;
-  std::atomic<std::size_t> stream_mask_count_{0};
+  StreamSets stream_sets_;  // the C API's per-stream sets
 
   // Which devices the slot map describes: all launches (single matching
   // device), none, or checked per launch (several devices).
