@@ -1,6 +1,7 @@
-// Why this file is long (~1.6k lines): Runtime still holds the masks, the GPU
-// views, the descriptor callback, graph-exec records, kernel statics, the
-// green-context backend and the exit report (runtime.hpp); docs/interposer.md.
+// Why this file is long (~1.2k lines): Runtime still holds the process set
+// and the choice of each launch's mask, the GPU views, the descriptor
+// callback, the C API's work and the exit report (runtime.hpp);
+// docs/interposer.md.
 
 #include "intercept/cuda_abi.hpp"  // first: cuda.h in ABI mode
 

@@ -1,7 +1,9 @@
 // The interposer's state and the work its hooks do around the real driver
 // calls: choosing the mask of each launch, the launch-descriptor callback that
-// writes it, the per-stream masks of the C API, the graph-exec records, the
-// green-context fallback and the statistics report at exit.
+// writes it, the C API and the statistics report at exit. It owns the masking
+// backends (masking_backend.hpp), the C API's stream sets (stream_sets.hpp),
+// the graph-exec records (graph_records.hpp) and the kernel information
+// (kernel_info.hpp).
 //
 // Threading: hooks run on any application thread. The launch path reads
 // atomics and this thread's frame only; per-stream masks sit behind a
