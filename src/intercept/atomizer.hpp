@@ -50,7 +50,7 @@ struct ImageRecord {
 // every handle of that kernel).
 struct KernelCounters {
   std::string name;
-  std::uint64_t name_hash = 0;  // FNV-1a of name: the kernel's identity for lithosd (Runtime::kernel_id)
+  std::uint64_t name_hash = 0;  // FNV-1a of name: the kernel's identity for lithosd (KernelInfo::id_of)
   cubin::PatchStatus status = cubin::PatchStatus::kPatched;
   std::atomic<std::uint64_t> launches{0};
   std::atomic<std::uint64_t> split_launches{0};  // run as more than one atom

@@ -113,6 +113,6 @@ LITHOS_API int lithos_atom_configure(unsigned forced_atoms, double atom_us) {
   }
 }
 
-LITHOS_API const char* lithos_backend(void) { return lithos::intercept::backend_name(Runtime::instance().backend()); }
+LITHOS_API const char* lithos_backend(void) { return Runtime::instance().masking().name(); }
 
 LITHOS_API const char* lithos_version(void) { return "lithos " LITHOS_VERSION; }

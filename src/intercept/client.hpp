@@ -148,7 +148,7 @@ class DaemonClient {
   void before_immediate(Stream stream) noexcept;
   // Reports a launch already made on `stream` (graph: a CUDA-graph launch),
   // and writes or schedules its completion marker.
-  // `statics`: the kernel's (Runtime::identity; unused for a graph).
+  // `statics`: the kernel's (KernelInfo::identity; unused for a graph).
   void report_running(Stream stream, const LaunchInfo& li, std::uint64_t kernel, bool graph,
                       const KernelStatics& statics) noexcept;
 
@@ -162,7 +162,7 @@ class DaemonClient {
   // runs it on the fallback set).
   // `pinned` (graphs): the TPCs its kernels run on whatever the grant
   // (Runtime::graph_pinned); the daemon grants it a set that holds them.
-  // `id`: the launched function's (Runtime::identity; its statics are unused
+  // `id`: the launched function's (KernelInfo::identity; its statics are unused
   // for a graph).
   std::optional<Ticket> submit(Stream stream, const LaunchInfo& li, const LaunchIdentity& id, std::uint32_t unit,
                                bool whole, bool graph, const sched::TpcSet* pinned = nullptr) noexcept;

@@ -205,8 +205,8 @@ CUresult launch_one(Fn fn, CUstream stream, const Grant* grant, A... a) {
     rt.internal_error(Id, "unknown exception");
   }
   if constexpr (kHasStreamParam<A...>) {
-    if (rt.backend() == Backend::kGreen) {
-      const Runtime::GreenRoute route = rt.green_route(Stream{stream, info.ptsz}, &li);
+    if (rt.masking().routes_launches()) {
+      const GreenBackend::Route route = rt.route(Stream{stream, info.ptsz}, &li);
       if (route) {
         CUlaunchConfig cfg{};
         const CUresult r = fn(with_stream(a, route.target(), &cfg)...);
@@ -291,7 +291,7 @@ CUresult run_granted(const FunctionEntry& e, const LaunchInfo& li, Stream stream
                      Launch&& launch) {
   DaemonClient& dc = DaemonClient::current();
   const std::uint64_t total = li.grid.count();
-  const auto ticket = dc.submit(stream, li, Runtime::instance().identity(li.function, true),
+  const auto ticket = dc.submit(stream, li, Runtime::instance().kernels().identity(li.function, true),
                                 static_cast<std::uint32_t>(std::min<std::uint64_t>(unit, UINT32_MAX)), false, false);
   std::uint64_t next = 0;
   std::uint32_t atoms = 0;
@@ -378,7 +378,7 @@ CUresult be_granted_atoms(const FunctionEntry& e, CUstream stream, BoundsParams&
   const std::uint64_t unit = be_atom_unit<Id>(e, li, a...);
   if (unit == 0) {
     bp.set(0, 0xffffffffu);
-    return granted_whole(li, s, Runtime::instance().identity(li.function, true), false, one);
+    return granted_whole(li, s, Runtime::instance().kernels().identity(li.function, true), false, one);
   }
   return run_granted(e, li, s, unit, bp, one);
 }
@@ -415,14 +415,14 @@ CUresult launch_maybe_atomized(Fn fn, CUstream stream, const Grant* grant, A... 
         if (az.times_all()) {
           auto t = std::tie(a...);
           const std::uint32_t grid[3] = {std::get<1>(t), std::get<2>(t), std::get<3>(t)};
-          return az.timed_unknown(handle, Runtime::instance().kernel_name(handle), grid, Stream{stream, info.ptsz},
+          return az.timed_unknown(handle, Runtime::instance().kernels().name(handle), grid, Stream{stream, info.ptsz},
                                   [&] { return launch_one<Id>(fn, stream, grant, a...); });
         }
       } else if constexpr (!Bare && (Id == HookId::cuLaunchKernelEx || Id == HookId::cuLaunchKernelEx_ptsz)) {
         const CUlaunchConfig* cfg = std::get<0>(std::tie(a...));
         if (az.times_all() && cfg != nullptr) {
           const std::uint32_t grid[3] = {cfg->gridDimX, cfg->gridDimY, cfg->gridDimZ};
-          return az.timed_unknown(handle, Runtime::instance().kernel_name(handle), grid, Stream{stream, info.ptsz},
+          return az.timed_unknown(handle, Runtime::instance().kernels().name(handle), grid, Stream{stream, info.ptsz},
                                   [&] { return launch_one<Id>(fn, stream, grant, a...); });
         }
       }
@@ -562,7 +562,7 @@ CUresult be_launch(Fn fn, CUstream stream, A... a) {
   const LaunchInfo li = launch_info<Id>(a...);
   if (splittable && atomizing && az.lookup(li.function) != nullptr)
     return launch_maybe_atomized<Id, false>(fn, stream, nullptr, a...);
-  return granted_whole(li, Stream{stream, info.ptsz}, Runtime::instance().identity(li.function, true), false,
+  return granted_whole(li, Stream{stream, info.ptsz}, Runtime::instance().kernels().identity(li.function, true), false,
                        [&](const Grant* grant) {
                          return atomizing ? launch_maybe_atomized<Id, false>(fn, stream, grant, a...)
                                           : launch_one<Id>(fn, stream, grant, a...);
@@ -581,7 +581,7 @@ std::optional<DaemonClient::Ahead> submit_ahead(CUstream stream, const A&... a) 
   if (sched::TpcSet free; dc.runs_free(&free)) return std::nullopt;
   Atomizer& az = Atomizer::instance();
   const LaunchInfo li = launch_info<Id>(a...);
-  const LaunchIdentity id = Runtime::instance().identity(li.function, true);
+  const LaunchIdentity id = Runtime::instance().kernels().identity(li.function, true);
   std::uint64_t unit = 0;  // as be_granted_atoms: 0 is one grant for the whole launch
   if (az.active() || az.rewrote_any()) {
     if (const FunctionEntry* e = az.lookup(li.function)) unit = be_atom_unit<Id>(*e, li, a...);
@@ -677,10 +677,11 @@ int replay_step(const ReplayStep& step, CUstream stream) noexcept {
         const Grant grant{free, /*runs_free=*/true};
         return launch_one<HookId::cuLaunchKernelEx>(ex, stream, &grant, &cfg, k->function, k->params, k->extra);
       }
-      return granted_whole(
-          li, Stream{stream, false}, Runtime::instance().identity(k->function, true), false, [&](const Grant* grant) {
-            return launch_one<HookId::cuLaunchKernelEx>(ex, stream, grant, &cfg, k->function, k->params, k->extra);
-          });
+      return granted_whole(li, Stream{stream, false}, Runtime::instance().kernels().identity(k->function, true), false,
+                           [&](const Grant* grant) {
+                             return launch_one<HookId::cuLaunchKernelEx>(ex, stream, grant, &cfg, k->function,
+                                                                         k->params, k->extra);
+                           });
     }
     if (const auto* m = std::get_if<ReplayMemset>(&step)) {
       const CUDA_MEMSET_NODE_PARAMS& p = m->p;
@@ -858,8 +859,8 @@ CUresult dispatch_call(Fn fn, CUstream stream, A... a) {
     auto run = [&](const Grant* grant) {
       const FrameGuard guard;
       const Runtime::GraphCall call = rt.begin_graph(exec, Stream{stream, info.ptsz}, grant);
-      if (rt.backend() == Backend::kGreen) {
-        const Runtime::GreenRoute route = rt.green_route(Stream{stream, info.ptsz});
+      if (rt.masking().routes_launches()) {
+        const GreenBackend::Route route = rt.route(Stream{stream, info.ptsz});
         if (route) {
           CUlaunchConfig cfg{};
           return fn(with_stream(a, route.target(), &cfg)...);
@@ -879,7 +880,7 @@ CUresult dispatch_call(Fn fn, CUstream stream, A... a) {
     // grants such a first build only TPCs the tenant may keep).
     // `pinned`: rt.graph_pinned(exec), the set its descriptors were built with.
     auto first_build_for_good = [&](const std::optional<sched::TpcSet>& pinned) {
-      return !pinned && rt.backend() == Backend::kDescriptor && GraphReplay::instance().plan(exec) == nullptr;
+      return !pinned && rt.masking().writes_masks() && GraphReplay::instance().plan(exec) == nullptr;
     };
     if constexpr (info.kind == HookKind::kGraphLaunch) {
       // lithosd: a best-effort graph waits for its grant (its descriptors'
@@ -905,8 +906,8 @@ CUresult dispatch_call(Fn fn, CUstream stream, A... a) {
           gr.count_whole();
           // Descriptors built by an earlier launch keep their mask: the
           // daemon is told the set it runs on (docs/daemon.md, "CUDA graphs").
-          return granted_whole(li, Stream{stream, info.ptsz}, Runtime::instance().identity(exec, false), true, run,
-                               pinned);
+          return granted_whole(li, Stream{stream, info.ptsz}, Runtime::instance().kernels().identity(exec, false), true,
+                               run, pinned);
         }
       }
       const bool runs_free = free_grant.has_value();
@@ -920,7 +921,7 @@ CUresult dispatch_call(Fn fn, CUstream stream, A... a) {
       // 2.11 does not). It is submitted under an identity of its own, so
       // that the predictor does not learn the graph's time from it.
       if (be_daemon() && first_build_for_good(rt.graph_pinned(exec)) && !capturing(Stream{stream, info.ptsz})) {
-        LaunchIdentity id = Runtime::instance().identity(exec, false);
+        LaunchIdentity id = Runtime::instance().kernels().identity(exec, false);
         id.kernel ^= kGraphUploadSalt;
         return granted_whole(li, Stream{stream, info.ptsz}, id, true, run);
       }
@@ -976,7 +977,7 @@ CUresult dispatch_call(Fn fn, CUstream stream, A... a) {
     const CUresult r = fn(a...);
     auto* out = std::get<0>(std::tie(a...));
     if (r == CUDA_SUCCESS && out != nullptr) {
-      rt.note_kernel_name(*out, std::get<2>(std::tie(a...)));
+      rt.kernels().note_name(*out, std::get<2>(std::tie(a...)));
       if (Atomizer::instance().active())
         Atomizer::instance().note_function(*out, std::get<1>(std::tie(a...)), std::get<2>(std::tie(a...)));
     }
@@ -985,7 +986,7 @@ CUresult dispatch_call(Fn fn, CUstream stream, A... a) {
     const CUresult r = fn(a...);
     CUfunction* out = std::get<0>(std::tie(a...));
     if (r == CUDA_SUCCESS && out != nullptr) {
-      rt.note_function_of_kernel(*out, std::get<1>(std::tie(a...)));
+      rt.kernels().note_function_of_kernel(*out, std::get<1>(std::tie(a...)));
       if (Atomizer::instance().active())
         Atomizer::instance().note_function_of_kernel(*out, std::get<1>(std::tie(a...)));
     }

@@ -36,7 +36,7 @@ struct Grant {
 };
 
 // What a kernel's compiled code fixes for every launch of it, from
-// cuFuncGetAttribute once per handle (Runtime::kernel_statics; zeros /
+// cuFuncGetAttribute once per handle (KernelInfo::statics; zeros /
 // {1,1,1} when unknown): the compile-time cluster shape, registers per
 // thread and static shared memory (lithosd's occupancy bound needs the last
 // two: a launch's grid and block alone let it assume 32 registers and no
@@ -47,9 +47,9 @@ struct KernelStatics {
   std::uint32_t smem = 0;
 };
 
-// A launched function's stable identity (Runtime::kernel_id: the kernel's
+// A launched function's stable identity (KernelInfo::id_of: the kernel's
 // name where the atomizer knows it, so that processes of a tenant share
-// predictions) with its statics (Runtime::identity).
+// predictions) with its statics (KernelInfo::identity).
 struct LaunchIdentity {
   std::uint64_t kernel = 0;
   KernelStatics statics;

@@ -1,6 +1,7 @@
-// Why this file is long (~1.6k lines): Runtime still holds the masks, the GPU
-// views, the descriptor callback, graph-exec records, kernel statics, the
-// green-context backend and the exit report (runtime.hpp); docs/interposer.md.
+// Why this file is long (~1.2k lines): Runtime still holds the process set
+// and the choice of each launch's mask, the GPU views, the descriptor
+// callback, the C API's work and the exit report (runtime.hpp);
+// docs/interposer.md.
 
 #include "intercept/cuda_abi.hpp"  // first: cuda.h in ABI mode
 
@@ -38,31 +39,7 @@ namespace {
 
 std::atomic<Runtime*> g_runtime{nullptr};
 
-void descriptor_callback(void* user, std::uint8_t* qmd) { static_cast<Runtime*>(user)->on_descriptor(qmd); }
-
 }  // namespace
-
-const char* backend_name(Backend b) {
-  switch (b) {
-    case Backend::kPending: return "pending (no launch yet)";
-    case Backend::kIdle: return "descriptor (idle: no mask asked for)";
-    case Backend::kDescriptor: return "descriptor";
-    case Backend::kGreen: return "green-context";
-    case Backend::kNone: return "none (unmasked)";
-    case Backend::kOff: return "off (observe only)";
-  }
-  return "?";
-}
-
-// The green-context backend's state: the driver table of lithos's own calls
-// and one partition per device ordinal (created on its first primary-context
-// retain, kept for the life of the process).
-struct Runtime::GreenState {
-  std::optional<gpu::DriverApi> api;
-  std::unordered_map<int, std::unique_ptr<gpu::GreenPartition>> partitions;
-  std::unordered_map<int, std::unique_ptr<gpu::GreenTpcCatalog>> catalogs;
-  std::unordered_map<int, std::unique_ptr<GreenDevice>> devices;  // published in green_devices_
-};
 
 // ---------------------------------------------------------------------------
 // Creation and configuration
@@ -228,33 +205,27 @@ void Runtime::attach_slow() noexcept {
       view_store_.push_back(std::move(view));
     }
 
-    Backend b = backend_.load(std::memory_order_acquire);
+    MaskingBackend* b = backend_.load(std::memory_order_acquire);
     if (config_.backend == BackendChoice::kOff) {
-      b = Backend::kOff;
-    } else if (b == Backend::kPending && config_.backend == BackendChoice::kGreen) {
+      b = &off_;
+    } else if (b == &pending_ && config_.backend == BackendChoice::kGreen) {
       // Forced green, but no primary context was retained through lithos
       // before this launch (a cuCtxCreate program): nothing confines it.
-      b = Backend::kNone;
+      b = &none_;
       LITHOS_LOG(LogLevel::kError,
                  "LITHOS_BACKEND=green: this program's context was not created through "
                  "cuDevicePrimaryCtxRetain, so the green-context partition cannot apply; running unmasked");
-    } else if (b == Backend::kPending) {
-      // The callback is subscribed only once a mask must be written (the
-      // driver takes one subscriber, which CUPTI tools need otherwise; and
-      // the callback costs ~0.2 us per launch, docs/interposer.md): not for
-      // no set, nor for a set of every live TPC.
+    } else if (b == &pending_) {
+      // The callback is subscribed only once a mask must be written
+      // (descriptor_backend.hpp): not for no set, nor for a set of every
+      // live TPC.
       const MaskEntry* process = process_mask_.load(std::memory_order_acquire);
       // Under lithosd every launch may get a set: the callback is needed.
-      const bool wanted = (process != nullptr && !process->whole) ||
-                          stream_mask_count_.load(std::memory_order_acquire) > 0 || DaemonClient::wanted_any();
+      const bool wanted = (process != nullptr && !process->whole) || stream_sets_.any() || DaemonClient::wanted_any();
       if (wanted) {
         b = install_callback_locked();
       } else {
-        const auto get_export_table = drv.cuGetExportTable;
-        const void* table = nullptr;
-        b = get_export_table != nullptr && get_export_table(&table, gpu::kDescriptorTableId) == 0 && table != nullptr
-                ? Backend::kIdle
-                : Backend::kNone;
+        b = DescriptorBackend::available(drv) ? static_cast<MaskingBackend*>(&descriptor_) : &none_;
       }
     }
 
@@ -278,46 +249,45 @@ void Runtime::attach_slow() noexcept {
     // A map lithosd told a client before this first launch: its GPU is looked up per launch.
     if (adopted_) device_check_.store(DeviceCheck::kPerLaunch, std::memory_order_release);
     backend_.store(b, std::memory_order_release);
-    LITHOS_LOG(LogLevel::kInfo, "engaged: backend %s; process mask: %s", backend_name(b), process_mask_text_.c_str());
+    LITHOS_LOG(LogLevel::kInfo, "engaged: backend %s; process mask: %s", b->name(), process_mask_text_.c_str());
   } catch (...) {
-    backend_.store(Backend::kNone, std::memory_order_release);
+    backend_.store(&none_, std::memory_order_release);
     counters_.bump(counters_.internal_errors);
     LITHOS_LOG_ONCE(LogLevel::kError, "internal error while attaching to the driver; launches run unmasked");
   }
   attached_.store(true, std::memory_order_release);
 }
 
-Backend Runtime::install_callback_locked() {
-  const auto get_export_table = driver().cuGetExportTable;
-  const Status st = get_export_table == nullptr
-                        ? Status::unavailable("the driver has no cuGetExportTable")
-                        : gpu::install_descriptor_callback(get_export_table, &descriptor_callback, this);
-  if (st.is_ok()) return Backend::kDescriptor;
-  LITHOS_LOG(LogLevel::kError,
-             "launch-descriptor hook unavailable (%s); launches run unmasked (the green-context fallback applies "
-             "only when it is chosen before the program creates its context; see docs/interposer.md)",
-             st.message().c_str());
-  return Backend::kNone;
+MaskingBackend* Runtime::install_callback_locked() {
+  return descriptor_.subscribe(driver()) ? static_cast<MaskingBackend*>(&descriptor_) : &none_;
 }
 
 bool Runtime::ensure_callback() noexcept {
-  const Backend now = backend_.load(std::memory_order_acquire);
-  if (now == Backend::kDescriptor) return true;
-  if (now != Backend::kIdle && now != Backend::kPending) return false;
+  const MaskingBackend* now = backend_.load(std::memory_order_acquire);
+  if (now->writes_masks()) return true;
+  if (now != &descriptor_ && now != &pending_) return false;
   // Under mu_: an attach in progress finishes first (and then either saw the
   // stored mask and installed the callback, or left the backend idle).
   InternalScope internal;
   try {
     const std::lock_guard<std::mutex> lock(mu_);
-    if (backend_.load(std::memory_order_acquire) == Backend::kIdle) {
+    if (backend_.load(std::memory_order_acquire) == &descriptor_) {
       backend_.store(install_callback_locked(), std::memory_order_release);
     }
   } catch (...) {
     counters_.bump(counters_.internal_errors);
     return false;
   }
-  const Backend b = backend_.load(std::memory_order_acquire);
-  return b == Backend::kDescriptor || b == Backend::kPending;  // pending: attach installs it
+  const MaskingBackend* b = backend_.load(std::memory_order_acquire);
+  return b->writes_masks() || b == &pending_;  // pending: attach installs it
+}
+
+Unmasked Runtime::unmasked() const noexcept {
+  Unmasked u;
+  const MaskEntry* e = process_mask_.load(std::memory_order_acquire);
+  u.idle_reason = e != nullptr && e->whole ? SkipReason::kWholeLiveSet : process_skip_.load(std::memory_order_acquire);
+  u.anything_asked = config_.request != MaskRequest::kNone || stream_sets_.any() || e != nullptr;
+  return u;
 }
 
 // A process is confined and scheduled on the GPU of its first launch (the
@@ -342,11 +312,10 @@ void Runtime::follow_first_gpu_locked() {
     // Stream sets given before (lithos.h) are made again on the new map;
     // one it cannot hold keeps the old map, whose GPU's launches then
     // follow it with their own view (view_here).
-    std::unordered_map<std::uintptr_t, MaskEntry> remade;
+    StreamSets::Map remade;
     {
-      const std::shared_lock<std::shared_mutex> lock(streams_mu_);
       const sched::TpcSet live = cached->first.live_set();
-      for (const auto& [key, e] : stream_masks_) {
+      for (const auto& [key, e] : stream_sets_.snapshot()) {
         auto mask = gpu::mask_for(cached->first, e.tpcs);
         if (!mask) {
           LITHOS_LOG(LogLevel::kWarn,
@@ -362,12 +331,7 @@ void Runtime::follow_first_gpu_locked() {
     LITHOS_LOG(LogLevel::kInfo, "the first launch is on device %d (%s): its slot map replaces %s's",
                static_cast<int>(dev), uuid.c_str(), map_->gpu_uuid.c_str());
     use_map_locked(std::move(cached->first), cached->second);
-    if (!remade.empty()) {
-      const std::unique_lock<std::shared_mutex> lock(streams_mu_);
-      for (auto& [key, e] : remade) {
-        if (auto it = stream_masks_.find(key); it != stream_masks_.end()) it->second = e;
-      }
-    }
+    if (!remade.empty()) stream_sets_.replace_existing(remade);
     if (!process_set_by_api_.load(std::memory_order_acquire)) {
       apply_request_locked();
     } else if (const MaskEntry* e = process_mask_.load(std::memory_order_acquire)) {
@@ -510,22 +474,11 @@ void Runtime::adopt_daemon_map(int dev, gpu::SlotMap map) noexcept {
 
 std::optional<Runtime::Choice> Runtime::choose(Stream stream, const Grant* grant, SkipReason* why,
                                                bool lasting) noexcept {
-  const Backend b = backend_.load(std::memory_order_acquire);
-  if (b == Backend::kIdle) {
-    // No mask to write: none asked for, the request failed, or the set is
-    // every live TPC.
-    const MaskEntry* e = process_mask_.load(std::memory_order_acquire);
-    *why = e != nullptr && e->whole ? SkipReason::kWholeLiveSet : process_skip_.load(std::memory_order_acquire);
-    return std::nullopt;
-  }
-  if (b != Backend::kDescriptor) {
-    // kGreen: the context confines.
-    *why = b == Backend::kGreen || b == Backend::kOff ? SkipReason::kNotRequested : SkipReason::kNoBackend;
-    if (b == Backend::kNone && config_.request == MaskRequest::kNone &&
-        stream_mask_count_.load(std::memory_order_relaxed) == 0 &&
-        process_mask_.load(std::memory_order_relaxed) == nullptr) {
-      *why = SkipReason::kNotRequested;
-    }
+  const MaskingBackend* b = backend_.load(std::memory_order_acquire);
+  if (!b->writes_masks()) {
+    // No mask to write: none asked for, the request failed, the set is
+    // every live TPC, or the backend confines otherwise (green) or not at all.
+    *why = b->why_unmasked(unmasked());
     return std::nullopt;
   }
   // The launch's GPU: the configured map's (primary), or another one.
@@ -556,12 +509,10 @@ std::optional<Runtime::Choice> Runtime::choose(Stream stream, const Grant* grant
   }
   MaskEntry entry;
   bool found = false;
-  if (stream_mask_count_.load(std::memory_order_acquire) > 0) {
+  if (stream_sets_.any()) {
     try {
-      const std::shared_lock<std::shared_mutex> lock(streams_mu_);
-      const auto it = stream_masks_.find(stream.handle_key());
-      if (it != stream_masks_.end()) {
-        entry = it->second;
+      if (auto e = stream_sets_.find(stream.handle_key())) {
+        entry = *e;
         found = true;
       }
     } catch (...) {
@@ -622,11 +573,11 @@ void Runtime::begin_launch(HookId id, Stream stream, const LaunchInfo& launch, c
     f.tpcs = choice->tpcs;
     f.view = choice->view;
     f.needs = launch_needs(launch, f.tpcs, f.view);
-  } else if (backend_.load(std::memory_order_relaxed) != Backend::kGreen) {  // green: confined by routing
+  } else if (!backend_.load(std::memory_order_relaxed)->routes_launches()) {  // routed: confined there
     counters_.skip(why);
   }
   if (log_enabled(LogLevel::kDebug)) {
-    const std::string name = kernel_name(launch.function);
+    const std::string name = kernels_.name(launch.function);
     LITHOS_LOG(LogLevel::kDebug, "%s %s stream %p: %s%s", hook_info(id).name, name.empty() ? "?" : name.c_str(),
                static_cast<void*>(stream.raw()), choice ? "masked" : skip_reason_name(why),
                f.needs.any() ? (" (cluster " + std::to_string(f.needs.cluster_sms) + " SMs, resident " +
@@ -648,89 +599,16 @@ sched::LaunchNeeds Runtime::launch_needs(const LaunchInfo& launch, const sched::
     if (launch.cluster_attr) {
       n = sched::cluster_needs(launch.cluster);
     } else if (v == nullptr || sched::max_cluster_sms(v->topology, tpcs) < 16) {
-      n = sched::cluster_needs(static_cluster(launch.function));
+      n = sched::cluster_needs(kernels_.static_cluster(launch.function));
     }
     if (launch.cooperative) {
       n |= sched::cooperative_needs(launch.grid.count(),
-                                    blocks_per_sm(launch.function, launch.block.count(), launch.smem));
+                                    kernels_.blocks_per_sm(launch.function, launch.block.count(), launch.smem));
     }
   } catch (...) {
     counters_.bump(counters_.internal_errors);
     n.resident_sms = sched::LaunchNeeds::kAllSms;  // cannot tell: only the whole GPU is safe
   }
-  return n;
-}
-
-namespace {
-
-// A CUfunction for a launched handle: the handle itself, or for a CUkernel
-// (cuLibrary*) its function in the current context. Null when neither.
-CUfunction function_of(const void* handle) noexcept {
-  const DriverTable& drv = driver();
-  const auto get_module = drv.cuFuncGetModule;
-  const auto kernel_get_function = drv.cuKernelGetFunction;
-  if (handle == nullptr) return nullptr;
-  auto* f = static_cast<CUfunction>(const_cast<void*>(handle));
-  CUmodule mod = nullptr;
-  if (get_module == nullptr || get_module(&mod, f) == CUDA_SUCCESS) return f;
-  CUfunction g = nullptr;
-  if (kernel_get_function != nullptr && kernel_get_function(&g, reinterpret_cast<CUkernel>(f)) == CUDA_SUCCESS) {
-    return g;
-  }
-  return nullptr;
-}
-
-}  // namespace
-
-KernelStatics Runtime::kernel_statics(const void* function) noexcept {
-  if (function == nullptr) return {};
-  try {
-    {
-      const std::shared_lock<std::shared_mutex> lock(shapes_mu_);
-      const auto it = statics_.find(function);
-      if (it != statics_.end()) return it->second;
-    }
-    const auto get_attr = driver().cuFuncGetAttribute;
-    KernelStatics k;
-    InternalScope internal;
-    CUfunction f = function_of(function);
-    if (get_attr != nullptr && f != nullptr) {
-      auto attr = [&](CUfunction_attribute a) {
-        int v = 0;
-        return get_attr(&v, a, f) == CUDA_SUCCESS ? v : -1;
-      };
-      const int x = attr(CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH);
-      const int y = attr(CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_HEIGHT);
-      const int z = attr(CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_DEPTH);
-      if (x > 0 && y >= 0 && z >= 0) {
-        k.cluster = {static_cast<std::uint32_t>(x), static_cast<std::uint32_t>(y > 0 ? y : 1),
-                     static_cast<std::uint32_t>(z > 0 ? z : 1)};
-      }
-      const int regs = attr(CU_FUNC_ATTRIBUTE_NUM_REGS);
-      const int smem = attr(CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES);
-      if (regs > 0 && regs <= 255) k.regs = static_cast<std::uint32_t>(regs);
-      if (smem > 0) k.smem = static_cast<std::uint32_t>(smem);
-    }
-    const std::unique_lock<std::shared_mutex> lock(shapes_mu_);
-    if (statics_.size() > 65536) {  // handles of unloaded modules
-      statics_.clear();
-      statics_epoch_.fetch_add(1, std::memory_order_acq_rel);
-    }
-    statics_[function] = k;
-    return k;
-  } catch (...) {
-    counters_.bump(counters_.internal_errors);
-    return {};
-  }
-}
-
-int Runtime::blocks_per_sm(const void* function, std::uint64_t threads, std::uint32_t smem) noexcept {
-  const auto occupancy = driver().cuOccupancyMaxActiveBlocksPerMultiprocessor;
-  if (occupancy == nullptr || threads == 0 || threads > 1024) return 0;
-  InternalScope internal;
-  CUfunction f = function_of(function);
-  int n = 0;
-  if (f == nullptr || occupancy(&n, f, static_cast<int>(threads), smem) != CUDA_SUCCESS) return 0;
   return n;
 }
 
@@ -750,40 +628,6 @@ gpu::SlotMask Runtime::slots_for(const GpuView& v, const sched::TpcSet& tpcs) no
   return m;
 }
 
-LaunchIdentity Runtime::identity(const void* function, bool statics) noexcept {
-  struct Cached {
-    const void* function = nullptr;
-    std::uint64_t epoch = 0;
-    bool statics = false;
-    LaunchIdentity id;
-  };
-  thread_local std::array<Cached, 64> t_cache{};
-  // Read before the tables: a change made meanwhile makes the entry stale.
-  const std::uint64_t epoch = (static_cast<std::uint64_t>(Atomizer::instance().table_epoch()) << 32) |
-                              statics_epoch_.load(std::memory_order_acquire);
-  const auto h = reinterpret_cast<std::uintptr_t>(function);
-  Cached& c = t_cache[((h >> 4) ^ (h >> 10)) & 63];
-  if (c.function == function && c.epoch == epoch && (c.statics || !statics)) return c.id;
-  LaunchIdentity id;
-  id.kernel = kernel_id(function);
-  if (statics) id.statics = kernel_statics(function);
-  c = Cached{function, epoch, statics, id};
-  return id;
-}
-
-std::uint64_t Runtime::kernel_id(const void* function) noexcept {
-  // The same kernel in every process of a tenant: the name the atomizer
-  // recorded, else the handle (stable for the life of this process).
-  if (const FunctionEntry* e = Atomizer::instance().lookup(function); e != nullptr && e->counters != nullptr) {
-    return e->counters->name_hash;  // hashed once, when the kernel was first seen
-  }
-  std::uint64_t h = reinterpret_cast<std::uintptr_t>(function);
-  h ^= h >> 33;
-  h *= 0xff51afd7ed558ccdULL;
-  h ^= h >> 33;
-  return h;
-}
-
 // Whether this thread's launch goes out at once and is reported to lithosd
 // (a high-priority tenant, or best effort running free) while the client of
 // the launch's GPU is connected.
@@ -799,7 +643,7 @@ void Runtime::before_immediate_launch(Stream stream, bool runs_free) noexcept {
 void Runtime::after_launch(Stream stream, const LaunchInfo& launch, bool graph, bool runs_free) noexcept {
   DaemonClient& dc = DaemonClient::current();
   if (made_at_once(dc, runs_free)) {
-    const LaunchIdentity id = identity(launch.function, !graph);
+    const LaunchIdentity id = kernels_.identity(launch.function, !graph);
     dc.report_running(stream, launch, id.kernel, graph, id.statics);
   }
 }
@@ -824,8 +668,7 @@ bool Runtime::safe_mask(const GpuView* v, const sched::TpcSet& tpcs, const sched
 
 void Runtime::end_launch() noexcept {
   const ThreadFrame& f = t_frame;
-  if (f.kind == CallKind::kLaunch && f.descriptors == 0 &&
-      backend_.load(std::memory_order_relaxed) == Backend::kDescriptor) {
+  if (f.kind == CallKind::kLaunch && f.descriptors == 0 && backend_.load(std::memory_order_relaxed)->writes_masks()) {
     counters_.bump(counters_.launches_without_descriptor);
   }
 }
@@ -933,7 +776,7 @@ Runtime::GraphCall Runtime::begin_graph(CUgraphExec_st* exec, Stream stream, con
   f.descriptors = 0;
   f.has_mask = false;
   f.needs = {};
-  if (backend_.load(std::memory_order_acquire) != Backend::kDescriptor) return call;
+  if (!backend_.load(std::memory_order_acquire)->writes_masks()) return call;
   // A tenant of lithosd registers before its first graph is built, as it
   // does before its first kernel launch: a graph instantiated first would
   // otherwise be built without the tenant's set and keep that for every
@@ -951,14 +794,12 @@ Runtime::GraphCall Runtime::begin_graph(CUgraphExec_st* exec, Stream stream, con
   if (graph != nullptr) f.needs = graph_needs(graph);  // kept with the exec by end_graph_instantiate
   if (exec != nullptr) {
     try {
-      const std::lock_guard<std::mutex> lock(graphs_mu_);
-      const auto it = graphs_.find(exec);
-      if (it != graphs_.end()) {
+      if (const auto r = graphs_.find(exec)) {
         call.known = true;
-        call.built = it->second.built;
-        call.had_mask = it->second.has_mask;
-        call.mask = it->second.mask;
-        f.needs = it->second.needs;
+        call.built = r->built;
+        call.had_mask = r->has_mask;
+        call.mask = r->mask;
+        f.needs = r->needs;
       }
     } catch (...) {
       counters_.bump(counters_.internal_errors);
@@ -1022,9 +863,9 @@ sched::LaunchNeeds Runtime::graph_needs(void* graph) noexcept {
           }
         }
         sched::LaunchNeeds n1 =
-            info.cluster_attr ? sched::cluster_needs(info.cluster) : sched::cluster_needs(static_cluster(fn));
+            info.cluster_attr ? sched::cluster_needs(info.cluster) : sched::cluster_needs(kernels_.static_cluster(fn));
         if (info.cooperative) {
-          n1 |= sched::cooperative_needs(info.grid.count(), blocks_per_sm(fn, info.block.count(), info.smem));
+          n1 |= sched::cooperative_needs(info.grid.count(), kernels_.blocks_per_sm(fn, info.block.count(), info.smem));
         }
         needs |= n1;
       }
@@ -1037,23 +878,21 @@ sched::LaunchNeeds Runtime::graph_needs(void* graph) noexcept {
 }
 
 void Runtime::end_graph_instantiate(bool ok, CUgraphExec_st* exec) noexcept {
-  if (!ok || exec == nullptr || backend_.load(std::memory_order_acquire) != Backend::kDescriptor) return;
+  if (!ok || exec == nullptr || !backend_.load(std::memory_order_acquire)->writes_masks()) return;
   const ThreadFrame& f = t_frame;
   try {
-    const std::lock_guard<std::mutex> lock(graphs_mu_);
-    graphs_[exec] = ExecRecord{f.descriptors > 0, f.has_mask, f.mask, f.needs, f.tpcs, f.view};
+    graphs_.put(exec, {f.descriptors > 0, f.has_mask, f.mask, f.needs, f.tpcs, f.view});
   } catch (...) {
     counters_.bump(counters_.internal_errors);
   }
 }
 
 void Runtime::end_graph_launch(bool ok, CUgraphExec_st* exec, const GraphCall& call) noexcept {
-  if (exec == nullptr || backend_.load(std::memory_order_acquire) != Backend::kDescriptor) return;
+  if (exec == nullptr || !backend_.load(std::memory_order_acquire)->writes_masks()) return;
   const ThreadFrame& f = t_frame;
   if (f.descriptors > 0) {
     try {
-      const std::lock_guard<std::mutex> lock(graphs_mu_);
-      graphs_[exec] = ExecRecord{true, f.has_mask, f.mask, f.needs, f.tpcs, f.view};
+      graphs_.put(exec, {true, f.has_mask, f.mask, f.needs, f.tpcs, f.view});
     } catch (...) {
       counters_.bump(counters_.internal_errors);
     }
@@ -1069,12 +908,11 @@ void Runtime::end_graph_launch(bool ok, CUgraphExec_st* exec, const GraphCall& c
 }
 
 std::optional<sched::TpcSet> Runtime::graph_pinned(CUgraphExec_st* exec) noexcept {
-  if (exec == nullptr || backend_.load(std::memory_order_acquire) != Backend::kDescriptor) return std::nullopt;
+  if (exec == nullptr || !backend_.load(std::memory_order_acquire)->writes_masks()) return std::nullopt;
   try {
-    const std::lock_guard<std::mutex> lock(graphs_mu_);
-    const auto it = graphs_.find(exec);
-    if (it == graphs_.end() || !it->second.built) return std::nullopt;
-    const ExecRecord& r = it->second;
+    const auto found = graphs_.find(exec);
+    if (!found || !found->built) return std::nullopt;
+    const GraphExecRecords::Record& r = *found;
     // Built unmasked: every TPC of the GPU it runs on.
     const GpuView* v = r.has_mask ? r.view : view_here();
     if (v == nullptr) return std::nullopt;
@@ -1089,8 +927,7 @@ std::optional<sched::TpcSet> Runtime::graph_pinned(CUgraphExec_st* exec) noexcep
 void Runtime::forget_graph_exec(CUgraphExec_st* exec) noexcept {
   if (exec == nullptr) return;
   try {
-    const std::lock_guard<std::mutex> lock(graphs_mu_);
-    graphs_.erase(exec);
+    graphs_.forget(exec);
   } catch (...) {
     counters_.bump(counters_.internal_errors);
   }
@@ -1101,65 +938,12 @@ void Runtime::forget_graph_exec(CUgraphExec_st* exec) noexcept {
 
 void Runtime::forget_stream(Stream stream) noexcept {
   DaemonClient::of_stream(stream).forget_stream(stream);
-  if (stream.raw() != nullptr && backend_.load(std::memory_order_acquire) == Backend::kGreen) {
-    try {
-      const std::lock_guard<std::mutex> lock(green_routes_mu_);
-      const auto it = green_routes_.find(stream.handle_key());
-      if (it != green_routes_.end()) {
-        // Pending work on the partition's stream completes first (driver rule).
-        const DriverTable& drv = driver();
-        if (drv.cuStreamDestroy != nullptr) drv.cuStreamDestroy(it->second.stream);
-        if (drv.cuEventDestroy != nullptr) {
-          drv.cuEventDestroy(static_cast<CUevent>(it->second.in));
-          drv.cuEventDestroy(static_cast<CUevent>(it->second.out));
-        }
-        green_routes_.erase(it);
-      }
-    } catch (...) {
-      counters_.bump(counters_.internal_errors);
-    }
-  }
-  if (stream.raw() == nullptr || stream_mask_count_.load(std::memory_order_acquire) == 0) return;
+  backend_.load(std::memory_order_acquire)->forget_stream(stream);
+  if (stream.raw() == nullptr || !stream_sets_.any()) return;
   try {
-    const std::unique_lock<std::shared_mutex> lock(streams_mu_);
-    stream_masks_.erase(stream.handle_key());
-    stream_mask_count_.store(stream_masks_.size(), std::memory_order_release);
+    stream_sets_.erase(stream.handle_key());
   } catch (...) {
     counters_.bump(counters_.internal_errors);
-  }
-}
-
-// Kernel names serve the debug log only: recorded only when it is on (the
-// runtime asks for CUfunctions tens of times per model step, and a mutex and
-// a string copy each time cost ~1% of a launch-bound PyTorch loop).
-void Runtime::note_kernel_name(const void* handle, const char* name) noexcept {
-  if (handle == nullptr || name == nullptr || !log_enabled(LogLevel::kDebug)) return;
-  try {
-    const std::lock_guard<std::mutex> lock(names_mu_);
-    names_[handle] = name;
-  } catch (...) {
-    counters_.bump(counters_.internal_errors);
-  }
-}
-
-void Runtime::note_function_of_kernel(const void* function, const void* kernel) noexcept {
-  if (function == nullptr || kernel == nullptr || !log_enabled(LogLevel::kDebug)) return;
-  try {
-    const std::lock_guard<std::mutex> lock(names_mu_);
-    const auto it = names_.find(kernel);
-    if (it != names_.end()) names_[function] = it->second;
-  } catch (...) {
-    counters_.bump(counters_.internal_errors);
-  }
-}
-
-std::string Runtime::kernel_name(const void* handle) const noexcept {
-  try {
-    const std::lock_guard<std::mutex> lock(names_mu_);
-    const auto it = names_.find(handle);
-    return it != names_.end() ? it->second : std::string();
-  } catch (...) {
-    return {};
   }
 }
 
@@ -1169,135 +953,53 @@ std::string Runtime::kernel_name(const void* handle) const noexcept {
 void Runtime::after_primary_ctx_retain(CUctx_st** ctx, int ordinal) noexcept {
   if (ctx == nullptr || *ctx == nullptr || config_.request == MaskRequest::kNone) return;
   if (config_.backend != BackendChoice::kGreen && config_.backend != BackendChoice::kAuto) return;
-  const Backend now = backend_.load(std::memory_order_acquire);
-  if (now != Backend::kPending && now != Backend::kGreen) return;
+  const MaskingBackend* now = backend_.load(std::memory_order_acquire);
+  if (now != &pending_ && now != &green_) return;
   InternalScope internal;
   try {
     const std::lock_guard<std::mutex> lock(mu_);
     engage_locked();
-    if (backend_.load(std::memory_order_acquire) == Backend::kPending) {
-      if (config_.backend == BackendChoice::kAuto) {
-        // Prefer the descriptor hook: only its absence selects green.
-        const auto get_export_table = driver().cuGetExportTable;
-        const void* table = nullptr;
-        if (get_export_table != nullptr && get_export_table(&table, gpu::kDescriptorTableId) == 0 && table != nullptr) {
-          return;  // attach() installs the descriptor callback at the first launch
-        }
-      }
-      if (!green_) green_ = std::make_unique<GreenState>();
-      if (!green_->api) {
-        auto api = gpu::load_driver_api();
-        if (!api) {
-          LITHOS_LOG(LogLevel::kError, "green-context backend unavailable: %s", api.status().message().c_str());
-          backend_.store(Backend::kNone, std::memory_order_release);
-          return;
-        }
-        green_->api = std::move(api).value();
-      }
-      if (!green_->api->has_green_contexts()) {
-        LITHOS_LOG(LogLevel::kError,
-                   "green-context backend unavailable: the driver lacks green contexts; "
-                   "running unmasked");
-        backend_.store(Backend::kNone, std::memory_order_release);
+    if (backend_.load(std::memory_order_acquire) == &pending_) {
+      // Under auto, prefer the descriptor hook: only its absence selects
+      // green (attach() installs the callback at the first launch).
+      if (config_.backend == BackendChoice::kAuto && DescriptorBackend::available(driver())) return;
+      if (!green_.usable()) {
+        backend_.store(&none_, std::memory_order_release);
         return;
       }
-    } else if (backend_.load(std::memory_order_acquire) != Backend::kGreen) {
+    } else if (backend_.load(std::memory_order_acquire) != &green_) {
       return;
     }
-    auto found = green_->partitions.find(ordinal);
-    if (found == green_->partitions.end()) {
-      const gpu::DriverApi& api = *green_->api;
-      CUcontext previous = nullptr;
-      api.cuCtxGetCurrent(&previous);
-      api.cuCtxSetCurrent(*ctx);
-      auto catalog = gpu::GreenTpcCatalog::build(api, ordinal);
-      std::unique_ptr<gpu::GreenPartition> partition;
-      if (catalog) {
-        green_->catalogs[ordinal] = std::make_unique<gpu::GreenTpcCatalog>(std::move(catalog).value());
-        const gpu::GreenTpcCatalog& cat = *green_->catalogs[ordinal];
-        const sched::TpcSet wanted =
-            config_.request == MaskRequest::kFirstN ? cat.tpcs().take_lowest(config_.first_n) : config_.tpc_set;
-        auto made = gpu::GreenPartition::create(cat, wanted);
-        if (made) {
-          partition = std::move(made).value();
-          auto device = std::make_unique<GreenDevice>();
-          device->partition = partition.get();
-          device->tpcs = wanted;
-          device->live = cat.tpcs();
-          green_->devices[ordinal] = std::move(device);
-          process_mask_text_ = "TPCs " + wanted.to_string() + " (" + std::to_string(wanted.count()) + " of " +
-                               std::to_string(cat.tpcs().count()) + ", green context)";
-        } else {
-          LITHOS_LOG(LogLevel::kError, "green-context partition refused: %s; running unmasked",
-                     made.status().message().c_str());
-        }
-      } else {
-        LITHOS_LOG(LogLevel::kError, "green-context catalogue failed: %s; running unmasked",
-                   catalog.status().message().c_str());
-      }
-      api.cuCtxSetCurrent(previous);
-      found = green_->partitions.emplace(ordinal, std::move(partition)).first;
-      if (found->second) {
-        LITHOS_LOG(LogLevel::kInfo, "backend green-context: device %d confined to %s", ordinal,
-                   process_mask_text_.c_str());
-      }
-    }
-    if (!found->second) {
-      if (backend_.load(std::memory_order_acquire) == Backend::kPending) {
-        backend_.store(Backend::kNone, std::memory_order_release);
-      }
+    CUctx_st* partition = green_.partition(*ctx, ordinal, config_, &process_mask_text_);
+    if (partition == nullptr) {
+      if (backend_.load(std::memory_order_acquire) == &pending_) backend_.store(&none_, std::memory_order_release);
       return;
     }
-    {
-      *ctx = found->second->context();
-      if (ordinal >= 0 && ordinal < static_cast<int>(green_devices_.size())) {
-        green_devices_[static_cast<std::size_t>(ordinal)].store(green_->devices[ordinal].get(),
-                                                                std::memory_order_release);
-      }
-      backend_.store(Backend::kGreen, std::memory_order_release);
-    }
+    *ctx = partition;
+    backend_.store(&green_, std::memory_order_release);
   } catch (...) {
     counters_.bump(counters_.internal_errors);
     LITHOS_LOG_ONCE(LogLevel::kError, "internal error in the green-context backend; running unmasked");
   }
 }
 
-Runtime::GreenRoute::GreenRoute(GreenRoute&& o) noexcept
-    : rt_(o.rt_), user_(o.user_), target_(o.target_), out_event_(o.out_event_) {
-  o.target_ = nullptr;
-  o.rt_ = nullptr;
-}
-
-Runtime::GreenRoute::~GreenRoute() {
-  if (target_ == nullptr || rt_ == nullptr) return;
-  const DriverTable& drv = driver();
-  const auto out = static_cast<CUevent>(out_event_);
-  if (drv.cuEventRecord(out, target_) != CUDA_SUCCESS || drv.cuStreamWaitEvent(user_, out, 0) != CUDA_SUCCESS) {
-    LITHOS_LOG_ONCE(LogLevel::kError, "green-context route: cannot order the caller's stream after the partition's");
-  }
-  rt_->green_routes_mu_.unlock();
-}
-
-Runtime::GreenRoute Runtime::green_route(Stream stream, const LaunchInfo* launch) noexcept {
-  GreenRoute route;
-  if (backend_.load(std::memory_order_acquire) != Backend::kGreen) return route;
+GreenBackend::Route Runtime::route(Stream stream, const LaunchInfo* launch) noexcept {
+  if (!backend_.load(std::memory_order_acquire)->routes_launches()) return {};
   // The partition of the launch's device (its context's): a stream of
   // another device's partition could not take the launch.
-  const DriverTable& drv = driver();
-  const auto get_device = drv.cuCtxGetDevice;
+  const auto get_device = driver().cuCtxGetDevice;
   CUdevice dev = 0;
-  if (get_device == nullptr || get_device(&dev) != CUDA_SUCCESS || dev < 0 ||
-      dev >= static_cast<int>(green_devices_.size())) {
-    return route;
+  if (get_device == nullptr || get_device(&dev) != CUDA_SUCCESS || dev < 0 || dev >= GreenBackend::kMaxDevices) {
+    return {};
   }
-  const GreenDevice* gd = green_devices_[static_cast<std::size_t>(dev)].load(std::memory_order_acquire);
+  const GreenBackend::Device* gd = green_.device(dev);
   if (gd == nullptr) {
     counters_.bump(counters_.green_unrouted);
     LITHOS_LOG_ONCE(LogLevel::kWarn,
                     "green-context backend: a launch on CUDA device %d, which has no partition (its primary context "
                     "was not retained through lithos); it runs unconfined",
                     static_cast<int>(dev));
-    return route;
+    return {};
   }
   if (launch != nullptr) {
     // The rule, for the partition's fixed set: a launch it could hang stays
@@ -1307,59 +1009,10 @@ Runtime::GreenRoute Runtime::green_route(Stream stream, const LaunchInfo* launch
     if (needs.any() && sched::fit_tpcs(v != nullptr ? v->topology : topology_, needs, gd->tpcs, gd->live).action !=
                            sched::FitAction::kAsIs) {
       counters_.bump(counters_.green_unrouted);
-      return route;
+      return {};
     }
   }
-  auto* partition = static_cast<gpu::GreenPartition*>(gd->partition);
-  if (partition == nullptr || drv.cuEventRecord == nullptr || drv.cuStreamWaitEvent == nullptr ||
-      drv.cuEventCreate == nullptr) {
-    return route;
-  }
-  // The caller's stream as an explicit handle (a null stream means the
-  // legacy or the per-thread default stream, by the entry point).
-  CUstream_st* user = stream.handle();
-  try {
-    green_routes_mu_.lock();
-  } catch (...) {
-    return route;
-  }
-  bool ok = false;
-  GreenStream gs;
-  try {
-    InternalScope internal;
-    // A default stream is one handle on every device: its route is the device's.
-    auto key = reinterpret_cast<std::uintptr_t>(user);
-    if (stream.raw() == nullptr) key |= static_cast<std::uintptr_t>(dev) << 56;
-    auto it = green_routes_.find(key);
-    if (it == green_routes_.end()) {
-      auto made = partition->create_stream(CU_STREAM_NON_BLOCKING, 0);
-      CUevent in = nullptr;
-      CUevent out = nullptr;
-      if (made && drv.cuEventCreate(&in, CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS &&
-          drv.cuEventCreate(&out, CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS) {
-        it = green_routes_.emplace(key, GreenStream{made.value(), in, out}).first;
-      }
-    }
-    if (it != green_routes_.end()) {
-      gs = it->second;
-      const auto in = static_cast<CUevent>(gs.in);
-      ok = drv.cuEventRecord(in, user) == CUDA_SUCCESS && drv.cuStreamWaitEvent(gs.stream, in, 0) == CUDA_SUCCESS;
-    }
-  } catch (...) {
-    ok = false;
-  }
-  if (!ok) {
-    green_routes_mu_.unlock();
-    counters_.skip(SkipReason::kNoBackend);
-    LITHOS_LOG_ONCE(LogLevel::kError, "green-context route unavailable for a stream; that launch runs unconfined");
-    return route;
-  }
-  counters_.bump(counters_.green_routed);
-  route.rt_ = this;
-  route.user_ = user;
-  route.target_ = gs.stream;
-  route.out_event_ = gs.out;
-  return route;
+  return green_.route(stream, dev, *gd);
 }
 
 // ---------------------------------------------------------------------------
@@ -1377,8 +1030,7 @@ int Runtime::no_slot_map_for_api() noexcept {
 int Runtime::set_stream_tpcs(CUstream_st* stream, const sched::TpcSet& tpcs) noexcept {
   engage();
   if (tpcs.empty()) return kApiInvalid;
-  const Backend b = backend_.load(std::memory_order_acquire);
-  if (b == Backend::kGreen || b == Backend::kOff || b == Backend::kNone || config_.backend == BackendChoice::kOff ||
+  if (!backend_.load(std::memory_order_acquire)->takes_sets() || config_.backend == BackendChoice::kOff ||
       config_.backend == BackendChoice::kGreen) {
     return kApiUnsupported;
   }
@@ -1393,9 +1045,7 @@ int Runtime::set_stream_tpcs(CUstream_st* stream, const sched::TpcSet& tpcs) noe
         return kApiInvalid;
       }
       whole = tpcs == map_->live_set();
-      const std::unique_lock<std::shared_mutex> lock(streams_mu_);
-      stream_masks_[Stream(stream, false).handle_key()] = MaskEntry{mask.value(), tpcs, whole};
-      stream_mask_count_.store(stream_masks_.size(), std::memory_order_release);
+      stream_sets_.set(Stream(stream, false).handle_key(), MaskEntry{mask.value(), tpcs, whole});
     }
     if (whole) return kApiOk;  // nothing to write: no callback needed
     return ensure_callback() ? kApiOk : kApiUnsupported;
@@ -1407,9 +1057,7 @@ int Runtime::set_stream_tpcs(CUstream_st* stream, const sched::TpcSet& tpcs) noe
 
 int Runtime::clear_stream_tpcs(CUstream_st* stream) noexcept {
   try {
-    const std::unique_lock<std::shared_mutex> lock(streams_mu_);
-    stream_masks_.erase(Stream(stream, false).handle_key());
-    stream_mask_count_.store(stream_masks_.size(), std::memory_order_release);
+    stream_sets_.erase(Stream(stream, false).handle_key());
     return kApiOk;
   } catch (...) {
     counters_.bump(counters_.internal_errors);
@@ -1427,8 +1075,7 @@ int Runtime::set_process_tpcs(const sched::TpcSet* tpcs) noexcept {
       return kApiOk;
     }
     if (tpcs->empty()) return kApiInvalid;
-    const Backend b = backend_.load(std::memory_order_acquire);
-    if (b == Backend::kGreen || b == Backend::kOff || b == Backend::kNone || config_.backend == BackendChoice::kOff ||
+    if (!backend_.load(std::memory_order_acquire)->takes_sets() || config_.backend == BackendChoice::kOff ||
         config_.backend == BackendChoice::kGreen) {
       return kApiUnsupported;
     }
@@ -1469,7 +1116,7 @@ StatsHeader Runtime::stats_header() noexcept {
   try {
     h.pid = static_cast<int>(::getpid());
     h.program = program_invocation_short_name != nullptr ? program_invocation_short_name : "?";
-    h.backend = backend_name(backend_.load(std::memory_order_acquire));
+    h.backend = backend_.load(std::memory_order_acquire)->name();
     const int v = qmd_version_.load(std::memory_order_relaxed);
     if (v != 0) h.qmd_version = gpu::qmd_version_name(static_cast<gpu::QmdVersion>(v));
     h.slot_map = config_.slot_map_path;

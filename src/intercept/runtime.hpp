@@ -1,7 +1,9 @@
 // The interposer's state and the work its hooks do around the real driver
 // calls: choosing the mask of each launch, the launch-descriptor callback that
-// writes it, the per-stream masks of the C API, the graph-exec records, the
-// green-context fallback and the statistics report at exit.
+// writes it, the C API and the statistics report at exit. It owns the masking
+// backends (masking_backend.hpp), the C API's stream sets (stream_sets.hpp),
+// the graph-exec records (graph_records.hpp) and the kernel information
+// (kernel_info.hpp).
 //
 // Threading: hooks run on any application thread. The launch path reads
 // atomics and this thread's frame only; per-stream masks sit behind a
@@ -31,10 +33,15 @@
 #include "gpu/qmd.hpp"
 #include "gpu/slot_map.hpp"
 #include "intercept/config.hpp"
+#include "intercept/descriptor_backend.hpp"
+#include "intercept/graph_records.hpp"
+#include "intercept/green_backend.hpp"
 #include "intercept/hook_table.hpp"
+#include "intercept/kernel_info.hpp"
 #include "intercept/launch_info.hpp"
 #include "intercept/stats.hpp"
 #include "intercept/stream.hpp"
+#include "intercept/stream_sets.hpp"
 #include "intercept/thread_frame.hpp"
 #include "sched/launch_fit.hpp"
 #include "sched/topology.hpp"
@@ -57,16 +64,6 @@ namespace lithos::intercept {
 // every hook first; a relaxed atomic load.
 bool lithos_disabled() noexcept;
 void lithos_set_disabled(bool disabled) noexcept;
-
-enum class Backend : std::uint8_t {
-  kPending,     // not decided yet (no launch so far)
-  kIdle,        // descriptor hook available, callback not subscribed: no mask to write yet
-  kDescriptor,  // launch-descriptor callback installed: per-launch masks
-  kGreen,       // green context per device: one static partition per process
-  kNone,        // no mechanism available: launches run unmasked
-  kOff,         // LITHOS_BACKEND=off: observe only
-};
-const char* backend_name(Backend b);
 
 // C API result codes (lithos.h mirrors them).
 inline constexpr int kApiOk = 0;
@@ -149,45 +146,25 @@ class Runtime {
   void forget_graph_exec(CUgraphExec_st* exec) noexcept;
 
   void forget_stream(Stream stream) noexcept;
-  void note_kernel_name(const void* handle, const char* name) noexcept;
-  void note_function_of_kernel(const void* function, const void* kernel) noexcept;
-  // The name lithos recorded for a CUfunction/CUkernel ("" if unknown).
-  std::string kernel_name(const void* handle) const noexcept;
+  // What lithos knows of the kernels launched (kernel_info.hpp).
+  KernelInfo& kernels() noexcept { return kernels_; }
 
   // cuDevicePrimaryCtxRetain succeeded with *ctx for `ordinal`: under the
   // green-context backend, replaces *ctx by the partition's context.
   void after_primary_ctx_retain(CUctx_st** ctx, int ordinal) noexcept;
 
-  // Green-context backend: work for `stream` is sent to a stream of the
-  // partition instead (launches on the context's own streams were measured
-  // to run on every SM), ordered with the user's stream by two events:
-  //   record(in, S); wait(G, in); <launch on G>; record(out, G); wait(S, out).
-  // One lock is held from begin to end, so the events of concurrent
-  // launches never mix (green mode serialises launches; it is a fallback).
-  class GreenRoute {
-   public:
-    GreenRoute() = default;
-    GreenRoute(GreenRoute&& o) noexcept;
-    GreenRoute& operator=(GreenRoute&&) = delete;
-    ~GreenRoute();
-    explicit operator bool() const { return target_ != nullptr; }
-    CUstream_st* target() const { return target_; }
-
-   private:
-    friend class Runtime;
-    Runtime* rt_ = nullptr;
-    CUstream_st* user_ = nullptr;    // the caller's stream (explicit handle)
-    CUstream_st* target_ = nullptr;  // the partition's stream
-    void* out_event_ = nullptr;
-  };
-  // An empty route when the backend is not green (or anything fails: the
-  // launch then goes to the caller's stream). `launch` (null for graphs):
-  // a launch the partition could hang (sched::fit_tpcs) is not routed, so it
-  // runs on the whole GPU.
-  GreenRoute green_route(Stream stream, const LaunchInfo* launch = nullptr) noexcept;
+  // Under a backend that routes launches (masking().routes_launches(): the
+  // green-context one), the route of work for `stream` on the launch's
+  // device; an empty route otherwise, or when anything fails (the launch
+  // then goes to the caller's stream). `launch` (null for graphs): a launch
+  // the partition could hang (sched::fit_tpcs) is not routed, so it runs on
+  // the whole GPU.
+  GreenBackend::Route route(Stream stream, const LaunchInfo* launch = nullptr) noexcept;
 
   // The descriptor callback (registered with gpu::install_descriptor_callback).
   void on_descriptor(std::uint8_t* qmd) noexcept;
+  // What the driver calls: on_descriptor of `user` (the Runtime).
+  static void descriptor_entry(void* user, std::uint8_t* qmd) { static_cast<Runtime*>(user)->on_descriptor(qmd); }
 
   void internal_error(HookId id, const char* what) noexcept;
 
@@ -210,7 +187,8 @@ class Runtime {
   // and the atomizer's report if LITHOS_ATOM_REPORT does. A child forked
   // after the process called the driver writes neither (note_forked).
   void report_at_exit() noexcept;
-  Backend backend() const noexcept { return backend_.load(std::memory_order_acquire); }
+  // The masking backend in force (masking_backend.hpp).
+  const MaskingBackend& masking() const noexcept { return *backend_.load(std::memory_order_acquire); }
 
  private:
   Runtime();
@@ -232,11 +210,11 @@ class Runtime {
     if (!attached_.load(std::memory_order_acquire)) attach_slow();
   }
   void attach_slow() noexcept;
-  // Subscribes the descriptor callback (mu_ held): kDescriptor, or kNone
-  // when the driver refuses. Done only once some mask is wanted, because the
-  // driver allows one subscriber and CUPTI tools (torch.profiler, Nsight)
-  // need that slot (docs/interposer.md).
-  Backend install_callback_locked();
+  // Subscribes the descriptor callback (mu_ held): the descriptor backend,
+  // or none when the driver refuses (descriptor_backend.hpp says when).
+  MaskingBackend* install_callback_locked();
+  // What choose() tells the backend when a launch gets no mask.
+  Unmasked unmasked() const noexcept;
   // After the C API stored a mask: installs the callback if the backend was
   // idle. Returns false when no backend can apply the mask.
   bool ensure_callback() noexcept;
@@ -269,12 +247,6 @@ class Runtime {
   // A calibrated slot map of GPU `uuid` from the cache (the configured
   // map's folder, then the default one); `looked` names the last folder.
   std::optional<std::pair<gpu::SlotMap, std::string>> cached_map_locked(const std::string& uuid, std::string* looked);
-  // Compile-time cluster shape of a function (CU_FUNC_ATTRIBUTE_REQUIRED_
-  // CLUSTER_*), cached per handle; {1,1,1} when none or unknown.
-  sched::Dim3 static_cluster(const void* function) noexcept { return kernel_statics(function).cluster; }
-  // Resident blocks per SM of `function` with this block and dynamic shared
-  // memory (0: unknown).
-  int blocks_per_sm(const void* function, std::uint64_t threads, std::uint32_t smem) noexcept;
 
  public:
   // The daemon client's hooks into the launch path (client.hpp): a launch
@@ -286,17 +258,6 @@ class Runtime {
   // stream priority the engine decided for it (DaemonClient::before_immediate).
   // begin_launch calls it; the graph-launch hook calls it itself.
   void before_immediate_launch(Stream stream, bool runs_free) noexcept;
-  // A stable identity of a launched function (the kernel's name where the
-  // atomizer knows it, so that processes of a tenant share predictions).
-  static std::uint64_t kernel_id(const void* function) noexcept;
-  // What a kernel's compiled code fixes for every launch of it
-  // (launch_info.hpp), from cuFuncGetAttribute once per handle.
-  KernelStatics kernel_statics(const void* function) noexcept;
-  // kernel_id and kernel_statics of a launched function together, from a
-  // small per-thread cache in front of the two locked tables (the hot path
-  // of a launch asks for both). `statics` false: kernel_id only (a graph
-  // exec has none).
-  LaunchIdentity identity(const void* function, bool statics) noexcept;
 
  private:
   // Sets the process mask (null: whole GPU). Called with mu_ held.
@@ -304,6 +265,7 @@ class Runtime {
 
   Config config_;
   Counters counters_;
+  KernelInfo kernels_{counters_};
   // In a child forked after the parent called the driver: the counters and
   // the atomizer's state are the parent's copy (and CUDA cannot be used in
   // such a child), so its exit reports nothing; the parent reports its own.
@@ -313,7 +275,14 @@ class Runtime {
   std::mutex mu_;  // engage/attach/process-mask publication
   bool engaged_ = false;
   std::atomic<bool> attached_{false};
-  std::atomic<Backend> backend_{Backend::kPending};
+  // The masking backends (masking_backend.hpp), one of them in force:
+  // pending until the first launch (or a primary-context retain) decides.
+  DescriptorBackend descriptor_{&Runtime::descriptor_entry, this};
+  GreenBackend green_{counters_};
+  UnmaskedBackend pending_{UnmaskedBackend::Why::kPending};
+  UnmaskedBackend none_{UnmaskedBackend::Why::kNone};
+  UnmaskedBackend off_{UnmaskedBackend::Why::kOff};
+  std::atomic<MaskingBackend*> backend_{&pending_};
 
   std::optional<gpu::SlotMap> map_;
   std::string map_path_;  // the file map_ came from (guarded by mu_)
@@ -331,14 +300,8 @@ class Runtime {
   bool adopted_ = false;                                 // a view from lithosd's map (adopt_daemon_map); guarded by mu_
   // The process-wide mask: an immutable entry swapped atomically; replaced
   // entries are kept (never freed) because a launch may still read them.
-  // `whole`: the set is every live TPC. No mask is written for it (the
-  // descriptor is left as the driver built it: the same TPCs), and it needs
-  // no descriptor callback, so "lithos on the whole GPU" costs only the hook.
-  struct MaskEntry {
-    gpu::SlotMask slots;
-    sched::TpcSet tpcs;
-    bool whole = false;
-  };
+  // `whole` (stream_sets.hpp): no mask written, no callback needed, so
+  // "lithos on the whole GPU" costs only the hook.
   std::atomic<const MaskEntry*> process_mask_{nullptr};
   std::vector<std::unique_ptr<MaskEntry>> mask_entries_;  // guarded by mu_
   std::atomic<SkipReason> process_skip_{SkipReason::kNotRequested};
@@ -347,10 +310,7 @@ class Runtime {
   std::atomic<bool> process_set_by_api_{false};
   std::string process_mask_text_ = "whole GPU";  // guarded by mu_
 
-  // Per-stream masks.
-  mutable std::shared_mutex streams_mu_;
-  std::unordered_map<std::uintptr_t, MaskEntry> stream_masks_;
-  std::atomic<std::size_t> stream_mask_count_{0};
+  StreamSets stream_sets_;  // the C API's per-stream sets
 
   // Which devices the slot map describes: all launches (single matching
   // device), none, or checked per launch (several devices).
@@ -362,47 +322,7 @@ class Runtime {
 
   std::atomic<int> qmd_version_{0};  // last gpu::QmdVersion seen
 
-  // Graph exec records.
-  struct ExecRecord {
-    bool built = false;
-    bool has_mask = false;
-    gpu::SlotMask mask{};
-    sched::LaunchNeeds needs;       // of its kernel nodes (graph_needs at instantiate)
-    sched::TpcSet tpcs;             // the set chosen when its descriptors were built (has_mask)
-    const GpuView* view = nullptr;  // the slot map they were built with (has_mask)
-  };
-  std::mutex graphs_mu_;
-  std::unordered_map<const void*, ExecRecord> graphs_;
-
-  // What the compiled code fixes, by CUfunction / CUkernel handle.
-  mutable std::shared_mutex shapes_mu_;
-  std::unordered_map<const void*, KernelStatics> statics_;
-  std::atomic<std::uint32_t> statics_epoch_{0};  // grows when statics_ is cleared (identity's cache)
-
-  // Kernel names by CUfunction / CUkernel handle.
-  mutable std::mutex names_mu_;
-  std::unordered_map<const void*, std::string> names_;
-
-  // Green-context backend: one partition per device ordinal, made at that
-  // device's first cuDevicePrimaryCtxRetain; a launch is routed to the
-  // partition of its context's device. The routes map user streams to
-  // partition streams + events.
-  struct GreenState;
-  std::unique_ptr<GreenState> green_;  // guarded by mu_
-  struct GreenDevice {
-    void* partition = nullptr;  // gpu::GreenPartition*
-    sched::TpcSet tpcs;         // the partition's TPCs
-    sched::TpcSet live;         // the catalogue's TPCs
-  };
-  // By ordinal; each published once, complete (kept in green_).
-  std::array<std::atomic<const GreenDevice*>, 64> green_devices_{};
-  struct GreenStream {
-    CUstream_st* stream = nullptr;
-    void* in = nullptr;   // CUevent
-    void* out = nullptr;  // CUevent
-  };
-  std::mutex green_routes_mu_;  // held for the whole of a routed launch
-  std::unordered_map<std::uintptr_t, GreenStream> green_routes_;
+  GraphExecRecords graphs_;  // what each CUDA graph exec was built with
 
   std::array<std::atomic<bool>, kHookCount> hook_error_logged_{};
 };
