@@ -13,7 +13,7 @@
 #   device: OUT=$OUT LITHOS_COMMIT=<commit> scripts/gpu-unchanged.sh correct
 #           OUT=$OUT LITHOS_COMMIT=<commit> BASE_COMMIT=<commit> scripts/gpu-unchanged.sh cost
 #
-#   correct  safe/gpu-safe.sh corpus (every TPC set of its sweep: 0 hangs,
+#   correct  (or zoo alone) safe/gpu-safe.sh corpus (every TPC set of its sweep: 0 hangs,
 #            0 wrong results), atom/gpu-atom.sh disasm and corpus (the
 #            atomizer corpus bit-identical at 2, 7 and 64 atoms and with the
 #            planner), daemon/gpu-daemon.sh zoo (the program-shape zoo under
@@ -48,9 +48,12 @@ part() {  # name, limit in seconds, then the environment and the command
 
 case "$what" in
   correct)
-    part safe 200 SAFE_PHASES=corpus bash scripts/safe/gpu-safe.sh
-    part atom 150 ATOM_PHASES="disasm corpus" bash scripts/atom/gpu-atom.sh
-    part zoo 220 DAEMON_PHASES=zoo bash scripts/daemon/gpu-daemon.sh
+    part safe 120 SAFE_PHASES=corpus bash scripts/safe/gpu-safe.sh
+    part atom 140 ATOM_PHASES="disasm corpus" bash scripts/atom/gpu-atom.sh
+    part zoo 320 DAEMON_PHASES=zoo bash scripts/daemon/gpu-daemon.sh
+    ;;
+  zoo)
+    part zoo 320 DAEMON_PHASES=zoo bash scripts/daemon/gpu-daemon.sh
     ;;
   cost)
     [[ -x build/base/bin/lithos ]] || { echo "gpu-unchanged.sh: no baseline build at build/base (see the header)" >&2; exit 2; }
@@ -62,7 +65,7 @@ case "$what" in
     exit 0
     ;;
   *)
-    echo "gpu-unchanged.sh: say which part: correct or cost (--help)" >&2
+    echo "gpu-unchanged.sh: say which part: correct, zoo or cost (--help)" >&2
     exit 2
     ;;
 esac
