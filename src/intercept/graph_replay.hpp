@@ -88,8 +88,7 @@ struct ReplayPlan {
 
 class GraphReplay {
  public:
-  // The library's member (library.hpp: made once, never destroyed).
-  static GraphReplay& instance() noexcept;
+  // Owned by the library (library.hpp: made once, never destroyed).
 
   // Once, from the Runtime's constructor (LITHOS_GRAPH_REPLAY).
   void configure(bool on) noexcept { enabled_ = on; }

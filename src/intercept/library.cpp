@@ -23,7 +23,7 @@ Runtime& Library::runtime() noexcept {
 }
 
 Runtime* Library::make_runtime() noexcept {
-  auto* rt = new (runtime_storage_) Runtime(driver_, atomizer_);  // reads the environment
+  auto* rt = new (runtime_storage_) Runtime(driver_, atomizer_, deferred_, replay_);  // reads the environment
   const Config& config = rt->config();
   atomizer_.configure(config);
   DaemonClient::configure(
@@ -47,11 +47,6 @@ RealDriver& RealDriver::instance() noexcept {
 
 DeferredLaunches& DeferredLaunches::instance() noexcept {
   static DeferredLaunches* const self = &Library::get().deferred();
-  return *self;
-}
-
-GraphReplay& GraphReplay::instance() noexcept {
-  static GraphReplay* const self = &Library::get().graph_replay();
   return *self;
 }
 

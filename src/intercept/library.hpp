@@ -20,9 +20,9 @@
 // Entry points (the hooks, the C API, dlsym) reach the members from here;
 // the hooks keep each member's address in one function-local static, so a
 // hook pays one guard check and one load, as with the per-class singletons
-// this replaced. RealDriver::instance() (behind driver()),
-// DeferredLaunches::instance() and GraphReplay::instance() are accessors to
-// the members for the code that has no owner's reference yet.
+// this replaced. RealDriver::instance() (behind driver()) and
+// DeferredLaunches::instance() (its fork and exit handlers) are accessors to
+// the members for the code that has no owner's reference.
 
 #pragma once
 

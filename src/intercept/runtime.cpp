@@ -9,6 +9,8 @@
 
 #include "intercept/atomizer.hpp"
 #include "intercept/client.hpp"
+#include "intercept/deferred.hpp"
+#include "intercept/graph_replay.hpp"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -36,7 +38,8 @@ namespace lithos::intercept {
 // ---------------------------------------------------------------------------
 // Creation and configuration
 
-Runtime::Runtime(RealDriver& driver, Atomizer& atomizer) : real_(driver), atomizer_(atomizer) {
+Runtime::Runtime(RealDriver& driver, Atomizer& atomizer, DeferredLaunches& deferred, GraphReplay& replay)
+    : real_(driver), atomizer_(atomizer), deferred_(deferred), replay_(replay) {
   try {
     config_ = config_from_env([](const char* name) -> const char* { return std::getenv(name); });
   } catch (...) {
@@ -1102,7 +1105,8 @@ StatsHeader Runtime::stats_header() noexcept {
       h.process_mask = "?";
     }
     h.driver_used = real_.driver_in_process();
-    h.daemon_json = DaemonClient::stats_json_all();
+    h.daemon_json = DaemonClient::stats_json_all(
+        [this] { return ",\"deferred\":" + deferred_.stats_json() + ",\"graph_replay\":" + replay_.stats_json(); });
   } catch (...) {
     h.backend = "?";
   }

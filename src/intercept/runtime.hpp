@@ -56,6 +56,8 @@ struct CUctx_st;
 namespace lithos::intercept {
 struct DriverTable;
 class Atomizer;
+class DeferredLaunches;
+class GraphReplay;
 class RealDriver;
 }  // namespace lithos::intercept
 
@@ -191,8 +193,9 @@ class Runtime {
   const MaskingBackend& masking() const noexcept { return *backend_.load(std::memory_order_acquire); }
 
  private:
-  // What it uses of its owner, the library: the driver and the atomizer.
-  Runtime(RealDriver& driver, Atomizer& atomizer);
+  // What it uses of its owner, the library: the driver, the atomizer, and
+  // the statistics of deferred launches and graph replay (the exit report).
+  Runtime(RealDriver& driver, Atomizer& atomizer, DeferredLaunches& deferred, GraphReplay& replay);
   friend class Library;  // the one owner (library.hpp)
 
   // Once: logs config problems, loads the slot map, computes the process
@@ -267,6 +270,8 @@ class Runtime {
 
   RealDriver& real_;
   Atomizer& atomizer_;
+  DeferredLaunches& deferred_;
+  GraphReplay& replay_;
   Config config_;
   Counters counters_;
   KernelInfo kernels_{counters_, atomizer_};
