@@ -107,11 +107,6 @@ void BoundsParams::set(std::uint32_t lo, std::uint32_t hi) {
 
 // ---- Atomizer ---------------------------------------------------------------
 
-Atomizer& Atomizer::instance() noexcept {
-  static Atomizer* a = new Atomizer();  // never destroyed: hooks run during exit
-  return *a;
-}
-
 void Atomizer::configure(const Config& c) noexcept {
   config_ = c;
   atom_config_.enabled = true;

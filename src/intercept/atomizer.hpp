@@ -106,8 +106,9 @@ struct AtomWaveQuery {
 
 class Atomizer {
  public:
-  static Atomizer& instance() noexcept;
-  void configure(const Config& c) noexcept;  // once, from Runtime
+  // Owned by the library (library.hpp: made once, never destroyed) and
+  // handed to what uses it.
+  void configure(const Config& c) noexcept;  // once, by the library as it makes the runtime
   bool active() const noexcept { return active_.load(std::memory_order_relaxed); }
   // Whether any rewritten image was loaded (its kernels need their bounds
   // on every launch, even after lithos is switched off).
@@ -198,6 +199,7 @@ class Atomizer {
 
  private:
   Atomizer() = default;
+  friend class Library;  // the one owner (library.hpp)
   int device_sm() noexcept;
   int device_sm_count() noexcept;  // multiprocessors of the current context's device (0: unknown)
   std::uint64_t wave_blocks(KernelCounters& c, const void* handle, const std::uint32_t block[3],

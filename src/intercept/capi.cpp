@@ -5,9 +5,7 @@
 #include <cstring>
 #include <string>
 
-#include "intercept/atomizer.hpp"
-#include "intercept/real_driver.hpp"
-#include "intercept/runtime.hpp"
+#include "intercept/library.hpp"
 
 #ifndef LITHOS_VERSION
 #define LITHOS_VERSION "0"
@@ -17,7 +15,11 @@
 
 namespace {
 
+using lithos::intercept::Library;
 using lithos::intercept::Runtime;
+
+// The C API's entry points reach the library, its one owner (library.hpp).
+Runtime& runtime() noexcept { return Library::get().runtime(); }
 
 static_assert(LITHOS_OK == lithos::intercept::kApiOk && LITHOS_EINVAL == lithos::intercept::kApiInvalid &&
               LITHOS_ENOSLOTMAP == lithos::intercept::kApiNoSlotMap &&
@@ -30,10 +32,11 @@ lithos::sched::TpcSet set_of(const uint64_t words[2]) { return lithos::sched::Tp
 // before them). Prints the statistics if asked for; a process that loaded the
 // driver without any hook call still gets its (loud) report.
 __attribute__((destructor)) void report_at_exit() {
-  Runtime* rt = Runtime::instance_if_created();
+  Library& lib = Library::get();
+  Runtime* rt = lib.runtime_if_made();
   if (rt == nullptr) {
-    if (!lithos::intercept::RealDriver::instance().driver_in_process()) return;
-    rt = &Runtime::instance();
+    if (!lib.real_driver().driver_in_process()) return;
+    rt = &lib.runtime();
   }
   rt->report_at_exit();
 }
@@ -48,23 +51,21 @@ LITHOS_API int lithos_set_enabled(int enabled) {
 
 LITHOS_API int lithos_stream_set_tpcs(struct CUstream_st* stream, const uint64_t words[2]) {
   if (words == nullptr) return LITHOS_EINVAL;
-  return Runtime::instance().set_stream_tpcs(stream, set_of(words));
+  return runtime().set_stream_tpcs(stream, set_of(words));
 }
 
-LITHOS_API int lithos_stream_clear_tpcs(struct CUstream_st* stream) {
-  return Runtime::instance().clear_stream_tpcs(stream);
-}
+LITHOS_API int lithos_stream_clear_tpcs(struct CUstream_st* stream) { return runtime().clear_stream_tpcs(stream); }
 
 LITHOS_API int lithos_set_process_tpcs(const uint64_t words[2]) {
-  if (words == nullptr) return Runtime::instance().set_process_tpcs(nullptr);
+  if (words == nullptr) return runtime().set_process_tpcs(nullptr);
   const lithos::sched::TpcSet s = set_of(words);
-  return Runtime::instance().set_process_tpcs(&s);
+  return runtime().set_process_tpcs(&s);
 }
 
 LITHOS_API int lithos_live_tpcs(uint64_t words[2]) {
   if (words == nullptr) return LITHOS_EINVAL;
   lithos::sched::TpcSet s;
-  const int n = Runtime::instance().live_tpcs(&s);
+  const int n = runtime().live_tpcs(&s);
   if (n >= 0) {
     words[0] = s.word(0);
     words[1] = s.word(1);
@@ -74,7 +75,7 @@ LITHOS_API int lithos_live_tpcs(uint64_t words[2]) {
 
 LITHOS_API int lithos_stats_json(char* buffer, size_t size) {
   try {
-    Runtime& rt = Runtime::instance();
+    Runtime& rt = runtime();
     const std::string json = lithos::intercept::stats_json(rt.stats_header(), rt.counters().snapshot());
     if (buffer != nullptr && size > 0) {
       const std::size_t n = json.size() < size - 1 ? json.size() : size - 1;
@@ -94,8 +95,9 @@ LITHOS_API int lithos_report_now(void) {
 
 LITHOS_API int lithos_atom_report(const char* path) {
   try {
-    Runtime::instance();  // configures the atomizer
-    return lithos::intercept::Atomizer::instance().report(path, true) == 0 ? 0 : LITHOS_EINVAL;
+    Library& lib = Library::get();
+    lib.runtime();  // configures the atomizer
+    return lib.atomizer().report(path, true) == 0 ? 0 : LITHOS_EINVAL;
   } catch (...) {
     return LITHOS_EINTERNAL;
   }
@@ -103,8 +105,9 @@ LITHOS_API int lithos_atom_report(const char* path) {
 
 LITHOS_API int lithos_atom_configure(unsigned forced_atoms, double atom_us) {
   try {
-    Runtime::instance();
-    auto& az = lithos::intercept::Atomizer::instance();
+    Library& lib = Library::get();
+    lib.runtime();  // configures the atomizer
+    auto& az = lib.atomizer();
     if (!az.active() || forced_atoms > 4096) return LITHOS_EINVAL;
     az.set_rule(forced_atoms, atom_us);
     return 0;
@@ -113,6 +116,6 @@ LITHOS_API int lithos_atom_configure(unsigned forced_atoms, double atom_us) {
   }
 }
 
-LITHOS_API const char* lithos_backend(void) { return Runtime::instance().masking().name(); }
+LITHOS_API const char* lithos_backend(void) { return runtime().masking().name(); }
 
 LITHOS_API const char* lithos_version(void) { return "lithos " LITHOS_VERSION; }

@@ -18,8 +18,6 @@
 #include <cstring>
 
 #include "gpu/slot_map.hpp"
-#include "intercept/deferred.hpp"
-#include "intercept/graph_replay.hpp"
 #include "intercept/log.hpp"
 #include "intercept/real_driver.hpp"
 #include "ipc/channel.hpp"
@@ -1178,7 +1176,7 @@ double DaemonClient::wait_quantile_us(double q) const noexcept {
   return static_cast<double>(grant_wait_max_ns_.load()) / 1e3;
 }
 
-std::string DaemonClient::stats_json(bool process) const {
+std::string DaemonClient::stats_json(const std::function<std::string()>* process_members) const {
   if (!wanted_) return {};
   const char* state = "idle";
   switch (state_.load(std::memory_order_acquire)) {
@@ -1231,20 +1229,17 @@ std::string DaemonClient::stats_json(bool process) const {
            (after != 0 ? std::to_string(static_cast<double>(after) / 1e3) : std::string("null")) +
            ",\"attempts\":" + num(s.attempts) + ",\"failed_attempts\":" + num(s.failed_attempts) + "}";
   }
-  if (process) {
-    out += ",\"deferred\":" + DeferredLaunches::instance().stats_json() +
-           ",\"graph_replay\":" + GraphReplay::instance().stats_json();
-  }
+  if (process_members != nullptr) out += (*process_members)();
   return out + "}";
 }
 
-std::string DaemonClient::stats_json_all() {
+std::string DaemonClient::stats_json_all(const std::function<std::string()>& process_members) {
   if (!settings().wanted) return {};
   const int first = g_first_device.load(std::memory_order_acquire);
   std::string all;
   int n = 0;
-  each([&](DaemonClient& c) { all += (n++ == 0 ? "" : ",") + c.stats_json(false); });
-  std::string out = of_device(first >= 0 ? first : 0).stats_json(true);
+  each([&](DaemonClient& c) { all += (n++ == 0 ? "" : ",") + c.stats_json(nullptr); });
+  std::string out = of_device(first >= 0 ? first : 0).stats_json(&process_members);
   if (n > 1 && !out.empty()) out.insert(out.size() - 1, ",\"gpus\":[" + all + "]");
   return out;
 }

@@ -53,6 +53,7 @@
 #include <atomic>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -103,8 +104,10 @@ class DaemonClient {
   // The "daemon" member of lithos_stats_json: the state and counters of the
   // client made first (the GPU of the process's first launch), and when
   // the process launched on several GPUs, every client's in "gpus" (each
-  // with its "device"); "" when no daemon is configured.
-  static std::string stats_json_all();
+  // with its "device"); "" when no daemon is configured. `process_members`
+  // gives the process-wide members the top-level object ends with (the
+  // runtime's: deferred launches, graph replay), as `,"name":value...`.
+  static std::string stats_json_all(const std::function<std::string()>& process_members);
 
   bool wanted() const noexcept { return wanted_; }
   // True when the channel is usable now. The first call starts the client's
@@ -256,9 +259,9 @@ class DaemonClient {
   // At registration: the daemon's slot map of this client's GPU (Welcome::slot_map) to the runtime.
   void adopt_daemon_map(ipc::Welcome& w) noexcept;
   // This client's state and counters as one JSON object (stats_json_all).
-  // `process`: with the process-wide members (deferred launches, graph
-  // replay), which the top-level object has and each `gpus` entry leaves out.
-  std::string stats_json(bool process) const;
+  // `process_members`: the process-wide members (stats_json_all), which the
+  // top-level object has and each `gpus` entry leaves out (null).
+  std::string stats_json(const std::function<std::string()>* process_members) const;
   struct Slot {
     std::atomic<bool> open{false};
     Stream stream;

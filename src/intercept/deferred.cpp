@@ -38,12 +38,6 @@ void drain_at_exit() { DeferredLaunches::instance().drain(); }
 
 }  // namespace
 
-DeferredLaunches& DeferredLaunches::instance() noexcept {
-  // Never destroyed: the worker may still run while the process exits.
-  static DeferredLaunches* const d = new DeferredLaunches();
-  return *d;
-}
-
 void DeferredLaunches::configure(bool on, std::uint32_t depth) noexcept {
   depth_ = depth < 1 ? 1 : depth;
   enabled_.store(on, std::memory_order_relaxed);

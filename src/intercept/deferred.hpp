@@ -46,6 +46,7 @@ class DeferredLaunches {
   // Makes the launch; returns its CUresult.
   using Launch = std::function<int()>;
 
+  // The library's member (library.hpp: made once, never destroyed).
   static DeferredLaunches& instance() noexcept;
 
   // Once, from the Runtime's constructor. depth: launches queued at most.
@@ -94,6 +95,7 @@ class DeferredLaunches {
     CUctx_st* ctx = nullptr;
   };
   DeferredLaunches() = default;
+  friend class Library;  // the one owner (library.hpp)
   bool start_locked() noexcept;
   void worker() noexcept;
   void after_fork_child() noexcept;

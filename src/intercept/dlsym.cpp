@@ -22,8 +22,7 @@
 #include <cstdint>
 
 #include "intercept/hook_table.hpp"
-#include "intercept/real_driver.hpp"
-#include "intercept/runtime.hpp"
+#include "intercept/library.hpp"
 
 namespace lithos::intercept {
 
@@ -36,8 +35,9 @@ void* map_dlsym_answer(const char* symbol, void* answer) noexcept {
   if (thread_frame().internal) return answer;  // lithos's own lookups get the real function
   // Only the driver's own function is replaced: a library that happens to
   // export the same name keeps its answer.
-  if (RealDriver::instance().hook_of_real(answer) != id) return answer;
-  Runtime& rt = Runtime::instance();
+  Library& lib = Library::get();
+  if (lib.real_driver().hook_of_real(answer) != id) return answer;
+  Runtime& rt = lib.runtime();
   rt.counters().bump(rt.counters().dlsym_hooked);
   return hook_address(*id);
 }

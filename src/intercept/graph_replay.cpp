@@ -28,7 +28,7 @@ constexpr int kMaxDepth = 16;
 // cannot be replayed otherwise.
 class PlanBuilder {
  public:
-  explicit PlanBuilder(ReplayPlan* plan) : api_(driver()), plan_(plan) {}
+  PlanBuilder(ReplayPlan* plan, Atomizer& atomizer) : api_(driver()), atomizer_(atomizer), plan_(plan) {}
 
   const char* add_graph(CUgraph g, int depth) {
     if (depth > kMaxDepth) return "child graphs nested too deep";
@@ -200,7 +200,7 @@ class PlanBuilder {
     // A rewritten kernel's node carries its bounds after the application's
     // parameters: the whole grid (re-cut into atoms now), or one atom cut at
     // capture (kept as it is).
-    if (const FunctionEntry* e = Atomizer::instance().lookup(k.function)) {
+    if (const FunctionEntry* e = atomizer_.lookup(k.function)) {
       k.fixed_bounds = true;
       if (k.params != nullptr && k.params[e->patch->param_count] != nullptr) {
         std::uint32_t b[2] = {};
@@ -222,6 +222,7 @@ class PlanBuilder {
   }
 
   const DriverTable& api_;
+  Atomizer& atomizer_;
   ReplayPlan* plan_;
 };
 
@@ -231,11 +232,6 @@ ReplayPlan::~ReplayPlan() {
   const DriverTable& api = driver();
   if (done != nullptr && api.cuEventDestroy != nullptr) api.cuEventDestroy(done);
   if (clone != nullptr && api.cuGraphDestroy != nullptr) api.cuGraphDestroy(clone);
-}
-
-GraphReplay& GraphReplay::instance() noexcept {
-  static GraphReplay* r = new GraphReplay();  // never destroyed: hooks run during exit
-  return *r;
 }
 
 void GraphReplay::refuse(const char* reason) noexcept {
@@ -267,7 +263,7 @@ void GraphReplay::instantiated(CUgraphExec exec, CUgraph graph, unsigned long lo
       refuse("cuGraphClone failed");
       return;
     }
-    PlanBuilder b(plan.get());
+    PlanBuilder b(plan.get(), atomizer_);
     if (const char* why = b.add_graph(plan->clone, 0)) {
       edited(exec);
       refuse(why);

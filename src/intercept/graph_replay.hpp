@@ -35,6 +35,8 @@
 
 namespace lithos::intercept {
 
+class Atomizer;
+
 struct ReplayKernel {
   CUfunction function = nullptr;  // a CUfunction, or a CUkernel (launch APIs take either)
   CUlaunchConfig config{};        // hStream and attrs are filled in per replay
@@ -86,7 +88,7 @@ struct ReplayPlan {
 
 class GraphReplay {
  public:
-  static GraphReplay& instance() noexcept;
+  // Owned by the library (library.hpp: made once, never destroyed).
 
   // Once, from the Runtime's constructor (LITHOS_GRAPH_REPLAY).
   void configure(bool on) noexcept { enabled_ = on; }
@@ -111,9 +113,11 @@ class GraphReplay {
   std::string stats_json() const;
 
  private:
-  GraphReplay() = default;
+  explicit GraphReplay(Atomizer& atomizer) noexcept : atomizer_(atomizer) {}
+  friend class Library;  // the one owner (library.hpp)
   void refuse(const char* reason) noexcept;
 
+  Atomizer& atomizer_;  // the rewritten kernels' tables (the library's)
   bool enabled_ = true;
   mutable std::mutex mu_;
   std::unordered_map<const void*, std::shared_ptr<ReplayPlan>> plans_;  // guarded by mu_

@@ -34,19 +34,39 @@
 #include <variant>
 #include <vector>
 
-#include "intercept/atomizer.hpp"
 #include "intercept/client.hpp"
-#include "intercept/deferred.hpp"
-#include "intercept/graph_replay.hpp"
 #include "intercept/hook_table.hpp"
 #include "intercept/launch_copy.hpp"
+#include "intercept/library.hpp"
 #include "intercept/log.hpp"
-#include "intercept/real_driver.hpp"
-#include "intercept/runtime.hpp"
 
 namespace lithos::intercept {
 
 namespace {
+
+// The hooks reach the library's members (library.hpp) through these: each
+// keeps the member's address in one function-local static (one guard check
+// and one load, inlined here), the library making them in its order.
+Runtime& runtime() noexcept {
+  static Runtime* const self = &Library::get().runtime();
+  return *self;
+}
+RealDriver& real_driver() noexcept {
+  static RealDriver* const self = &Library::get().real_driver();
+  return *self;
+}
+Atomizer& atomizer() noexcept {
+  static Atomizer* const self = &Library::get().atomizer();
+  return *self;
+}
+DeferredLaunches& deferred() noexcept {
+  static DeferredLaunches* const self = &Library::get().deferred();
+  return *self;
+}
+GraphReplay& graph_replay() noexcept {
+  static GraphReplay* const self = &Library::get().graph_replay();
+  return *self;
+}
 
 // Restores this thread's frame when a hooked call ends (calls can nest).
 class FrameGuard {
@@ -64,7 +84,7 @@ class FrameGuard {
 std::array<std::atomic<bool>, kHookCount> g_missing_logged{};
 
 CUresult missing_real(HookId id) noexcept {
-  const bool no_driver = RealDriver::instance().driver_missing();
+  const bool no_driver = real_driver().driver_missing();
   auto& logged = g_missing_logged[static_cast<std::size_t>(hook_index(id))];
   if (!logged.exchange(true, std::memory_order_relaxed)) {
     LITHOS_LOG(LogLevel::kError, "%s: %s; returning %s", hook_info(id).name,
@@ -157,8 +177,8 @@ inline constexpr bool kHasStreamParam = ((std::is_same_v<A, CUstream> || std::is
 // the address it returned among the real addresses of the hooked ABI names,
 // so version and per-thread-stream semantics are exactly the driver's.
 void map_proc_address(const char* symbol, void** pfn) noexcept {
-  Runtime& rt = Runtime::instance();
-  if (const auto id = RealDriver::instance().hook_of_real(*pfn)) {
+  Runtime& rt = runtime();
+  if (const auto id = real_driver().hook_of_real(*pfn)) {
     *pfn = hook_address(*id);
     rt.counters().bump(rt.counters().procaddress_hooked);
     return;
@@ -192,7 +212,7 @@ CUresult launch_one(Fn fn, CUstream stream, const Grant* grant, A... a) {
     return fn(a...);
   }
   constexpr HookInfo info = hook_info(Id);
-  Runtime& rt = Runtime::instance();
+  Runtime& rt = runtime();
   const FrameGuard guard;
   const LaunchInfo li = launch_info<Id>(a...);
   try {
@@ -268,7 +288,7 @@ CUresult run_atoms(const FunctionEntry& e, const Atomizer::Launch& l, BoundsPara
     bp.set(0, 0xffffffffu);
     return launch(grant);
   }
-  Atomizer& az = Atomizer::instance();
+  Atomizer& az = atomizer();
   for (std::uint32_t i = 0; i < l.plan.count; ++i) {
     const sched::BlockRange r = l.plan.atom(i);
     bp.set(static_cast<std::uint32_t>(r.lo), static_cast<std::uint32_t>(r.hi));
@@ -291,7 +311,7 @@ CUresult run_granted(const FunctionEntry& e, const LaunchInfo& li, Stream stream
                      Launch&& launch) {
   DaemonClient& dc = DaemonClient::current();
   const std::uint64_t total = li.grid.count();
-  const auto ticket = dc.submit(stream, li, Runtime::instance().kernels().identity(li.function, true),
+  const auto ticket = dc.submit(stream, li, runtime().kernels().identity(li.function, true),
                                 static_cast<std::uint32_t>(std::min<std::uint64_t>(unit, UINT32_MAX)), false, false);
   std::uint64_t next = 0;
   std::uint32_t atoms = 0;
@@ -314,7 +334,7 @@ CUresult run_granted(const FunctionEntry& e, const LaunchInfo& li, Stream stream
     r = launch(&fallback);
     ++atoms;
   }
-  Atomizer::instance().atoms_issued(e, atoms);
+  atomizer().atoms_issued(e, atoms);
   return r;
 }
 
@@ -378,7 +398,7 @@ CUresult be_granted_atoms(const FunctionEntry& e, CUstream stream, BoundsParams&
   const std::uint64_t unit = be_atom_unit<Id>(e, li, a...);
   if (unit == 0) {
     bp.set(0, 0xffffffffu);
-    return granted_whole(li, s, Runtime::instance().kernels().identity(li.function, true), false, one);
+    return granted_whole(li, s, runtime().kernels().identity(li.function, true), false, one);
   }
   return run_granted(e, li, s, unit, bp, one);
 }
@@ -390,7 +410,7 @@ template <HookId Id, bool Bare, class Fn, class... A>
 CUresult launch_maybe_atomized(Fn fn, CUstream stream, const Grant* grant, A... a) {
   const bool runs_free = grant != nullptr && grant->runs_free;
   constexpr HookInfo info = hook_info(Id);
-  Atomizer& az = Atomizer::instance();
+  Atomizer& az = atomizer();
   if constexpr (Id == HookId::cuLaunchCooperativeKernelMultiDevice) {
     auto t = std::tie(a...);
     CUDA_LAUNCH_PARAMS* list = std::get<0>(t);
@@ -415,14 +435,14 @@ CUresult launch_maybe_atomized(Fn fn, CUstream stream, const Grant* grant, A... 
         if (az.times_all()) {
           auto t = std::tie(a...);
           const std::uint32_t grid[3] = {std::get<1>(t), std::get<2>(t), std::get<3>(t)};
-          return az.timed_unknown(handle, Runtime::instance().kernels().name(handle), grid, Stream{stream, info.ptsz},
+          return az.timed_unknown(handle, runtime().kernels().name(handle), grid, Stream{stream, info.ptsz},
                                   [&] { return launch_one<Id>(fn, stream, grant, a...); });
         }
       } else if constexpr (!Bare && (Id == HookId::cuLaunchKernelEx || Id == HookId::cuLaunchKernelEx_ptsz)) {
         const CUlaunchConfig* cfg = std::get<0>(std::tie(a...));
         if (az.times_all() && cfg != nullptr) {
           const std::uint32_t grid[3] = {cfg->gridDimX, cfg->gridDimY, cfg->gridDimZ};
-          return az.timed_unknown(handle, Runtime::instance().kernels().name(handle), grid, Stream{stream, info.ptsz},
+          return az.timed_unknown(handle, runtime().kernels().name(handle), grid, Stream{stream, info.ptsz},
                                   [&] { return launch_one<Id>(fn, stream, grant, a...); });
         }
       }
@@ -541,7 +561,7 @@ bool capturing(Stream stream) noexcept {
 template <HookId Id, class Fn, class... A>
 CUresult be_launch(Fn fn, CUstream stream, A... a) {
   constexpr HookInfo info = hook_info(Id);
-  Atomizer& az = Atomizer::instance();
+  Atomizer& az = atomizer();
   const bool atomizing = az.active() || az.rewrote_any();
   if (capturing(Stream{stream, info.ptsz})) {
     // Recorded into a graph, not run: nothing to grant, no marker (it would
@@ -562,7 +582,7 @@ CUresult be_launch(Fn fn, CUstream stream, A... a) {
   const LaunchInfo li = launch_info<Id>(a...);
   if (splittable && atomizing && az.lookup(li.function) != nullptr)
     return launch_maybe_atomized<Id, false>(fn, stream, nullptr, a...);
-  return granted_whole(li, Stream{stream, info.ptsz}, Runtime::instance().kernels().identity(li.function, true), false,
+  return granted_whole(li, Stream{stream, info.ptsz}, runtime().kernels().identity(li.function, true), false,
                        [&](const Grant* grant) {
                          return atomizing ? launch_maybe_atomized<Id, false>(fn, stream, grant, a...)
                                           : launch_one<Id>(fn, stream, grant, a...);
@@ -579,9 +599,9 @@ std::optional<DaemonClient::Ahead> submit_ahead(CUstream stream, const A&... a) 
   DaemonClient& dc = DaemonClient::current();
   if (!dc.submit_ahead() || !dc.connected()) return std::nullopt;
   if (sched::TpcSet free; dc.runs_free(&free)) return std::nullopt;
-  Atomizer& az = Atomizer::instance();
+  Atomizer& az = atomizer();
   const LaunchInfo li = launch_info<Id>(a...);
-  const LaunchIdentity id = Runtime::instance().kernels().identity(li.function, true);
+  const LaunchIdentity id = runtime().kernels().identity(li.function, true);
   std::uint64_t unit = 0;  // as be_granted_atoms: 0 is one grant for the whole launch
   if (az.active() || az.rewrote_any()) {
     if (const FunctionEntry* e = az.lookup(li.function)) unit = be_atom_unit<Id>(*e, li, a...);
@@ -611,7 +631,7 @@ bool defer_launch(Fn fn, CUstream stream, A... a) {
     std::tuple<A...> args(a...);
     const void* function = launched_function(a...);
     std::uint32_t limit = UINT32_MAX;
-    if (const FunctionEntry* e = Atomizer::instance().lookup(function)) limit = e->patch->param_count;
+    if (const FunctionEntry* e = atomizer().lookup(function)) limit = e->patch->param_count;
     try {
       auto copy = std::make_shared<LaunchCopy>();
       if constexpr (plain) {
@@ -628,7 +648,7 @@ bool defer_launch(Fn fn, CUstream stream, A... a) {
         std::get<3>(args) = copy->extra();
       }
       if (!DaemonClient::current().submit_ahead()) {
-        return DeferredLaunches::instance().push(
+        return deferred().push(
             [fn, stream, args, copy]() -> int {
               return std::apply([&](auto... x) { return static_cast<int>(be_launch<Id>(fn, stream, x...)); }, args);
             },
@@ -640,7 +660,7 @@ bool defer_launch(Fn fn, CUstream stream, A... a) {
       const std::lock_guard<std::mutex> lock(ahead_mu);
       const std::optional<DaemonClient::Ahead> ahead =
           std::apply([&](const auto&... x) { return submit_ahead<Id>(stream, x...); }, args);
-      return DeferredLaunches::instance().push(
+      return deferred().push(
           [fn, stream, args, copy, ahead]() -> int {
             const DaemonClient::AheadScope scope(ahead);
             return std::apply([&](auto... x) { return static_cast<int>(be_launch<Id>(fn, stream, x...)); }, args);
@@ -658,7 +678,7 @@ bool defer_launch(Fn fn, CUstream stream, A... a) {
 // or in place): kernels through the best-effort launch path, everything
 // else through the real driver call of the same stream operation.
 int replay_step(const ReplayStep& step, CUstream stream) noexcept {
-  RealDriver& drv = RealDriver::instance();
+  RealDriver& drv = real_driver();
   auto real = [&drv](HookId id, auto* type) { return reinterpret_cast<decltype(type)>(drv.function(id)); };
   try {
     if (const auto* k = std::get_if<ReplayKernel>(&step)) {
@@ -677,11 +697,10 @@ int replay_step(const ReplayStep& step, CUstream stream) noexcept {
         const Grant grant{free, /*runs_free=*/true};
         return launch_one<HookId::cuLaunchKernelEx>(ex, stream, &grant, &cfg, k->function, k->params, k->extra);
       }
-      return granted_whole(li, Stream{stream, false}, Runtime::instance().kernels().identity(k->function, true), false,
-                           [&](const Grant* grant) {
-                             return launch_one<HookId::cuLaunchKernelEx>(ex, stream, grant, &cfg, k->function,
-                                                                         k->params, k->extra);
-                           });
+      return granted_whole(
+          li, Stream{stream, false}, runtime().kernels().identity(k->function, true), false, [&](const Grant* grant) {
+            return launch_one<HookId::cuLaunchKernelEx>(ex, stream, grant, &cfg, k->function, k->params, k->extra);
+          });
     }
     if (const auto* m = std::get_if<ReplayMemset>(&step)) {
       const CUDA_MEMSET_NODE_PARAMS& p = m->p;
@@ -723,7 +742,7 @@ int replay_step(const ReplayStep& step, CUstream stream) noexcept {
       return f == nullptr ? CUDA_ERROR_NOT_FOUND : f(stream, h->p.fn, h->p.userData);
     }
   } catch (...) {
-    Runtime::instance().internal_error(HookId::cuGraphLaunch, "graph replay step");
+    runtime().internal_error(HookId::cuGraphLaunch, "graph replay step");
   }
   return CUDA_ERROR_UNKNOWN;
 }
@@ -732,7 +751,7 @@ int replay_step(const ReplayStep& step, CUstream stream) noexcept {
 // the deferred-launch worker (or, when launches are not deferred, made here
 // in order). The application's call returns at once, as for a launch.
 CUresult replay_graph(const std::shared_ptr<ReplayPlan>& plan, CUstream stream) {
-  DeferredLaunches& dq = DeferredLaunches::instance();
+  DeferredLaunches& dq = deferred();
   CUcontext ctx = current_context();
   int err = 0;
   auto issue = [&](DeferredLaunches::Launch op) {
@@ -759,7 +778,7 @@ CUresult replay_graph(const std::shared_ptr<ReplayPlan>& plan, CUstream stream) 
     issue([plan, s = &step, stream]() -> int { return replay_step(*s, stream); });
   if (plan->done != nullptr && record != nullptr)
     issue([plan, stream, record]() -> int { return static_cast<int>(record(plan->done, stream)); });
-  GraphReplay::instance().count_replay(plan->steps.size());
+  graph_replay().count_replay(plan->steps.size());
   return with_deferred_error(CUDA_SUCCESS, err != 0 ? err : dq.take_error());
 }
 
@@ -781,7 +800,7 @@ CUresult call_with_image(Fn fn, const void* image, const Tuple& t, std::index_se
 // (whole grid); returns false when the node is not a rewritten kernel's.
 template <class P>
 bool kernel_node_with_bounds(const P& in, P* out, BoundsParams* bp) {
-  Atomizer& az = Atomizer::instance();
+  Atomizer& az = atomizer();
   const void* handle = in.func != nullptr ? static_cast<const void*>(in.func) : static_cast<const void*>(in.kern);
   const FunctionEntry* e = az.lookup(handle);
   if (e == nullptr) return false;
@@ -826,20 +845,20 @@ CUresult dispatch_call(Fn fn, CUstream stream, A... a) {
     // Kernels the atomizer rewrote before lithos was switched off still
     // need their bounds: they run whole, unmasked.
     if constexpr (info.kind == HookKind::kLaunch) {
-      if (Atomizer::instance().rewrote_any()) return launch_maybe_atomized<Id, true>(fn, stream, nullptr, a...);
+      if (atomizer().rewrote_any()) return launch_maybe_atomized<Id, true>(fn, stream, nullptr, a...);
     } else if constexpr (info.kind == HookKind::kKernelNode || info.kind == HookKind::kGraphNode) {
-      if (Atomizer::instance().rewrote_any()) return kernel_node_call<Id>(fn, a...);
+      if (atomizer().rewrote_any()) return kernel_node_call<Id>(fn, a...);
     }
     return fn(a...);
   }
 
-  Runtime& rt = Runtime::instance();
+  Runtime& rt = runtime();
   rt.counters().call(Id);
 
   if constexpr (info.kind == HookKind::kLaunch) {
-    Atomizer& az = Atomizer::instance();
+    Atomizer& az = atomizer();
     const bool atomizing = az.active() || az.rewrote_any();
-    DeferredLaunches& dq = DeferredLaunches::instance();
+    DeferredLaunches& dq = deferred();
     if (be_daemon()) {
       if (dq.enabled()) {
         // Queued: the worker makes it (be_launch) while the application runs on.
@@ -880,7 +899,7 @@ CUresult dispatch_call(Fn fn, CUstream stream, A... a) {
     // grants such a first build only TPCs the tenant may keep).
     // `pinned`: rt.graph_pinned(exec), the set its descriptors were built with.
     auto first_build_for_good = [&](const std::optional<sched::TpcSet>& pinned) {
-      return !pinned && rt.masking().writes_masks() && GraphReplay::instance().plan(exec) == nullptr;
+      return !pinned && rt.masking().writes_masks() && graph_replay().plan(exec) == nullptr;
     };
     if constexpr (info.kind == HookKind::kGraphLaunch) {
       // lithosd: a best-effort graph waits for its grant (its descriptors'
@@ -894,20 +913,20 @@ CUresult dispatch_call(Fn fn, CUstream stream, A... a) {
           // is given: given that set, it is not taken for a stale launch.
           if (pinned) free = *pinned;
           free_grant = Grant{free, /*runs_free=*/true};
-          GraphReplay::instance().count_whole();  // nothing to protect: the whole graph at once
+          graph_replay().count_whole();  // nothing to protect: the whole graph at once
         } else if (capturing(Stream{stream, info.ptsz})) {
           return run(nullptr);  // recorded into the graph being captured: nothing runs now
         } else {
           // Node by node where the graph allows it (graph_replay.hpp): each
           // kernel a granted launch of its own.
-          GraphReplay& gr = GraphReplay::instance();
+          GraphReplay& gr = graph_replay();
           if (const auto plan = deferrable_on(Stream{stream, info.ptsz}) ? gr.plan(exec) : nullptr)
             return replay_graph(plan, stream);
           gr.count_whole();
           // Descriptors built by an earlier launch keep their mask: the
           // daemon is told the set it runs on (docs/daemon.md, "CUDA graphs").
-          return granted_whole(li, Stream{stream, info.ptsz}, Runtime::instance().kernels().identity(exec, false), true,
-                               run, pinned);
+          return granted_whole(li, Stream{stream, info.ptsz}, runtime().kernels().identity(exec, false), true, run,
+                               pinned);
         }
       }
       const bool runs_free = free_grant.has_value();
@@ -921,7 +940,7 @@ CUresult dispatch_call(Fn fn, CUstream stream, A... a) {
       // 2.11 does not). It is submitted under an identity of its own, so
       // that the predictor does not learn the graph's time from it.
       if (be_daemon() && first_build_for_good(rt.graph_pinned(exec)) && !capturing(Stream{stream, info.ptsz})) {
-        LaunchIdentity id = Runtime::instance().kernels().identity(exec, false);
+        LaunchIdentity id = runtime().kernels().identity(exec, false);
         id.kernel ^= kGraphUploadSalt;
         return granted_whole(li, Stream{stream, info.ptsz}, id, true, run);
       }
@@ -934,7 +953,7 @@ CUresult dispatch_call(Fn fn, CUstream stream, A... a) {
     const CUresult r = fn(a...);
     rt.end_graph_instantiate(r == CUDA_SUCCESS, r == CUDA_SUCCESS && out != nullptr ? *out : nullptr);
     // A best-effort process keeps what it needs to replay the exec node by node.
-    if (r == CUDA_SUCCESS && out != nullptr && GraphReplay::instance().enabled() && be_daemon()) {
+    if (r == CUDA_SUCCESS && out != nullptr && graph_replay().enabled() && be_daemon()) {
       unsigned long long flags = 0;
       if constexpr (Id == HookId::cuGraphInstantiateWithFlags) {
         flags = std::get<2>(std::tie(a...));
@@ -943,16 +962,16 @@ CUresult dispatch_call(Fn fn, CUstream stream, A... a) {
         const CUDA_GRAPH_INSTANTIATE_PARAMS* p = std::get<2>(std::tie(a...));
         flags = p != nullptr ? p->flags : 0;
       }
-      GraphReplay::instance().instantiated(*out, std::get<1>(std::tie(a...)), flags);
+      graph_replay().instantiated(*out, std::get<1>(std::tie(a...)), flags);
     }
     return r;
   } else if constexpr (info.kind == HookKind::kGraphExecDestroy) {
     rt.forget_graph_exec(std::get<0>(std::tie(a...)));  // before: the handle may be reused at once
-    GraphReplay::instance().destroyed(std::get<0>(std::tie(a...)));
+    graph_replay().destroyed(std::get<0>(std::tie(a...)));
     return fn(a...);
   } else if constexpr (info.kind == HookKind::kGraphExecEdit) {
     const CUgraphExec exec = std::get<0>(std::tie(a...));
-    GraphReplay& gr = GraphReplay::instance();
+    GraphReplay& gr = graph_replay();
     gr.edited(exec);
     const CUresult r = fn(a...);
     if constexpr (Id == HookId::cuGraphExecUpdate_v2 || Id == HookId::cuGraphExecUpdate) {
@@ -978,8 +997,7 @@ CUresult dispatch_call(Fn fn, CUstream stream, A... a) {
     auto* out = std::get<0>(std::tie(a...));
     if (r == CUDA_SUCCESS && out != nullptr) {
       rt.kernels().note_name(*out, std::get<2>(std::tie(a...)));
-      if (Atomizer::instance().active())
-        Atomizer::instance().note_function(*out, std::get<1>(std::tie(a...)), std::get<2>(std::tie(a...)));
+      if (atomizer().active()) atomizer().note_function(*out, std::get<1>(std::tie(a...)), std::get<2>(std::tie(a...)));
     }
     return r;
   } else if constexpr (info.kind == HookKind::kKernelGetFunction) {
@@ -987,12 +1005,11 @@ CUresult dispatch_call(Fn fn, CUstream stream, A... a) {
     CUfunction* out = std::get<0>(std::tie(a...));
     if (r == CUDA_SUCCESS && out != nullptr) {
       rt.kernels().note_function_of_kernel(*out, std::get<1>(std::tie(a...)));
-      if (Atomizer::instance().active())
-        Atomizer::instance().note_function_of_kernel(*out, std::get<1>(std::tie(a...)));
+      if (atomizer().active()) atomizer().note_function_of_kernel(*out, std::get<1>(std::tie(a...)));
     }
     return r;
   } else if constexpr (info.kind == HookKind::kModuleLoad || info.kind == HookKind::kModuleLoadFile) {
-    Atomizer& az = Atomizer::instance();
+    Atomizer& az = atomizer();
     if (!az.active()) return fn(a...);
     const auto t = std::tie(a...);
     auto* out = std::get<0>(t);
@@ -1022,18 +1039,18 @@ CUresult dispatch_call(Fn fn, CUstream stream, A... a) {
     if (out != nullptr) az.loaded(*out, p);
     return r;
   } else if constexpr (info.kind == HookKind::kUnload) {
-    Atomizer::instance().unloaded(std::get<0>(std::tie(a...)));
+    atomizer().unloaded(std::get<0>(std::tie(a...)));
     return fn(a...);
   } else if constexpr (info.kind == HookKind::kLibraryGetModule) {
     const CUresult r = fn(a...);
     CUmodule* out = std::get<0>(std::tie(a...));
-    if (r == CUDA_SUCCESS && out != nullptr && Atomizer::instance().active())
-      Atomizer::instance().note_module_of_library(*out, std::get<1>(std::tie(a...)));
+    if (r == CUDA_SUCCESS && out != nullptr && atomizer().active())
+      atomizer().note_module_of_library(*out, std::get<1>(std::tie(a...)));
     return r;
   } else if constexpr (info.kind == HookKind::kKernelNode || info.kind == HookKind::kGraphNode) {
     if constexpr (Id == HookId::cuGraphExecKernelNodeSetParams_v2 || Id == HookId::cuGraphExecNodeSetParams)
-      GraphReplay::instance().edited(std::get<0>(std::tie(a...)));  // replayed whole from now on
-    if (!Atomizer::instance().rewrote_any()) return fn(a...);
+      graph_replay().edited(std::get<0>(std::tie(a...)));  // replayed whole from now on
+    if (!atomizer().rewrote_any()) return fn(a...);
     return kernel_node_call<Id>(fn, a...);
   } else if constexpr (info.kind == HookKind::kPrimaryCtxRetain) {
     const CUresult r = fn(a...);
@@ -1130,7 +1147,7 @@ template <HookId Id, class Fn, class... A>
 CUresult dispatch(CUstream stream, A... a) {
   static_assert(std::is_same_v<Fn, CUresult (*)(A...)>, "hook_list.def: args do not match params");
   constexpr HookInfo info = hook_info(Id);
-  const auto fn = reinterpret_cast<Fn>(RealDriver::instance().function(Id));
+  const auto fn = reinterpret_cast<Fn>(real_driver().function(Id));
   if (fn == nullptr) {
     if constexpr (info.kind == HookKind::kGetProcAddress) {
       void** pfn = std::get<1>(std::tie(a...));
@@ -1147,7 +1164,7 @@ CUresult dispatch(CUstream stream, A... a) {
   // handed out by cuGetProcAddress stay the driver's own then).
   if (thread_frame().internal) return fn(a...);
   if constexpr (ordered_after_launches(info.kind)) {
-    DeferredLaunches& dq = DeferredLaunches::instance();
+    DeferredLaunches& dq = deferred();
     if (dq.enabled()) {
       if constexpr (queued_behind_launches(Id)) {
         if (!lithos_disabled() && be_daemon() && deferrable_on(Stream{stream, info.ptsz}) &&

@@ -93,8 +93,8 @@ LaunchIdentity KernelInfo::identity(const void* function, bool statics) noexcept
   };
   thread_local std::array<Cached, 64> t_cache{};
   // Read before the tables: a change made meanwhile makes the entry stale.
-  const std::uint64_t epoch = (static_cast<std::uint64_t>(Atomizer::instance().table_epoch()) << 32) |
-                              statics_epoch_.load(std::memory_order_acquire);
+  const std::uint64_t epoch =
+      (static_cast<std::uint64_t>(atomizer_.table_epoch()) << 32) | statics_epoch_.load(std::memory_order_acquire);
   const auto h = reinterpret_cast<std::uintptr_t>(function);
   Cached& c = t_cache[((h >> 4) ^ (h >> 10)) & 63];
   if (c.function == function && c.epoch == epoch && (c.statics || !statics)) return c.id;
@@ -105,10 +105,10 @@ LaunchIdentity KernelInfo::identity(const void* function, bool statics) noexcept
   return id;
 }
 
-std::uint64_t KernelInfo::id_of(const void* function) noexcept {
+std::uint64_t KernelInfo::id_of(const void* function) const noexcept {
   // The same kernel in every process of a tenant: the name the atomizer
   // recorded, else the handle (stable for the life of this process).
-  if (const FunctionEntry* e = Atomizer::instance().lookup(function); e != nullptr && e->counters != nullptr) {
+  if (const FunctionEntry* e = atomizer_.lookup(function); e != nullptr && e->counters != nullptr) {
     return e->counters->name_hash;  // hashed once, when the kernel was first seen
   }
   std::uint64_t h = reinterpret_cast<std::uintptr_t>(function);

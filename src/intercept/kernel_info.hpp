@@ -22,9 +22,12 @@
 
 namespace lithos::intercept {
 
+class Atomizer;
+
 class KernelInfo {
  public:
-  explicit KernelInfo(Counters& counters) noexcept : counters_(counters) {}
+  // The atomizer: its table's epoch and per-kernel counters (its owner's, handed down).
+  KernelInfo(Counters& counters, Atomizer& atomizer) noexcept : counters_(counters), atomizer_(atomizer) {}
   KernelInfo(const KernelInfo&) = delete;
   KernelInfo& operator=(const KernelInfo&) = delete;
 
@@ -39,7 +42,7 @@ class KernelInfo {
   int blocks_per_sm(const void* function, std::uint64_t threads, std::uint32_t smem) noexcept;
   // A stable identity of a launched function (the kernel's name where the
   // atomizer knows it, so that processes of a tenant share predictions).
-  static std::uint64_t id_of(const void* function) noexcept;
+  std::uint64_t id_of(const void* function) const noexcept;
   // id_of and statics of a launched function together, from a small
   // per-thread cache in front of the two locked tables. `statics` false:
   // id_of only (a graph exec has none).
@@ -54,6 +57,7 @@ class KernelInfo {
 
  private:
   Counters& counters_;
+  Atomizer& atomizer_;
   mutable std::shared_mutex statics_mu_;
   std::unordered_map<const void*, KernelStatics> statics_;
   std::atomic<std::uint32_t> statics_epoch_{0};  // grows when statics_ is cleared (identity's cache)

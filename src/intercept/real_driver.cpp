@@ -41,13 +41,6 @@ DlsymFn real_dlsym() noexcept {
   return nullptr;
 }
 
-RealDriver& RealDriver::instance() noexcept {
-  // Never destroyed: hooks may run during and after static destruction.
-  alignas(RealDriver) static unsigned char storage[sizeof(RealDriver)];
-  static RealDriver* const self = new (storage) RealDriver();
-  return *self;
-}
-
 bool RealDriver::resolve(bool may_load) noexcept {
   if (state_.load(std::memory_order_acquire) == kResolved) return true;
   if (t_resolving) return false;

@@ -30,6 +30,7 @@ void* hook_address(HookId id) noexcept;
 
 class RealDriver {
  public:
+  // The library's member (library.hpp: made once, never destroyed).
   static RealDriver& instance() noexcept;
 
   // The driver's function behind hook `id`; loads the driver on first use.
@@ -58,6 +59,7 @@ class RealDriver {
  private:
   enum : int { kUnresolved = 0, kResolved = 1, kMissing = 2 };
   RealDriver() = default;
+  friend class Library;  // the one owner (library.hpp)
   // Finds the driver (RTLD_NOLOAD; with may_load, loads it) and every
   // hooked symbol. Returns whether the driver is resolved.
   bool resolve(bool may_load) noexcept;

@@ -35,16 +35,11 @@ extern "C" char* program_invocation_short_name;  // glibc
 
 namespace lithos::intercept {
 
-namespace {
-
-std::atomic<Runtime*> g_runtime{nullptr};
-
-}  // namespace
-
 // ---------------------------------------------------------------------------
 // Creation and configuration
 
-Runtime::Runtime() {
+Runtime::Runtime(RealDriver& driver, Atomizer& atomizer, DeferredLaunches& deferred, GraphReplay& replay)
+    : real_(driver), atomizer_(atomizer), deferred_(deferred), replay_(replay) {
   try {
     config_ = config_from_env([](const char* name) -> const char* { return std::getenv(name); });
   } catch (...) {
@@ -52,14 +47,8 @@ Runtime::Runtime() {
     config_.problems.push_back("could not read the LITHOS_* environment (out of memory); using defaults");
   }
   log_set_level(config_.log_level);
-  Atomizer::instance().configure(config_);
-  DaemonClient::configure(
-      config_, [](int dev, gpu::SlotMap map) noexcept { Runtime::instance().adopt_daemon_map(dev, std::move(map)); });
-  DeferredLaunches::instance().configure(config_.defer_launches && !config_.daemon_socket.empty(), config_.defer_depth);
-  GraphReplay::instance().configure(config_.graph_replay && !config_.daemon_socket.empty());
-  pthread_atfork(nullptr, nullptr, [] {
-    if (Runtime* rt = instance_if_created()) rt->note_forked();
-  });
+  // The library (library.cpp) configures the daemon link and the launch
+  // paths with config_ once this returns.
 }
 
 namespace {
@@ -77,18 +66,6 @@ std::atomic<bool>& disabled_flag() noexcept {
 
 bool lithos_disabled() noexcept { return disabled_flag().load(std::memory_order_relaxed); }
 void lithos_set_disabled(bool disabled) noexcept { disabled_flag().store(disabled, std::memory_order_relaxed); }
-
-Runtime& Runtime::instance() noexcept {
-  alignas(Runtime) static unsigned char storage[sizeof(Runtime)];
-  static Runtime* const self = [] {
-    auto* r = new (storage) Runtime();
-    g_runtime.store(r, std::memory_order_release);
-    return r;
-  }();
-  return *self;
-}
-
-Runtime* Runtime::instance_if_created() noexcept { return g_runtime.load(std::memory_order_acquire); }
 
 void Runtime::engage() noexcept {
   try {
@@ -1127,8 +1104,9 @@ StatsHeader Runtime::stats_header() noexcept {
     } else {
       h.process_mask = "?";
     }
-    h.driver_used = RealDriver::instance().driver_in_process();
-    h.daemon_json = DaemonClient::stats_json_all();
+    h.driver_used = real_.driver_in_process();
+    h.daemon_json = DaemonClient::stats_json_all(
+        [this] { return ",\"deferred\":" + deferred_.stats_json() + ",\"graph_replay\":" + replay_.stats_json(); });
   } catch (...) {
     h.backend = "?";
   }
@@ -1156,8 +1134,8 @@ void Runtime::report_at_exit() noexcept {
   // would replace, with an empty report, that of the program it runs beside
   // or under (a shell around the job, torch.compile's worker processes).
   if (!config_.atom_report.empty() && !lithos_disabled()) {
-    const bool worked = s.kernel_launches() + s.graph_launches() != 0 || Atomizer::instance().images_seen.load() != 0;
-    if (worked) Atomizer::instance().report(nullptr, false);
+    const bool worked = s.kernel_launches() + s.graph_launches() != 0 || atomizer_.images_seen.load() != 0;
+    if (worked) atomizer_.report(nullptr, false);
   }
   if (!config_.stats && config_.stats_file.empty()) return;
   if (lithos_disabled()) {

@@ -55,7 +55,11 @@ struct CUctx_st;
 
 namespace lithos::intercept {
 struct DriverTable;
-}
+class Atomizer;
+class DeferredLaunches;
+class GraphReplay;
+class RealDriver;
+}  // namespace lithos::intercept
 
 namespace lithos::intercept {
 
@@ -90,10 +94,8 @@ struct GpuView {
 
 class Runtime {
  public:
-  // Created on first use, never destroyed (hooks can run during exit).
-  static Runtime& instance() noexcept;
-  // Null when no hook or API call has created it.
-  static Runtime* instance_if_created() noexcept;
+  // Made and owned by the library (library.hpp: Library::runtime(), at
+  // first use), never destroyed (hooks can run during exit).
 
   const Config& config() const noexcept { return config_; }
   Counters& counters() noexcept { return counters_; }
@@ -191,7 +193,10 @@ class Runtime {
   const MaskingBackend& masking() const noexcept { return *backend_.load(std::memory_order_acquire); }
 
  private:
-  Runtime();
+  // What it uses of its owner, the library: the driver, the atomizer, and
+  // the statistics of deferred launches and graph replay (the exit report).
+  Runtime(RealDriver& driver, Atomizer& atomizer, DeferredLaunches& deferred, GraphReplay& replay);
+  friend class Library;  // the one owner (library.hpp)
 
   // Once: logs config problems, loads the slot map, computes the process
   // mask. Called with mu_ held.
@@ -263,9 +268,13 @@ class Runtime {
   // Sets the process mask (null: whole GPU). Called with mu_ held.
   void publish_process_mask_locked(const gpu::SlotMask* slots, const sched::TpcSet& tpcs);
 
+  RealDriver& real_;
+  Atomizer& atomizer_;
+  DeferredLaunches& deferred_;
+  GraphReplay& replay_;
   Config config_;
   Counters counters_;
-  KernelInfo kernels_{counters_};
+  KernelInfo kernels_{counters_, atomizer_};
   // In a child forked after the parent called the driver: the counters and
   // the atomizer's state are the parent's copy (and CUDA cannot be used in
   // such a child), so its exit reports nothing; the parent reports its own.
