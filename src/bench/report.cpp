@@ -1,3 +1,7 @@
+// The bench's report: per-tenant statistics against the alone runs, the
+// markdown and JSON of every table (docs/bench-protocol.md), and the
+// simulator's prediction beside the measurement. (Over 600 lines: one
+// function per table of the report; they share the statistics above them.)
 #include "bench/report.hpp"
 
 #include <algorithm>

@@ -1,5 +1,6 @@
 // `lithos bench`: real tenants on the GPU under every sharing mode, in one
-// command (src/bench; docs/benchmarks.md, docs/bench-protocol.md).
+// command (src/bench; docs/benchmarks.md, docs/bench-protocol.md). (Over
+// 600 lines: its options, the modes' start-up checks and the progress lines.)
 //
 //   lithos bench SCENARIO [--modes a,b,...] [--out DIR] [--reps N] ...
 //   lithos bench SCENARIO --report-only --out DIR

@@ -1,3 +1,7 @@
+// The cubin's ELF: a reader that keeps every byte it does not understand,
+// and a writer that lays sections and segments out again (docs/cubin-format.md).
+// (Over 600 lines: the reader's checks of every header and the writer's
+// layout belong together, so that what parses writes back the same.)
 #include "cubin/elf.hpp"
 
 #include <algorithm>

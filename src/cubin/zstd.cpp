@@ -1,4 +1,6 @@
 // A Zstandard decoder (RFC 8878), written for this project from the RFC.
+// (Over 600 lines: the format's literals, sequences and entropy tables are
+// one decoder.)
 //
 // Frames are decoded one after another into one output buffer; skippable
 // frames are skipped. Within a frame, blocks are raw, RLE or compressed; a

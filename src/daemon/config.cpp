@@ -1,6 +1,8 @@
 // lithosd's configuration (config.hpp, docs/daemon.md). Nothing here throws:
 // toml++ errors become Status values with the file, line and column, and
-// anything else that escapes the parser becomes kInternal.
+// anything else that escapes the parser becomes kInternal. (Over 600
+// lines: tenants, their admission rules and every check of a file a
+// hostile user may have written.)
 #include "daemon/config.hpp"
 
 #include <grp.h>

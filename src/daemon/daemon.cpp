@@ -1,3 +1,8 @@
+// lithosd's loop for one GPU (docs/daemon.md, "The daemon's loop"): its
+// connections, the hot path from submit rings to the Engine and back as
+// grants, the bounds on hostile clients, fatal GPU faults and the status.
+// (Over 600 lines: these share the loop's state, which no other object may
+// touch; each is a section below.)
 #include "daemon/daemon.hpp"
 
 #include <fcntl.h>
