@@ -16,16 +16,19 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <iterator>
 #include <nlohmann/json.hpp>
 #include <system_error>
 
 #include "daemon/predictor_cache.hpp"
+#include "daemon/settings.hpp"
 #include "ipc/cuda_faults.hpp"
 #include "ipc/safe_file.hpp"
 #include "ipc/socket.hpp"
 #include "sched/policies/catalog.hpp"
+#include "sched/policies/settings_table.hpp"
 
 namespace lithos::daemon {
 
@@ -146,21 +149,23 @@ Daemon::~Daemon() {
 Result<std::unique_ptr<sched::Engine>> make_engine(const DaemonConfig& config, const sched::DeviceShape& device) {
   LITHOS_RETURN_IF_ERROR(validate(config, device.tpcs));
   sched::PolicySettings ps;
+  sched::EngineConfig ec;
+  bool immediate = false;  // how the simulator drives the Engine; lithosd's launches do so themselves
+  sched::SchedulerTarget target{&ec, &ps, &immediate};
+  // A setting that is an Engine or policy setting reaches the Engine through
+  // its row of the scheduler settings table, as the simulator's does.
+  for (const Setting& s : settings()) {
+    if (s.sim_key.empty()) continue;
+    const sched::SchedSetting* row = sched::find_scheduler_setting(s.sim_key);
+    if (row == nullptr) return Status::internal("setting '" + std::string(s.key) + "' names no scheduler setting");
+    const std::string v = s.get(config);
+    row->set(target, s.type == SettingType::kBool ? (v == "true" ? 1.0 : 0.0) : std::strtod(v.c_str(), nullptr));
+  }
   ps.lithos.runs_free = config.best_effort_runs_free;
-  ps.lithos.share_unowned = config.share_unowned;
-  ps.lithos.hp_holds_unowned = config.hp_holds_unowned;
-  ps.lithos.max_stolen_atoms = config.max_stolen_atoms;
-  ps.lithos.pause_slowdown = config.pause_slowdown;
-  ps.lithos.burst_gap = lithos::us(config.burst_gap_us);
   std::string err;
   auto policy = sched::make_policy(config.policy, ps, &err);
   if (policy == nullptr) return Status::invalid_argument(err);
-  sched::EngineConfig ec;
   ec.device = device;
-  ec.atoms.target = lithos::Duration(static_cast<std::int64_t>(config.atom_us * 1e3));
-  ec.throttle = lithos::Duration(static_cast<std::int64_t>(config.throttle_us * 1e3));
-  ec.throttle_unborrowed = lithos::Duration(static_cast<std::int64_t>(config.throttle_unborrowed_us * 1e3));
-  ec.idle_grace = lithos::us(config.idle_grace_us);
   auto engine = std::make_unique<sched::Engine>(ec, std::move(policy));
   for (const TenantConfig& t : config.tenants) {
     auto id = engine->add_tenant(t.spec());

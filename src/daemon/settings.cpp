@@ -15,6 +15,7 @@
 #include "daemon/config.hpp"
 #include "ipc/socket.hpp"
 #include "sched/policies/catalog.hpp"
+#include "sched/policies/settings_table.hpp"
 
 namespace lithos::daemon {
 
@@ -413,7 +414,8 @@ std::string config_reference_markdown() {
       "/etc/lithos/lithosd.toml), then from `LITHOSD_*` environment variables, then from flags of `lithos "
       "daemon`: flags > environment > file > defaults. An unset or empty variable changes nothing. Tenants "
       "(`[[tenant]]`) are described in docs/daemon.md. The simulator's `[scheduler]` table "
-      "(docs/scenarios.md) sets the same Engine and policy settings under the key in the last column.\n\n"
+      "(docs/scenarios.md) sets the same Engine and policy settings under the key in the `[scheduler]` column; "
+      "all its keys are listed in the last section.\n\n"
       "| key | type | unit | default | range | environment | flag | `[scheduler]` | meaning |\n"
       "|---|---|---|---|---|---|---|---|---|\n";
   const auto code = [](std::string_view x) { return x.empty() ? std::string("-") : "`" + std::string(x) + "`"; };
@@ -428,6 +430,38 @@ std::string config_reference_markdown() {
                             : "-";
     md += "| `" + std::string(s.key) + "` | " + type + " | " + (s.unit.empty() ? "-" : std::string(s.unit)) + " | " +
           def_text + " | " + range + " | " + code(s.env) + " | " + code(s.flag) + " | " + code(s.sim_key) + " | " +
+          std::string(s.help) + " |\n";
+  }
+  md += scheduler_reference_markdown();
+  return md;
+}
+
+std::string scheduler_reference_markdown() {
+  std::string md =
+      "\n## The simulator's `[scheduler]` table\n\n"
+      "Generated from the Engine's and the policies' settings table (src/sched/policies/settings_table.cpp), from "
+      "which `lithos sim` reads a scenario's `[scheduler]` table (docs/scenarios.md); a key left out keeps the "
+      "default below (the Engine's and the policies' own). lithosd sets those of them its own key names (above).\n\n"
+      "| key | type | unit | default | range | sets | lithosd | meaning |\n"
+      "|---|---|---|---|---|---|---|---|\n";
+  sched::EngineConfig engine;
+  sched::PolicySettings policies;
+  bool immediate = false;
+  const sched::SchedulerTarget def{&engine, &policies, &immediate};
+  for (const sched::SchedSetting& s : sched::scheduler_settings()) {
+    const bool is_bool = s.type == sched::SchedSettingType::kBool;
+    const char* type = is_bool ? "bool" : s.type == sched::SchedSettingType::kInteger ? "integer" : "number";
+    const double v = s.get(def);
+    const std::string def_text = is_bool ? (v != 0 ? "true" : "false") : json_number(v);
+    const std::string range = is_bool ? "-"
+                                      : std::string(s.lo_open ? "(" : "[") + json_number(s.lo) + ", " +
+                                            json_number(s.hi) + (s.hi_open ? ")" : "]");
+    std::string daemon_key = "-";
+    for (const Setting& d : settings()) {
+      if (d.sim_key == s.key) daemon_key = "`" + std::string(d.key) + "`";
+    }
+    md += "| `" + std::string(s.key) + "` | " + type + " | " + (s.unit.empty() ? "-" : std::string(s.unit)) + " | `" +
+          def_text + "` | " + range + " | `" + std::string(s.field) + "` | " + daemon_key + " | " +
           std::string(s.help) + " |\n";
   }
   return md;

@@ -4,7 +4,9 @@
 // A row names the setting's [daemon] key (also its key in --print-config's
 // JSON and in a trace's header), its type, unit, range, environment
 // variable, `lithos daemon` flag, the key of the simulator's [scheduler]
-// table that sets the same Engine or policy setting, and its help. The
+// table that sets the same Engine or policy setting (a row of
+// sched::scheduler_settings(), src/sched/policies/settings_table.hpp, which
+// declares every Engine and policy setting), and its help. The
 // configuration file's [daemon] table, the LITHOSD_* variables, the flags
 // and their help, --print-config and the reference are all driven from it.
 #pragma once
@@ -73,8 +75,14 @@ std::string setting_json(const DaemonConfig& c, const Setting& s);
 std::string setting_rule(const Setting& s);
 
 // docs/config.md: every setting with its type, unit, default, range, key,
-// variable, flag and help, as Markdown.
+// variable, flag and help, as Markdown, then the simulator's [scheduler]
+// keys (scheduler_reference_markdown).
 std::string config_reference_markdown();
+
+// The section of docs/config.md on the simulator's [scheduler] table: every
+// row of sched::scheduler_settings() with its type, unit, default, range,
+// the field it sets and the lithosd key of the same setting.
+std::string scheduler_reference_markdown();
 
 // The LITHOSD_* variables of the table, in its order.
 std::vector<std::string_view> setting_env_vars();

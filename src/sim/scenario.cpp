@@ -25,6 +25,7 @@
 #include <nlohmann/json.hpp>
 
 #include "sched/occupancy.hpp"
+#include "sched/policies/settings_table.hpp"
 #include "toml/reader.hpp"
 
 namespace lithos::sim {
@@ -48,7 +49,7 @@ constexpr double kMaxUs = 1e9;       // any time in microseconds: 1000 s
 constexpr double kMaxMs = 1e6;       // any time in milliseconds: 1000 s
 constexpr double kMaxSeconds = 1e6;  // simulated duration
 constexpr double kMaxRate = 1e9;     // requests per second
-constexpr double kMaxFactor = 1e3;   // cv, slo_factor, rightsize_slip
+constexpr double kMaxFactor = 1e3;   // cv, spread, slo_factor, trace_cv
 constexpr std::uint32_t kMaxGridX = 2'147'483'647u;
 constexpr std::uint32_t kMaxGridYZ = 65'535u;
 constexpr std::uint32_t kMaxThreads = 1024;
@@ -130,7 +131,6 @@ std::string check_range(double v, const NumRange& r) {
 constexpr NumRange positive(double hi) { return {0.0, true, hi, false, "a positive number"}; }
 constexpr NumRange non_negative(double hi) { return {0.0, false, hi, false, "a number >= 0"}; }
 constexpr NumRange kFraction{0.0, true, 1.0, true, "a number in (0, 1)", true};
-constexpr NumRange kPauseSlowdown{1.0, false, 100.0, false, "a number in [1, 100]", true};
 constexpr NumRange kShare{0.0, false, 1.0, false, "a number in [0, 1]", true};
 constexpr NumRange kMpsSlowdown{1.0, false, 10.0, false, "a number in [1, 10]", true};
 
@@ -794,46 +794,47 @@ Status parse_gpu_table(const Doc& doc, const toml::table& root, Scenario& sc) {
   return Status::ok();
 }
 
+// Every key is a row of the Engine's and the policies' settings table
+// (sched/policies/settings_table.hpp): its type, unit, range and field come
+// from there; what a scenario leaves out keeps the core's default.
 Status parse_scheduler_table(const Doc& doc, const toml::table& root, Scenario& sc) {
   auto sec = section(doc, root, "scheduler");
   if (!sec) return sec.status();
   if (*sec == nullptr) return Status::ok();
   Fields f(doc, **sec, "scheduler");
-  LITHOS_RETURN_IF_ERROR(
-      f.check_keys({"throttle_us", "throttle_unborrowed_us", "atom_target_us", "per_atom_cost_us", "tolerated_overhead",
-                    "max_atoms", "max_stolen_atoms", "pause_slowdown", "steal_lookahead_us", "idle_grace_us",
-                    "burst_gap_us", "lend_surplus", "share_unowned", "hp_holds_unowned", "immediate_launches",
-                    "timeslice_ms", "context_switch_us", "rightsize_slip"}));
-  sched::EngineConfig& e = sc.engine;
-  // Times: read as microseconds (or milliseconds), stored as Duration.
-  const auto time_us = [&](std::string_view key, Duration& out, const NumRange& r) -> Status {
-    double v = to_us(out);
-    LITHOS_RETURN_IF_ERROR(f.number(key, v, r));
-    if (f.has(key)) out = us(v);
-    return Status::ok();
-  };
-  LITHOS_RETURN_IF_ERROR(time_us("throttle_us", e.throttle, positive(kMaxUs)));
-  // 0: the same as throttle_us.
-  LITHOS_RETURN_IF_ERROR(time_us("throttle_unborrowed_us", e.throttle_unborrowed, non_negative(kMaxUs)));
-  LITHOS_RETURN_IF_ERROR(time_us("atom_target_us", e.atoms.target, positive(kMaxUs)));
-  LITHOS_RETURN_IF_ERROR(time_us("per_atom_cost_us", e.atoms.per_atom_cost, non_negative(kMaxUs)));
-  LITHOS_RETURN_IF_ERROR(f.number("tolerated_overhead", e.atoms.tolerated_overhead, kFraction));
-  LITHOS_RETURN_IF_ERROR(f.integer("max_atoms", e.atoms.max_atoms, 1, 1'000'000));
-  LITHOS_RETURN_IF_ERROR(f.integer("max_stolen_atoms", sc.policies.lithos.max_stolen_atoms, 0, 1'000'000));
-  LITHOS_RETURN_IF_ERROR(f.number("pause_slowdown", sc.policies.lithos.pause_slowdown, kPauseSlowdown));
-  LITHOS_RETURN_IF_ERROR(time_us("steal_lookahead_us", sc.policies.lithos.steal_lookahead, non_negative(kMaxUs)));
-  LITHOS_RETURN_IF_ERROR(time_us("idle_grace_us", e.idle_grace, non_negative(kMaxUs)));
-  LITHOS_RETURN_IF_ERROR(time_us("burst_gap_us", sc.policies.lithos.burst_gap, non_negative(kMaxUs)));
-  LITHOS_RETURN_IF_ERROR(f.boolean("lend_surplus", sc.policies.lithos.lend_surplus));
-  LITHOS_RETURN_IF_ERROR(f.boolean("share_unowned", sc.policies.lithos.share_unowned));
-  LITHOS_RETURN_IF_ERROR(f.boolean("hp_holds_unowned", sc.policies.lithos.hp_holds_unowned));
-  LITHOS_RETURN_IF_ERROR(f.boolean("immediate_launches", sc.immediate_launches));
-  double slice_ms = to_ms(sc.policies.time_slicing.timeslice);
-  LITHOS_RETURN_IF_ERROR(f.number("timeslice_ms", slice_ms, positive(kMaxMs)));
-  if (f.has("timeslice_ms")) sc.policies.time_slicing.timeslice = ms(slice_ms);
-  LITHOS_RETURN_IF_ERROR(time_us("context_switch_us", sc.policies.time_slicing.context_switch, non_negative(kMaxUs)));
-  LITHOS_RETURN_IF_ERROR(
-      f.number("rightsize_slip", e.rightsize.slip, NumRange{1.0, false, kMaxFactor, false, "a number >= 1"}));
+  const toml::key* bad = nullptr;  // the first key of no row, in file order
+  for (auto&& [k, v] : **sec) {
+    (void)v;
+    if (sched::find_scheduler_setting(k.str()) != nullptr) continue;
+    if (bad == nullptr || k.source().begin < bad->source().begin) bad = &k;
+  }
+  if (bad != nullptr) return doc.error(bad->source(), f.where(), "unknown field " + squote(bad->str()));
+  sched::SchedulerTarget target{&sc.engine, &sc.policies, &sc.immediate_launches};
+  for (const sched::SchedSetting& s : sched::scheduler_settings()) {
+    if (!f.has(s.key)) continue;
+    switch (s.type) {
+      case sched::SchedSettingType::kBool: {
+        bool b = false;
+        LITHOS_RETURN_IF_ERROR(f.boolean(s.key, b));
+        s.set(target, b ? 1.0 : 0.0);
+        break;
+      }
+      case sched::SchedSettingType::kInteger: {
+        std::int64_t n = 0;
+        LITHOS_RETURN_IF_ERROR(f.integer(s.key, n, static_cast<std::int64_t>(s.lo), static_cast<std::int64_t>(s.hi)));
+        s.set(target, static_cast<double>(n));
+        break;
+      }
+      case sched::SchedSettingType::kNumber: {
+        const std::string text(s.range_text);
+        const NumRange r{s.lo, s.lo_open, s.hi, s.hi_open, text.c_str(), s.range_text_has_hi};
+        double x = 0.0;
+        LITHOS_RETURN_IF_ERROR(f.number(s.key, x, r));
+        s.set(target, x);
+        break;
+      }
+    }
+  }
   return Status::ok();
 }
 

@@ -17,6 +17,7 @@
 
 #include "daemon/config.hpp"
 #include "daemon/trace.hpp"
+#include "sched/policies/settings_table.hpp"
 
 namespace lithos::daemon {
 namespace {
@@ -182,6 +183,29 @@ TEST(SettingsTable, TracesCarryTheTracedSettings) {
   const DaemonConfig plain;
   for (const Setting& s : settings()) {
     EXPECT_EQ(s.get(t->header.config), s.traced ? s.get(c) : s.get(plain)) << s.key;
+  }
+}
+
+// The simulator's [scheduler] key a lithosd setting names is a row of the
+// Engine's and the policies' settings table, of the same type and unit, and
+// the reference lists every row of that table.
+TEST(SettingsTable, SchedulerKeysAreRowsOfTheSchedulerTable) {
+  int named = 0;
+  for (const Setting& s : settings()) {
+    if (s.sim_key.empty()) continue;
+    ++named;
+    const sched::SchedSetting* row = sched::find_scheduler_setting(s.sim_key);
+    ASSERT_NE(row, nullptr) << s.key << " names [scheduler] key " << s.sim_key << ", which the table lacks";
+    const bool same_type = (s.type == SettingType::kBool && row->type == sched::SchedSettingType::kBool) ||
+                           (s.type == SettingType::kInteger && row->type == sched::SchedSettingType::kInteger) ||
+                           (s.type == SettingType::kNumber && row->type == sched::SchedSettingType::kNumber);
+    EXPECT_TRUE(same_type) << s.key;
+    EXPECT_EQ(s.unit, row->unit) << s.key;
+  }
+  EXPECT_GT(named, 5);
+  const std::string md = config_reference_markdown();
+  for (const sched::SchedSetting& row : sched::scheduler_settings()) {
+    EXPECT_NE(md.find("| `" + std::string(row.key) + "` | "), std::string::npos) << row.key;
   }
 }
 

@@ -4,11 +4,15 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
+
+#include "sched/policies/settings_table.hpp"
 
 namespace lithos::sim {
 
@@ -1024,6 +1028,74 @@ TEST(BuiltinScenarioTest, EmbeddingKeepsEveryByte) {
   EXPECT_EQ(test_embed::embedded_scenario_text(0), awkward);
   EXPECT_EQ(test_embed::embedded_scenario_text(1), "");
   EXPECT_EQ(test_embed::embedded_scenario_text(2), "");
+}
+
+// ---------------------------------------------------------------- [scheduler] and the settings table
+
+std::string scheduler_scenario(const std::string& lines) {
+  return "[scenario]\nname = \"x\"\n[scheduler]\n" + lines +
+         "[[kernel]]\nname = \"k\"\nduration_us = 10\nblocks = 1\n[[tenant]]\nname = \"t\"\n"
+         "class = \"best-effort\"\narrival = \"closed\"\nrequest = \"k\"\n";
+}
+
+std::string toml_number(double v) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
+}
+
+sched::SchedulerTarget target_of(Scenario& sc) { return {&sc.engine, &sc.policies, &sc.immediate_launches}; }
+
+// Every row of the Engine's and the policies' settings table is a key the
+// reader takes, and sets the row's own field and no other: a row the reader
+// ignores, or two rows on one field, fail here.
+TEST(SchedulerSettingsTable, EveryRowIsReadAndSetsItsOwnField) {
+  auto base = parse(scheduler_scenario(""));
+  ASSERT_TRUE(base.is_ok()) << base.status().message();
+  const auto& rows = sched::scheduler_settings();
+  ASSERT_FALSE(rows.empty());
+  for (const sched::SchedSetting& s : rows) {
+    SCOPED_TRACE(std::string(s.key));
+    const double def = s.get(target_of(*base));
+    double v = 0;
+    std::string text;
+    if (s.type == sched::SchedSettingType::kBool) {
+      v = def != 0 ? 0 : 1;
+      text = v != 0 ? "true" : "false";
+    } else {
+      v = def * 2;
+      if (v == def || !sched::scheduler_setting_in_range(s, v)) v = def + 1;
+      if (!sched::scheduler_setting_in_range(s, v)) v = (s.lo + s.hi) / 2;
+      if (s.type == sched::SchedSettingType::kInteger) v = std::floor(v);
+      ASSERT_TRUE(sched::scheduler_setting_in_range(s, v) && v != def) << v;
+      text = s.type == sched::SchedSettingType::kInteger ? std::to_string(static_cast<long long>(v)) : toml_number(v);
+    }
+    auto r = parse(scheduler_scenario(std::string(s.key) + " = " + text + "\n"));
+    ASSERT_TRUE(r.is_ok()) << r.status().message();
+    EXPECT_NEAR(s.get(target_of(*r)), v, 1e-9 * std::max(1.0, std::fabs(v))) << "the reader ignores the row";
+    for (const sched::SchedSetting& o : rows) {
+      if (o.key == s.key) continue;
+      EXPECT_EQ(o.get(target_of(*r)), o.get(target_of(*base))) << "setting " << s.key << " changed " << o.key;
+    }
+    // A value of the wrong type is refused, naming the key.
+    const std::string wrong = s.type == sched::SchedSettingType::kBool ? "\"yes\"" : "true";
+    EXPECT_THAT(error_of(scheduler_scenario(std::string(s.key) + " = " + wrong + "\n")),
+                HasSubstr("scheduler: field '" + std::string(s.key) + "' must be "));
+  }
+}
+
+// The reader takes no key the table lacks: lithosd's keys that are not also
+// rows (atom_us, hp_poll_us, ...) and unknown ones are refused.
+TEST(SchedulerSettingsTable, ReaderTakesNoKeyTheTableLacks) {
+  for (const char* key : {"atom_us", "hp_poll_us", "best_effort_runs_free", "policy", "throttle", "bogus"}) {
+    SCOPED_TRACE(key);
+    ASSERT_EQ(sched::find_scheduler_setting(key), nullptr);
+    EXPECT_THAT(error_of(scheduler_scenario(std::string(key) + " = 1\n")),
+                HasSubstr("scheduler: unknown field '" + std::string(key) + "'"));
+  }
+  // The first unknown key in file order is the one named.
+  EXPECT_THAT(error_of(scheduler_scenario("throttle_us = 50\nzz = 1\naa = 2\n")),
+              HasSubstr("t.toml:5:1: scheduler: unknown field 'zz'"));
 }
 
 }  // namespace
