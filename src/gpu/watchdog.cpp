@@ -91,8 +91,9 @@ Result<std::string> run_in_child(const std::function<Result<std::string>()>& wor
   bool timed_out = false;
   char buf[4096];
   while (true) {
-    const auto left =
-        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    // Rounded up: the child is given its whole time (truncated, the loop
+    // could give up to 1 ms before the deadline).
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) {
       timed_out = true;
       break;
