@@ -1,6 +1,7 @@
-// Why this file is long (~1.3k lines): it is the whole of the daemon link in one
-// place (registration, the channel's rings, markers, the tracker thread, the
-// statistics of the link), which client.hpp describes.
+// Why this file is long (~1.1k lines): it is the whole of one GPU's client of
+// the daemon link in one place (registration, the channel's rings, markers,
+// the tracker thread, the statistics of the link), which client.hpp
+// describes; daemon_link.cpp keeps the clients, one per GPU.
 
 #include "intercept/cuda_abi.hpp"  // first: cuda.h in ABI mode
 
@@ -8,7 +9,6 @@
 
 #include <linux/futex.h>
 #include <poll.h>
-#include <pthread.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -84,133 +84,17 @@ struct DaemonClient::ChannelHolder {
   ipc::Channel channel;
 };
 
-namespace {
-// The settings every GPU's client takes (DaemonClient::configure).
-struct Settings {
-  bool wanted = false;
-  std::string socket, tenant;
-  bool fallback_set = false;
-  double grant_timeout_ms = 500;
-  bool hw_priority = true;
-  bool submit_ahead = false;
-  uid_t daemon_uid = ipc::kNoUid;
-  double register_wait_ms = 5;
-  DaemonClient::MapSink map_sink = nullptr;
-};
-Settings& settings() {
-  static Settings* const s = new Settings();  // never destroyed: hooks run at exit
-  return *s;
-}
-// One client per CUdevice, made on first use (never destroyed).
-std::atomic<DaemonClient*> g_clients[DaemonClient::kMaxDevices] = {};
-std::mutex g_clients_mu;
-std::atomic<int> g_first_device{-1};  // the device of the client made first
-std::atomic<int> g_devices{0};        // GPUs this process sees (0: not known yet)
-}  // namespace
-
-template <class F>
-void DaemonClient::each(F&& f) {
-  for (auto& slot : g_clients)
-    if (DaemonClient* c = slot.load(std::memory_order_acquire)) f(*c);
-}
-
 DaemonClient::DaemonClient(int device) noexcept : device_(device) {}
 
-void DaemonClient::configure(const Config& c, MapSink map_sink) noexcept {
+bool DaemonClient::has_slot(Stream stream) noexcept {
+  // (A forked child takes no lock its parent's threads may have held.)
+  if (const State s = state_.load(std::memory_order_acquire); s == State::kIdle || s == State::kForked) return false;
   try {
-    Settings& s = settings();
-    s.map_sink = map_sink;
-    s.wanted = !c.daemon_socket.empty();
-    s.socket = c.daemon_socket;
-    s.tenant = c.tenant;
-    s.fallback_set = c.request != MaskRequest::kNone;
-    s.grant_timeout_ms = c.grant_timeout_ms;
-    s.hw_priority = c.hw_priority;
-    s.submit_ahead = c.submit_ahead;
-    s.daemon_uid = c.daemon_uid >= 0 ? static_cast<uid_t>(c.daemon_uid) : ipc::kNoUid;
-    s.register_wait_ms = c.register_wait_ms;
-    if (s.wanted) {
-      // A forked child shares the parent's channel mappings but must never
-      // use them (one producer per ring): it runs as if no daemon were
-      // configured. The parent's client thread is not in the child, and
-      // none is started there (tracker_started_ stays set).
-      static std::once_flag once;
-      std::call_once(once, [] {
-        pthread_atfork(nullptr, nullptr, [] {
-          each([](DaemonClient& me) {
-            me.state_.store(State::kForked, std::memory_order_release);
-            me.tracker_running_.store(false, std::memory_order_release);
-            if (me.sock_ >= 0) ::close(me.sock_);
-            me.sock_ = -1;
-          });
-        });
-      });
-    }
+    const std::lock_guard<std::mutex> lock(slots_mu_);
+    return slot_of_.count(stream.key()) != 0;
   } catch (...) {
-    settings().wanted = false;
+    return false;
   }
-}
-
-bool DaemonClient::wanted_any() noexcept { return settings().wanted; }
-
-DaemonClient& DaemonClient::of_device(int dev) noexcept {
-  alignas(DaemonClient) static unsigned char inert_storage[sizeof(DaemonClient)];
-  static DaemonClient* const inert = new (inert_storage) DaemonClient(-1);  // wants no daemon
-  if (dev < 0 || dev >= kMaxDevices) return *inert;
-  if (DaemonClient* c = g_clients[dev].load(std::memory_order_acquire)) return *c;
-  try {
-    const std::lock_guard<std::mutex> lock(g_clients_mu);
-    if (DaemonClient* c = g_clients[dev].load(std::memory_order_acquire)) return *c;
-    auto* c = new (std::nothrow) DaemonClient(dev);
-    if (c == nullptr) return *inert;
-    const Settings& s = settings();
-    c->wanted_ = s.wanted;
-    c->socket_ = s.socket;
-    c->tenant_ = s.tenant;
-    c->fallback_set_ = s.fallback_set;
-    c->grant_timeout_ms_ = s.grant_timeout_ms;
-    c->hw_priority_ = s.hw_priority;
-    c->submit_ahead_ = s.submit_ahead;
-    c->daemon_uid_ = s.daemon_uid;
-    c->register_wait_ns_ = static_cast<std::uint64_t>(s.register_wait_ms * 1e6);
-    int none = -1;
-    g_first_device.compare_exchange_strong(none, dev);
-    g_clients[dev].store(c, std::memory_order_release);
-    return *c;
-  } catch (...) {
-    return *inert;
-  }
-}
-
-DaemonClient& DaemonClient::current() noexcept {
-  int n = g_devices.load(std::memory_order_relaxed);
-  if (n == 1) return of_device(0);
-  const DriverTable& d = driver();
-  if (n == 0) {
-    if (d.cuDeviceGetCount == nullptr || d.cuDeviceGetCount(&n) != CUDA_SUCCESS || n <= 0) return of_device(0);
-    g_devices.store(n, std::memory_order_relaxed);
-    if (n == 1) return of_device(0);
-  }
-  CUdevice dev = 0;
-  if (d.cuCtxGetDevice == nullptr || d.cuCtxGetDevice(&dev) != CUDA_SUCCESS) dev = 0;  // no context: its launch fails
-  return of_device(dev);
-}
-
-DaemonClient& DaemonClient::of_stream(Stream stream) noexcept {
-  if (stream.raw() == nullptr || g_devices.load(std::memory_order_relaxed) <= 1) return current();
-  DaemonClient* found = nullptr;
-  each([&](DaemonClient& c) {
-    // (A forked child takes no lock its parent's threads may have held.)
-    if (const State s = c.state_.load(std::memory_order_acquire);
-        found != nullptr || s == State::kIdle || s == State::kForked)
-      return;
-    try {
-      const std::lock_guard<std::mutex> lock(c.slots_mu_);
-      if (c.slot_of_.count(stream.key()) != 0) found = &c;
-    } catch (...) {
-    }
-  });
-  return found != nullptr ? *found : current();
 }
 
 std::uint64_t DaemonClient::now_ns() noexcept {
@@ -443,7 +327,7 @@ void DaemonClient::adopt_daemon_map(ipc::Welcome& w) noexcept {
                  map ? "another GPU's" : map.status().message().c_str());
       return;
     }
-    if (const MapSink sink = settings().map_sink; sink != nullptr) sink(device_, std::move(map).value());
+    if (const MapSink sink = map_sink_; sink != nullptr) sink(device_, std::move(map).value());
   } catch (...) {
     // Out of memory parsing it: the process's own map (or none) stays.
   }
@@ -636,12 +520,6 @@ bool DaemonClient::write_marker(Stream stream, std::uint32_t slot, std::uint64_t
     report_fault(static_cast<std::uint32_t>(r));
   }
   return true;
-}
-
-void DaemonClient::note_result(int code) noexcept {
-  if (code == CUDA_SUCCESS || !ipc::is_sticky_cuda_error(static_cast<std::uint32_t>(code)) || !settings().wanted)
-    return;
-  current().report_fault(static_cast<std::uint32_t>(code));
 }
 
 void DaemonClient::report_fault(std::uint32_t code) noexcept {
@@ -1231,17 +1109,6 @@ std::string DaemonClient::stats_json(const std::function<std::string()>* process
   }
   if (process_members != nullptr) out += (*process_members)();
   return out + "}";
-}
-
-std::string DaemonClient::stats_json_all(const std::function<std::string()>& process_members) {
-  if (!settings().wanted) return {};
-  const int first = g_first_device.load(std::memory_order_acquire);
-  std::string all;
-  int n = 0;
-  each([&](DaemonClient& c) { all += (n++ == 0 ? "" : ",") + c.stats_json(nullptr); });
-  std::string out = of_device(first >= 0 ? first : 0).stats_json(&process_members);
-  if (n > 1 && !out.empty()) out.insert(out.size() - 1, ",\"gpus\":[" + all + "]");
-  return out;
 }
 
 }  // namespace lithos::intercept

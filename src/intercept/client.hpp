@@ -77,37 +77,14 @@ namespace lithos::intercept {
 
 class DaemonClient {
  public:
-  // One client per GPU (CUdevice) the process launches on, each registered
-  // with the lithosd of its GPU (the socket's %g names it), made on first
-  // use and never destroyed (hooks run at exit).
-  static constexpr int kMaxDevices = 64;
-  // The client of the GPU of the calling thread's current context: every
-  // launch hook, which runs in the launch's context (the deferred-launch
-  // worker makes each launch in the context it was queued from). One
-  // relaxed load while the process sees one GPU; otherwise one
-  // cuCtxGetDevice. A device past kMaxDevices gets a client that wants no
-  // daemon (its launches run as if none were configured).
-  static DaemonClient& current() noexcept;
-  // The client that opened a slot for `stream`: a synchronisation, a
-  // capture or a destruction may name a stream of another GPU than the
-  // current context's. current() for a default stream or one no client knows.
-  static DaemonClient& of_stream(Stream stream) noexcept;
+  // One client per GPU (CUdevice) the process launches on, made and owned
+  // by the daemon link (daemon_link.hpp: DaemonLink::current(),
+  // of_stream()), never destroyed (hooks run at exit).
+  //
   // Where a client hands the slot map lithosd sent at registration
   // (ipc::Welcome::slot_map, already checked to be its GPU's): the masks'
   // owner, which keeps it where the process has no map of that GPU.
   using MapSink = void (*)(int device, gpu::SlotMap map) noexcept;
-  // Once, from the Runtime's constructor, before any client is made: the
-  // settings every GPU's client takes, and where maps go (the link never
-  // calls up into the masks). Connects nothing.
-  static void configure(const Config& c, MapSink map_sink) noexcept;
-  static bool wanted_any() noexcept;
-  // The "daemon" member of lithos_stats_json: the state and counters of the
-  // client made first (the GPU of the process's first launch), and when
-  // the process launched on several GPUs, every client's in "gpus" (each
-  // with its "device"); "" when no daemon is configured. `process_members`
-  // gives the process-wide members the top-level object ends with (the
-  // runtime's: deferred launches, graph replay), as `,"name":value...`.
-  static std::string stats_json_all(const std::function<std::string()>& process_members);
 
   bool wanted() const noexcept { return wanted_; }
   // True when the channel is usable now. The first call starts the client's
@@ -130,9 +107,6 @@ class DaemonClient {
   // on this GPU: launches go out as they are (the driver fails them), no
   // grant is waited for, no registration is tried again.
   void report_fault(std::uint32_t code) noexcept;
-  // Every hooked driver call's result, from the hooks: a sticky one is
-  // reported by the client of the calling thread's GPU.
-  static void note_result(int code) noexcept;
   std::uint32_t fault() const noexcept { return fault_.load(std::memory_order_acquire); }
 
   // High priority: the tenant's allocation now (false: none published);
@@ -235,6 +209,7 @@ class DaemonClient {
   Stats stats() const noexcept;
 
  private:
+  friend class DaemonLink;  // makes the clients, gives them their settings, marks them forked
   // kOtherGpu: the daemon at this GPU's socket serves another GPU (a socket
   // without %g whose daemon schedules a GPU other than this client's, or
   // one this process does not see): never registered, never tried again;
@@ -251,16 +226,14 @@ class DaemonClient {
   bool serves_my_gpu(const std::string& uuid, std::string* why) noexcept;
   // The UUID of this client's GPU; false when the driver cannot say.
   bool my_gpu(std::string* uuid) const noexcept;
-  // The client of CUdevice `dev`, made on first use.
-  static DaemonClient& of_device(int dev) noexcept;
-  // Calls f(client) for every client made so far, in device order.
-  template <class F>
-  static void each(F&& f);
+  // Whether this client opened a slot for `stream` (DaemonLink::of_stream).
+  bool has_slot(Stream stream) noexcept;
   // At registration: the daemon's slot map of this client's GPU (Welcome::slot_map) to the runtime.
   void adopt_daemon_map(ipc::Welcome& w) noexcept;
-  // This client's state and counters as one JSON object (stats_json_all).
-  // `process_members`: the process-wide members (stats_json_all), which the
-  // top-level object has and each `gpus` entry leaves out (null).
+  // This client's state and counters as one JSON object
+  // (DaemonLink::stats_json_all). `process_members`: the process-wide
+  // members, which the top-level object has and each `gpus` entry leaves
+  // out (null).
   std::string stats_json(const std::function<std::string()>* process_members) const;
   struct Slot {
     std::atomic<bool> open{false};
@@ -340,7 +313,8 @@ class DaemonClient {
   std::string socket_, tenant_;
   uid_t daemon_uid_ = static_cast<uid_t>(-1);   // trusted as lithosd besides root and this user (ipc::check_daemon)
   std::uint64_t register_wait_ns_ = 5'000'000;  // the first launch's wait for registration (start())
-  bool fallback_set_ = false;  // a TPC set was configured (config().request): said when the daemon is not there
+  bool fallback_set_ = false;   // a TPC set was configured (config().request): said when the daemon is not there
+  MapSink map_sink_ = nullptr;  // where the daemon's slot map goes (adopt_daemon_map)
   mutable std::mutex gpu_mu_;
   std::string gpu_;  // the daemon's GPU UUID, from the welcome ("" : not named); guarded by gpu_mu_
   // The context current when it registered: the tracker writes its

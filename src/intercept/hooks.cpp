@@ -67,6 +67,10 @@ GraphReplay& graph_replay() noexcept {
   static GraphReplay* const self = &Library::get().graph_replay();
   return *self;
 }
+DaemonLink& daemon_link() noexcept {
+  static DaemonLink* const self = &Library::get().daemon_link();
+  return *self;
+}
 
 // Restores this thread's frame when a hooked call ends (calls can nest).
 class FrameGuard {
@@ -261,7 +265,7 @@ constexpr std::uint64_t kGraphUploadSalt = 0x75706c6f61640000ULL;  // "upload"
 template <class Launch>
 CUresult granted_whole(const LaunchInfo& li, Stream stream, const LaunchIdentity& id, bool graph, Launch&& launch,
                        const std::optional<sched::TpcSet>& pinned = std::nullopt) {
-  DaemonClient& dc = DaemonClient::current();
+  DaemonClient& dc = daemon_link().current();
   const auto ticket = dc.submit(stream, li, id, 1, true, graph, pinned ? &*pinned : nullptr);
   ipc::GrantMsg g;
   if (!ticket || !dc.next_grant(*ticket, &g)) {
@@ -309,7 +313,7 @@ CUresult run_atoms(const FunctionEntry& e, const Atomizer::Launch& l, BoundsPara
 template <class Launch>
 CUresult run_granted(const FunctionEntry& e, const LaunchInfo& li, Stream stream, std::uint64_t unit, BoundsParams& bp,
                      Launch&& launch) {
-  DaemonClient& dc = DaemonClient::current();
+  DaemonClient& dc = daemon_link().current();
   const std::uint64_t total = li.grid.count();
   const auto ticket = dc.submit(stream, li, runtime().kernels().identity(li.function, true),
                                 static_cast<std::uint32_t>(std::min<std::uint64_t>(unit, UINT32_MAX)), false, false);
@@ -354,13 +358,13 @@ void launch_attributes(const CUlaunchConfig* cfg, std::uint32_t cluster[3], bool
 }
 
 // Whether this launch of the process goes through lithosd as best effort,
-// through the client of the launch's GPU (DaemonClient::current; not where
+// through the client of the launch's GPU (DaemonLink::current; not where
 // the daemon at that GPU's socket serves another). Registers on first use
 // (high-priority processes too: they learn their class here, before their
 // first launch is made). `grant`: the launch's (one made at once because the
 // tenant runs free does not go through lithosd again).
 bool be_daemon(const Grant* grant = nullptr) noexcept {
-  DaemonClient& dc = DaemonClient::current();
+  DaemonClient& dc = daemon_link().current();
   if (!dc.wanted() || (grant != nullptr && grant->runs_free)) return false;
   const bool up = dc.ready();
   return !dc.high() && (up || dc.registered_once());
@@ -570,7 +574,7 @@ CUresult be_launch(Fn fn, CUstream stream, A... a) {
     return atomizing ? launch_maybe_atomized<Id, true>(fn, stream, nullptr, a...)
                      : launch_one<Id, true>(fn, stream, nullptr, a...);
   }
-  if (sched::TpcSet free; DaemonClient::current().runs_free(&free)) {
+  if (sched::TpcSet free; daemon_link().current().runs_free(&free)) {
     // Nothing to protect: at once, on the allocation, reported after.
     const Grant grant{free, /*runs_free=*/true};
     return atomizing ? launch_maybe_atomized<Id, false>(fn, stream, &grant, a...)
@@ -596,7 +600,7 @@ CUresult be_launch(Fn fn, CUstream stream, A... a) {
 template <HookId Id, class... A>
 std::optional<DaemonClient::Ahead> submit_ahead(CUstream stream, const A&... a) noexcept {
   constexpr HookInfo info = hook_info(Id);
-  DaemonClient& dc = DaemonClient::current();
+  DaemonClient& dc = daemon_link().current();
   if (!dc.submit_ahead() || !dc.connected()) return std::nullopt;
   if (sched::TpcSet free; dc.runs_free(&free)) return std::nullopt;
   Atomizer& az = atomizer();
@@ -647,7 +651,7 @@ bool defer_launch(Fn fn, CUstream stream, A... a) {
         std::get<2>(args) = copy->params();
         std::get<3>(args) = copy->extra();
       }
-      if (!DaemonClient::current().submit_ahead()) {
+      if (!daemon_link().current().submit_ahead()) {
         return deferred().push(
             [fn, stream, args, copy]() -> int {
               return std::apply([&](auto... x) { return static_cast<int>(be_launch<Id>(fn, stream, x...)); }, args);
@@ -693,7 +697,7 @@ int replay_step(const ReplayStep& step, CUstream stream) noexcept {
         return be_launch<HookId::cuLaunchKernelEx>(ex, stream, &cfg, k->function, k->params, k->extra);
       // An atom cut at capture: its node's parameters (bounds included) as they are, one grant.
       const LaunchInfo li = launch_info<HookId::cuLaunchKernelEx>(&cfg, k->function, k->params, k->extra);
-      if (sched::TpcSet free; DaemonClient::current().runs_free(&free)) {
+      if (sched::TpcSet free; daemon_link().current().runs_free(&free)) {
         const Grant grant{free, /*runs_free=*/true};
         return launch_one<HookId::cuLaunchKernelEx>(ex, stream, &grant, &cfg, k->function, k->params, k->extra);
       }
@@ -908,7 +912,7 @@ CUresult dispatch_call(Fn fn, CUstream stream, A... a) {
       std::optional<Grant> free_grant;
       if (be_daemon()) {
         const std::optional<sched::TpcSet> pinned = rt.graph_pinned(exec);
-        if (sched::TpcSet free; !first_build_for_good(pinned) && DaemonClient::current().runs_free(&free)) {
+        if (sched::TpcSet free; !first_build_for_good(pinned) && daemon_link().current().runs_free(&free)) {
           // Built already, it runs on the set it was built with whatever it
           // is given: given that set, it is not taken for a stale launch.
           if (pinned) free = *pinned;
@@ -983,7 +987,7 @@ CUresult dispatch_call(Fn fn, CUstream stream, A... a) {
     constexpr bool every_stream = Id == HookId::cuCtxSynchronize || Id == HookId::cuCtxSynchronize_v2;
     // A context's synchronisation covers the streams of its GPU's client; a
     // stream's, those of the client that knows the stream.
-    DaemonClient& dc = every_stream ? DaemonClient::current() : DaemonClient::of_stream(Stream{stream, info.ptsz});
+    DaemonClient& dc = every_stream ? daemon_link().current() : daemon_link().of_stream(Stream{stream, info.ptsz});
     const auto points =
         dc.wanted() ? dc.sync_points(Stream{stream, info.ptsz}, every_stream) : std::vector<DaemonClient::SyncPoint>{};
     const CUresult r = fn(a...);
@@ -1067,7 +1071,7 @@ CUresult dispatch_call(Fn fn, CUstream stream, A... a) {
     constexpr std::string_view name = info.name;
     if constexpr (name.starts_with("cuStreamBeginCapture")) {
       // Not while the tracker writes this stream's marker (hold_markers).
-      const auto hold = DaemonClient::of_stream(Stream{stream, info.ptsz}).hold_markers(Stream{stream, info.ptsz});
+      const auto hold = daemon_link().of_stream(Stream{stream, info.ptsz}).hold_markers(Stream{stream, info.ptsz});
       const CUresult r = fn(a...);
       if (r == CUDA_SUCCESS) stream_captures().fetch_add(1, std::memory_order_acq_rel);
       return r;
@@ -1139,7 +1143,7 @@ constexpr bool queued_behind_launches(HookId id) {
 // fatal GPU fault) is told to lithosd (DaemonClient::report_fault). One
 // comparison when the call succeeded.
 inline CUresult noted(CUresult r) noexcept {
-  if (r != CUDA_SUCCESS) DaemonClient::note_result(static_cast<int>(r));
+  if (r != CUDA_SUCCESS) daemon_link().note_result(static_cast<int>(r));
   return r;
 }
 

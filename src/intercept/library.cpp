@@ -6,8 +6,6 @@
 
 #include <new>
 
-#include "intercept/client.hpp"
-
 namespace lithos::intercept {
 
 Library& Library::get() noexcept {
@@ -23,11 +21,11 @@ Runtime& Library::runtime() noexcept {
 }
 
 Runtime* Library::make_runtime() noexcept {
-  auto* rt = new (runtime_storage_) Runtime(driver_, atomizer_, deferred_, replay_);  // reads the environment
+  auto* rt = new (runtime_storage_) Runtime(driver_, link_, atomizer_, deferred_, replay_);  // reads the environment
   const Config& config = rt->config();
   atomizer_.configure(config);
-  DaemonClient::configure(
-      config, [](int dev, gpu::SlotMap map) noexcept { get().runtime().adopt_daemon_map(dev, std::move(map)); });
+  link_.configure(config,
+                  [](int dev, gpu::SlotMap map) noexcept { get().runtime().adopt_daemon_map(dev, std::move(map)); });
   const bool daemon = !config.daemon_socket.empty();
   deferred_.configure(config.defer_launches && daemon, config.defer_depth);
   replay_.configure(config.graph_replay && daemon);

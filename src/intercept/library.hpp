@@ -8,13 +8,14 @@
 // Build order (the members' order):
 //   1. the driver table (RealDriver: the real function of every hook and
 //      the DriverTable of lithos's own calls);
-//   2. the launch paths, idle until configured: the atomizer, deferred
+//   2. the daemon link (DaemonLink: one DaemonClient per GPU, made at its
+//      first launch), idle until configured;
+//   3. the launch paths, idle until configured: the atomizer, deferred
 //      launches, graph replay;
-//   3. the runtime (the masks: process and stream sets, GPU views, the
+//   4. the runtime (the masks: process and stream sets, GPU views, the
 //      descriptor hook, graph records, kernel information), made at its
 //      first need since it reads the environment; making it configures the
-//      daemon link (DaemonClient::configure) and the launch paths, in one
-//      place (make_runtime).
+//      daemon link and the launch paths, in one place (make_runtime).
 // Were it destroyed, members would go in the reverse order.
 //
 // Entry points (the hooks, the C API, dlsym) reach the members from here;
@@ -22,13 +23,15 @@
 // hook pays one guard check and one load, as with the per-class singletons
 // this replaced. RealDriver::instance() (behind driver()) and
 // DeferredLaunches::instance() (its fork and exit handlers) are accessors to
-// the members for the code that has no owner's reference.
+// the members for the code that has no owner's reference; the daemon link's
+// fork handler reaches it through get().
 
 #pragma once
 
 #include <atomic>
 
 #include "intercept/atomizer.hpp"
+#include "intercept/daemon_link.hpp"
 #include "intercept/deferred.hpp"
 #include "intercept/graph_replay.hpp"
 #include "intercept/real_driver.hpp"
@@ -42,6 +45,7 @@ class Library {
   static Library& get() noexcept;
 
   RealDriver& real_driver() noexcept { return driver_; }
+  DaemonLink& daemon_link() noexcept { return link_; }
   Atomizer& atomizer() noexcept { return atomizer_; }
   DeferredLaunches& deferred() noexcept { return deferred_; }
   GraphReplay& graph_replay() noexcept { return replay_; }
@@ -61,11 +65,13 @@ class Library {
 
   // 1. The driver.
   RealDriver driver_;
-  // 2. The launch paths (configured by make_runtime).
+  // 2. The daemon link (configured by make_runtime).
+  DaemonLink link_;
+  // 3. The launch paths (configured by make_runtime).
   Atomizer atomizer_;
   DeferredLaunches deferred_;
   GraphReplay replay_{atomizer_};
-  // 3. The runtime, in this storage once made.
+  // 4. The runtime, in this storage once made.
   alignas(Runtime) unsigned char runtime_storage_[sizeof(Runtime)];
   std::atomic<Runtime*> runtime_{nullptr};
 };

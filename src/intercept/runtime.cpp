@@ -9,6 +9,7 @@
 
 #include "intercept/atomizer.hpp"
 #include "intercept/client.hpp"
+#include "intercept/daemon_link.hpp"
 #include "intercept/deferred.hpp"
 #include "intercept/graph_replay.hpp"
 
@@ -38,8 +39,9 @@ namespace lithos::intercept {
 // ---------------------------------------------------------------------------
 // Creation and configuration
 
-Runtime::Runtime(RealDriver& driver, Atomizer& atomizer, DeferredLaunches& deferred, GraphReplay& replay)
-    : real_(driver), atomizer_(atomizer), deferred_(deferred), replay_(replay) {
+Runtime::Runtime(RealDriver& driver, DaemonLink& link, Atomizer& atomizer, DeferredLaunches& deferred,
+                 GraphReplay& replay)
+    : real_(driver), link_(link), atomizer_(atomizer), deferred_(deferred), replay_(replay) {
   try {
     config_ = config_from_env([](const char* name) -> const char* { return std::getenv(name); });
   } catch (...) {
@@ -198,7 +200,7 @@ void Runtime::attach_slow() noexcept {
       // live TPC.
       const MaskEntry* process = process_mask_.load(std::memory_order_acquire);
       // Under lithosd every launch may get a set: the callback is needed.
-      const bool wanted = (process != nullptr && !process->whole) || stream_sets_.any() || DaemonClient::wanted_any();
+      const bool wanted = (process != nullptr && !process->whole) || stream_sets_.any() || link_.wanted_any();
       if (wanted) {
         b = install_callback_locked();
       } else {
@@ -382,7 +384,7 @@ const GpuView* Runtime::load_view(int dev) noexcept {
         v = primary_view_.load(std::memory_order_acquire);
       } else if (auto cached = cached_map_locked(uuid, &looked)) {
         v = make_view_locked(dev, std::move(cached->first), cached->second);
-      } else if (DaemonClient::wanted_any() || config_.request != MaskRequest::kNone) {
+      } else if (link_.wanted_any() || config_.request != MaskRequest::kNone) {
         LITHOS_LOG(LogLevel::kWarn,
                    "device %d (%s) has no calibrated slot map (looked in %s): no mask can be made there (lithosd's "
                    "sets, %s), its launches run on the whole GPU; run `lithos calibrate --device %d`",
@@ -473,7 +475,7 @@ std::optional<Runtime::Choice> Runtime::choose(Stream stream, const Grant* grant
   // A high-priority tenant of lithosd: its current allocation on the
   // launch's GPU (the last one published if the daemon went away), the
   // lasting one for a graph.
-  if (DaemonClient& dc = DaemonClient::current(); here != nullptr && dc.registered_once() && dc.high()) {
+  if (DaemonClient& dc = link_.current(); here != nullptr && dc.registered_once() && dc.high()) {
     sched::TpcSet a;
     if (dc.allocation(&a, lasting)) {
       a &= here->live;
@@ -613,12 +615,12 @@ static bool made_at_once(DaemonClient& dc, bool runs_free) noexcept {
 }
 
 void Runtime::before_immediate_launch(Stream stream, bool runs_free) noexcept {
-  DaemonClient& dc = DaemonClient::current();
+  DaemonClient& dc = link_.current();
   if (made_at_once(dc, runs_free)) dc.before_immediate(stream);
 }
 
 void Runtime::after_launch(Stream stream, const LaunchInfo& launch, bool graph, bool runs_free) noexcept {
-  DaemonClient& dc = DaemonClient::current();
+  DaemonClient& dc = link_.current();
   if (made_at_once(dc, runs_free)) {
     const LaunchIdentity id = kernels_.identity(launch.function, !graph);
     dc.report_running(stream, launch, id.kernel, graph, id.statics);
@@ -758,7 +760,7 @@ Runtime::GraphCall Runtime::begin_graph(CUgraphExec_st* exec, Stream stream, con
   // does before its first kernel launch: a graph instantiated first would
   // otherwise be built without the tenant's set and keep that for every
   // replay (a service's graph on the whole GPU, other quotas included).
-  if (DaemonClient& dc = DaemonClient::current(); dc.wanted() && !dc.registered_once()) dc.ready();
+  if (DaemonClient& dc = link_.current(); dc.wanted() && !dc.registered_once()) dc.ready();
   SkipReason why = SkipReason::kNotRequested;
   const auto choice = choose(stream, grant, &why, /*lasting=*/true);
   f.view = nullptr;
@@ -914,7 +916,7 @@ void Runtime::forget_graph_exec(CUgraphExec_st* exec) noexcept {
 // Streams and kernel names
 
 void Runtime::forget_stream(Stream stream) noexcept {
-  DaemonClient::of_stream(stream).forget_stream(stream);
+  link_.of_stream(stream).forget_stream(stream);
   backend_.load(std::memory_order_acquire)->forget_stream(stream);
   if (stream.raw() == nullptr || !stream_sets_.any()) return;
   try {
@@ -1105,7 +1107,7 @@ StatsHeader Runtime::stats_header() noexcept {
       h.process_mask = "?";
     }
     h.driver_used = real_.driver_in_process();
-    h.daemon_json = DaemonClient::stats_json_all(
+    h.daemon_json = link_.stats_json_all(
         [this] { return ",\"deferred\":" + deferred_.stats_json() + ",\"graph_replay\":" + replay_.stats_json(); });
   } catch (...) {
     h.backend = "?";

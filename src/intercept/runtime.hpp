@@ -56,6 +56,7 @@ struct CUctx_st;
 namespace lithos::intercept {
 struct DriverTable;
 class Atomizer;
+class DaemonLink;
 class DeferredLaunches;
 class GraphReplay;
 class RealDriver;
@@ -195,7 +196,7 @@ class Runtime {
  private:
   // What it uses of its owner, the library: the driver, the atomizer, and
   // the statistics of deferred launches and graph replay (the exit report).
-  Runtime(RealDriver& driver, Atomizer& atomizer, DeferredLaunches& deferred, GraphReplay& replay);
+  Runtime(RealDriver& driver, DaemonLink& link, Atomizer& atomizer, DeferredLaunches& deferred, GraphReplay& replay);
   friend class Library;  // the one owner (library.hpp)
 
   // Once: logs config problems, loads the slot map, computes the process
@@ -269,6 +270,7 @@ class Runtime {
   void publish_process_mask_locked(const gpu::SlotMask* slots, const sched::TpcSet& tpcs);
 
   RealDriver& real_;
+  DaemonLink& link_;
   Atomizer& atomizer_;
   DeferredLaunches& deferred_;
   GraphReplay& replay_;
