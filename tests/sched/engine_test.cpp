@@ -1132,7 +1132,7 @@ AutoPauseRun run_auto_pause(double slowdown, int requests, const TestConfig& cfg
     t += beside ? us(100.0 * slowdown) : us(100);
     finish_be();
     (void)e->atom_finished(running->atom, start, t);
-    r.reports.push_back(*e->policy().pause_report(e->state(), a, t));
+    r.reports.push_back(*e->pause_report(a, t));
     // Between requests: the trainer runs, its atoms done before the next.
     t += cfg.idle_grace + us(1);
     feed();
