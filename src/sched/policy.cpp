@@ -4,9 +4,7 @@
 
 namespace lithos::sched {
 
-int Policy::rank(const PolicyView& view, TenantId tenant) const {
-  return view.tenant(tenant).is_high() ? 0 : 1;
-}
+int Policy::rank(const PolicyView& view, TenantId tenant) const { return view.tenant(tenant).is_high() ? 0 : 1; }
 
 TpcSet Policy::immediate_set(const PolicyView& view, TenantId tenant, Time now, bool lasting) const {
   (void)now;

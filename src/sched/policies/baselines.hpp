@@ -3,8 +3,8 @@
 // do; none of them throttles or splits kernels.
 #pragma once
 
-#include "sched/policy_view.hpp"
 #include "sched/policy.hpp"
+#include "sched/policy_view.hpp"
 
 namespace lithos::sched {
 

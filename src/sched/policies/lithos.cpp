@@ -120,8 +120,8 @@ void LithosPolicy::on_ran(const PolicyView& view, const InflightAtom& atom, Time
     g.busy_ns += static_cast<double>(std::max(Duration{0}, end - std::max(start, g.busy_until)).count());
     g.busy_until = std::max(g.busy_until, end);
   }
-  const int used = std::max(
-      1, std::min(atom.tpcs.count(), occupancy_tpc_bound(view.device(), atom.blocks, atom.blocks_per_tpc)));
+  const int used =
+      std::max(1, std::min(atom.tpcs.count(), occupancy_tpc_bound(view.device(), atom.blocks, atom.blocks_per_tpc)));
   if (g.phase == Guard::Phase::kPaused) {  // what a pause gives it: every run, best effort beside or not
     if (const auto alone = quiet_->predict(atom.key, atom.blocks, atom.blocks_per_tpc, used);
         alone && alone->count() > 0) {

@@ -30,8 +30,8 @@
 #include <span>
 #include <vector>
 
-#include "sched/policy_view.hpp"
 #include "sched/policy.hpp"
+#include "sched/policy_view.hpp"
 
 namespace lithos::sched {
 
