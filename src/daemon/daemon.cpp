@@ -1609,7 +1609,7 @@ std::string Daemon::status_json(std::uint64_t now, std::optional<uid_t> viewer) 
     o["mps"] = tc.mps;  // false: `lithos run --tenant` starts its processes outside MPS ("GPU faults")
     if (tc.pauses_best_effort == sched::BestEffortPause::kAlways) o["pauses_best_effort"] = true;
     if (tc.pauses_best_effort == sched::BestEffortPause::kAuto) o["pauses_best_effort"] = "auto";
-    if (auto p = engine_->policy().pause_report(st, ts.id, t)) {
+    if (auto p = engine_->pause_report(ts.id, t)) {
       json pj = {
           {"phase", std::string(p->phase)}, {"pauses", p->pauses}, {"probes", p->probes}, {"verdicts", p->verdicts}};
       if (p->verdicts > 0) {

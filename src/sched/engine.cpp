@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "sched/occupancy.hpp"
+#include "sched/policy_view.hpp"
 
 namespace lithos::sched {
 
@@ -63,6 +64,8 @@ EngineState::EngineState(EngineConfig c)
   device_tpcs = TpcSet::first(config.device.tpcs);
 }
 
+PolicyView Engine::view() const { return PolicyView(state_); }
+
 Engine::Engine(EngineConfig config, std::unique_ptr<Policy> policy)
     : state_(std::move(config)), policy_(std::move(policy)), traits_(policy_->traits()) {
   preemption_atoms_.target = traits_.preemption_slice;
@@ -100,7 +103,7 @@ Status Engine::assign_owners() {
   std::vector<TpcSet> owned;
   owned.reserve(state_.tenants.size());
   for (const TenantState& t : state_.tenants) owned.push_back(t.owned);
-  LITHOS_RETURN_IF_ERROR(policy_->on_tenants_changed(state_, owned));
+  LITHOS_RETURN_IF_ERROR(policy_->on_tenants_changed(view(), owned));
   for (TenantState& t : state_.tenants) t.owned = owned[idx(t.id)];
   refresh_owners();
   return Status::ok();
@@ -179,7 +182,7 @@ Result<LaunchId> Engine::submit(QueueId queue, const LaunchDesc& launch, Time no
   if (traits_.rightsize && !p.plan.split()) {
     p.need = state_.rightsizer.choose(p.key, p.need);
   }
-  t.grace = policy_->on_arrival(state_, t.id, now);
+  t.grace = policy_->on_arrival(view(), t.id, now);
   ++t.need_count[static_cast<std::size_t>(p.need)];
   t.max_need = std::max(t.max_need, p.need);
   ++t.pending_launches;
@@ -207,14 +210,14 @@ Result<AtomDispatch> Engine::submit_running(QueueId queue, const LaunchDesc& lau
                     .atom_duration = Duration{},
                     .reason = AtomReason::kDisabled};
   p.need = occupancy_tpc_bound(state_.config.device, p.plan.total_blocks, p.blocks_per_tpc);
-  t.grace = policy_->on_arrival(state_, t.id, now);
+  t.grace = policy_->on_arrival(view(), t.id, now);
   ++t.need_count[static_cast<std::size_t>(p.need)];
   t.max_need = std::max(t.max_need, p.need);
   ++t.pending_launches;
   ++counters_.launches;
   Placement placement;
   placement.tpcs = tpcs;
-  placement.priority = policy_->immediate_priority(state_, q.tenant);
+  placement.priority = policy_->immediate_priority(view(), q.tenant);
   return carve(q, p, placement, now, /*queued=*/false);
 }
 
@@ -250,28 +253,33 @@ void Engine::sync(QueueId queue) {
 
 TpcSet Engine::immediate_set(TenantId t, Time now, bool lasting) const {
   if (static_cast<std::size_t>(t) >= state_.tenants.size()) return TpcSet{};
-  return policy_->immediate_set(state_, t, now, lasting) & state_.device_tpcs;
+  return policy_->immediate_set(view(), t, now, lasting) & state_.device_tpcs;
 }
 
 HwPriority Engine::immediate_priority(TenantId t) const {
   if (static_cast<std::size_t>(t) >= state_.tenants.size()) return HwPriority::kNormal;
-  return policy_->immediate_priority(state_, t);
+  return policy_->immediate_priority(view(), t);
 }
 
 bool Engine::runs_free(TenantId t) const {
   if (static_cast<std::size_t>(t) >= state_.tenants.size()) return false;
-  return policy_->runs_free(state_, t);
+  return policy_->runs_free(view(), t);
+}
+
+std::optional<PauseReport> Engine::pause_report(TenantId t, Time now) const {
+  if (static_cast<std::size_t>(t) >= state_.tenants.size()) return std::nullopt;
+  return policy_->pause_report(view(), t, now);
 }
 
 bool Engine::throttled(const QueueState& q, Time now, Duration bound) const {
   if (!traits_.throttle || q.inflight_atoms == 0) return false;
-  if (policy_->runs_free(state_, q.tenant)) return false;
+  if (policy_->runs_free(view(), q.tenant)) return false;
   return q.tail_end - now > bound;
 }
 
 void Engine::dispatch(Time now, std::vector<AtomDispatch>& out) {
   next_wakeup_ = kTimeNever;
-  policy_->on_tick(state_, now);
+  policy_->on_tick(view(), now);
 
   order_.clear();
   for (const QueueState& q : state_.queues) {
@@ -281,8 +289,8 @@ void Engine::dispatch(Time now, std::vector<AtomDispatch>& out) {
   auto before = [&](QueueId a, QueueId b) {
     const QueueState& qa = state_.queues[a];
     const QueueState& qb = state_.queues[b];
-    const int ra = policy_->rank(state_, qa.tenant);
-    const int rb = policy_->rank(state_, qb.tenant);
+    const int ra = policy_->rank(view(), qa.tenant);
+    const int rb = policy_->rank(view(), qb.tenant);
     if (ra != rb) return ra < rb;
     const Time sa = qa.pending.front().submitted;
     const Time sb = qb.pending.front().submitted;
@@ -309,7 +317,7 @@ void Engine::dispatch(Time now, std::vector<AtomDispatch>& out) {
         next_wakeup_ = std::min(next_wakeup_, q.tail_end - bound);
         break;
       }
-      Placement placement = policy_->place(state_, q, q.pending.front(), now);
+      Placement placement = policy_->place(view(), q, q.pending.front(), now);
       if (placement.waiting()) {
         next_wakeup_ = std::min(next_wakeup_, placement.retry_at);
         break;
@@ -450,7 +458,7 @@ AtomDispatch Engine::carve(QueueState& q, PendingLaunch& head, const Placement& 
     --t.pending_launches;
     if (queued) q.pending.pop_front();
   }
-  policy_->on_dispatch(state_, a, now);
+  policy_->on_dispatch(view(), a, now);
   return d;
 }
 
@@ -467,7 +475,7 @@ Completion Engine::atom_finished(AtomId id, Time start, Time end) {
   // The right-sizing fit models whole kernels: atoms of split launches are
   // not samples of it.
   if (traits_.rightsize && a.whole) state_.rightsizer.observe(a.key, std::max(used, 1), ran);
-  policy_->on_ran(state_, a, start, end);
+  policy_->on_ran(view(), a, start, end);
 
   c.launch = a.launch;
   c.queue = a.queue;
@@ -508,7 +516,7 @@ void Engine::release_atom(AtomId id, Time end) {
   if (!t.is_high() && state_.best_effort_inflight > 0) --state_.best_effort_inflight;
   if (!a.stolen.empty() && t.stolen_inflight > 0) --t.stolen_inflight;
   if (!t.has_work()) t.idle_since = end;
-  policy_->on_finish(state_, a, end);
+  policy_->on_finish(view(), a, end);
   a.live = false;
   state_.free_atoms.push_back(id);
 }

@@ -166,9 +166,10 @@ struct InflightAtom {
   std::uint64_t best_effort_dispatches_then = 0;
 };
 
-// Everything the Engine knows. Policies read it (const); the one thing they
-// decide into it, TenantState::owned and TenantState::grace, the Engine
-// stores from their answers (Policy::on_tenants_changed, on_arrival).
+// Everything the Engine knows. Policies read part of it through a PolicyView
+// (policy_view.hpp); the one thing they decide into it, TenantState::owned
+// and TenantState::grace, the Engine stores from their answers
+// (Policy::on_tenants_changed, on_arrival).
 struct EngineState {
   // Clamps config.device.tpcs to 1..kMaxTpcs; predictor and right-sizer
   // take their settings from `config`.
@@ -263,6 +264,10 @@ class Engine {
   // immediate_set, and the throttle does not hold its queues. False for an
   // unknown tenant.
   bool runs_free(TenantId t) const;
+  // How high-priority tenant `t`'s BestEffortPause stands, for status
+  // output (Policy::pause_report); nullopt for an unknown tenant or where
+  // the policy has none for it.
+  std::optional<PauseReport> pause_report(TenantId t, Time now) const;
 
   // The online predictor's model as text (LatencyPredictor::save), and
   // loading such text into it (a cache from an earlier run). Errors name
@@ -305,6 +310,8 @@ class Engine {
   // and stores the answer; on failure nothing changes.
   Status assign_owners();
   void refresh_owners();
+  // What the policy's hooks read of state_ (policy_view.hpp).
+  PolicyView view() const;
 
   EngineState state_;
   std::unique_ptr<Policy> policy_;

@@ -1,10 +1,11 @@
 // The policy interface: a table of hooks in the spirit of the Linux
 // scheduler's sched_class. The Engine (engine.hpp) owns all state and the
 // mechanism (queues, in-flight accounting, timers, throttle, atom carving,
-// predictor); a Policy only decides. Every hook is called by the Engine on
-// the thread that drives it (the simulator's event loop, or the runtime's
-// dispatcher under its lock): hooks are never called concurrently and must
-// not call back into the Engine.
+// predictor); a Policy only decides. Hooks read the Engine through a
+// PolicyView (policy_view.hpp): const, and only what policies use. Every
+// hook is called by the Engine on the thread that drives it (the
+// simulator's event loop, or lithosd's loop): hooks are never called
+// concurrently and must not call back into the Engine.
 //
 // Policies are ordered by nothing: exactly one is active per Engine. Failure
 // rules are stated per hook; the general rule (from sched_ext) is that a
@@ -26,7 +27,7 @@
 
 namespace lithos::sched {
 
-struct EngineState;
+class PolicyView;
 struct QueueState;
 struct PendingLaunch;
 struct InflightAtom;
@@ -107,76 +108,76 @@ class Policy {
   virtual PolicyTraits traits() const = 0;
 
   // Called by Engine::add_tenant after the new tenant was appended to
-  // state.tenants. Writes the TPCs every tenant owns (quotas, static
+  // view.tenants(). Writes the TPCs every tenant owns (quotas, static
   // partitions) into `owned` (one entry per tenant, by TenantId; it comes
   // holding each tenant's TenantState::owned, the new one's empty), which
   // the Engine then stores: the one place a policy changes Engine state.
   // Failure: return a non-ok Status (e.g. quotas exceed the device); the
   // Engine removes the new tenant again, discards `owned` and returns the
   // Status to the caller, so the previous assignment stays in force.
-  virtual Status on_tenants_changed(const EngineState& state, std::span<TpcSet> owned) = 0;
+  virtual Status on_tenants_changed(const PolicyView& view, std::span<TpcSet> owned) = 0;
 
   // Called by Engine::submit and Engine::submit_running when work of
   // `tenant` arrives, before the Engine counts it (TenantState::has_work()
   // still tells whether it had work before). Returns how long the tenant
   // counts as active after its work next drains (TenantState::grace,
   // EngineState::active). Default: EngineConfig::idle_grace.
-  virtual Duration on_arrival(const EngineState& state, TenantId tenant, Time now);
+  virtual Duration on_arrival(const PolicyView& view, TenantId tenant, Time now);
 
   // Called by Engine::dispatch before it walks the queues, every time it runs.
   // For time-driven policy state (e.g. time slices). Cannot fail.
-  virtual void on_tick(const EngineState& state, Time now) {
-    (void)state;
+  virtual void on_tick(const PolicyView& view, Time now) {
+    (void)view;
     (void)now;
   }
 
   // Service order: Engine::dispatch visits queues with pending work by
   // ascending rank, then by the submit time of their head launch.
-  virtual int rank(const EngineState& state, TenantId tenant) const;
+  virtual int rank(const PolicyView& view, TenantId tenant) const;
 
   // Called by Engine::dispatch for the head launch of `queue` when the
   // throttle (if any) lets it send another atom. Returns where the next atom
   // may run, or Placement::wait(). Cannot fail: a policy that cannot decide
   // returns every TPC of the device (plain sharing).
-  virtual Placement place(const EngineState& state, const QueueState& queue, const PendingLaunch& head, Time now) = 0;
+  virtual Placement place(const PolicyView& view, const QueueState& queue, const PendingLaunch& head, Time now) = 0;
 
   // Where a launch that never waits for a decision may run now: the
   // runtime launches it at once and reports it after (lithosd's
   // high-priority tenants; Engine::submit_running), so the set is published
-  // ahead, whenever it changes. Reads state only. Default: the TPCs the
+  // ahead, whenever it changes. Reads the view only. Default: the TPCs the
   // tenant owns, else every TPC of the device. `lasting`: for a launch whose
   // set outlives the moment (a CUDA graph's descriptors keep it for every
   // later replay), so it must not depend on what others run now.
-  virtual TpcSet immediate_set(const EngineState& state, TenantId tenant, Time now, bool lasting) const;
+  virtual TpcSet immediate_set(const PolicyView& view, TenantId tenant, Time now, bool lasting) const;
   // The hardware priority those launches go with (the runtime sets it on
   // the launch's stream before it launches: stream priorities reach across
-  // MPS clients). Reads state only. Default: kNormal, the application's own
+  // MPS clients). Reads the view only. Default: kNormal, the application's own
   // stream priorities, as the baselines run.
-  virtual HwPriority immediate_priority(const EngineState& state, TenantId tenant) const;
+  virtual HwPriority immediate_priority(const PolicyView& view, TenantId tenant) const;
 
   // Whether a best-effort tenant's launches need no decision now, because
   // nothing they could delay exists: the Engine's throttle does not hold its
   // queues, and lithosd lets its launches go out at once on immediate_set,
   // reported after (Engine::submit_running), as a high-priority tenant's.
-  // Reads state only. Default: never (every launch waits for dispatch).
-  virtual bool runs_free(const EngineState& state, TenantId tenant) const;
+  // Reads the view only. Default: never (every launch waits for dispatch).
+  virtual bool runs_free(const PolicyView& view, TenantId tenant) const;
 
   // Called after the Engine recorded a dispatched atom / a finished atom.
-  virtual void on_dispatch(const EngineState& state, const InflightAtom& atom, Time now) {
-    (void)state;
+  virtual void on_dispatch(const PolicyView& view, const InflightAtom& atom, Time now) {
+    (void)view;
     (void)atom;
     (void)now;
   }
-  virtual void on_finish(const EngineState& state, const InflightAtom& atom, Time now) {
-    (void)state;
+  virtual void on_finish(const PolicyView& view, const InflightAtom& atom, Time now) {
+    (void)view;
     (void)atom;
     (void)now;
   }
   // Called by Engine::atom_finished before on_finish: the hardware ran the
   // atom from `start` to `end` (an atom released unrun, by close_queue,
   // gets on_finish only).
-  virtual void on_ran(const EngineState& state, const InflightAtom& atom, Time start, Time end) {
-    (void)state;
+  virtual void on_ran(const PolicyView& view, const InflightAtom& atom, Time start, Time end) {
+    (void)view;
     (void)atom;
     (void)start;
     (void)end;
@@ -184,8 +185,8 @@ class Policy {
 
   // How a high-priority tenant's BestEffortPause stands, for status
   // output; nullopt where the policy has none for it.
-  virtual std::optional<PauseReport> pause_report(const EngineState& state, TenantId tenant, Time now) const {
-    (void)state;
+  virtual std::optional<PauseReport> pause_report(const PolicyView& view, TenantId tenant, Time now) const {
+    (void)view;
     (void)tenant;
     (void)now;
     return std::nullopt;

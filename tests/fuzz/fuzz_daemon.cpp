@@ -630,7 +630,7 @@ class Run {
       if (ts.owned != quota_[t]) fail("tenant %d owns %s", t, ts.owned.to_string().c_str());
       if (s_.pause[t] == 1 && active) be_held = true;
       if (s_.pause[t] == 2) {
-        const auto r = w_.daemon().engine().policy().pause_report(st, ts.id, now);
+        const auto r = w_.daemon().engine().pause_report(ts.id, now);
         if (r && (r->phase == "probing" || (r->phase == "paused" && active))) be_held = true;
       }
     }

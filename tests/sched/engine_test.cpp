@@ -15,6 +15,7 @@
 #include "common/rng.hpp"
 #include "sched/occupancy.hpp"
 #include "sched/policies/catalog.hpp"
+#include "sched/policy_view.hpp"
 
 namespace lithos::sched {
 namespace {
@@ -100,6 +101,55 @@ class FakeHardware {
   std::map<QueueId, Time> stream_end_;
   std::priority_queue<Item, std::vector<Item>, std::greater<>> pending_;
 };
+
+// What policies read (PolicyView) is the Engine's state: owners, holdings,
+// in-flight atoms and activity as the Engine keeps them.
+TEST(Engine, PolicyViewShowsWhatTheEngineKeeps) {
+  TestConfig cfg;
+  auto e = make_engine("lithos", cfg);
+  const TenantId a = *e->add_tenant(high("a", 20));
+  TenantSpec paused = high("b", 10);
+  paused.pauses_best_effort = BestEffortPause::kAlways;
+  const TenantId b = *e->add_tenant(paused);
+  const TenantId be = *e->add_tenant(best_effort("be"));
+  const QueueId q = *e->add_queue(be);
+  LaunchDesc k = kernel(1, 1000);
+  k.duration_hint = us(30);
+  ASSERT_TRUE(e->submit(q, k, Time{}).is_ok());
+  std::vector<AtomDispatch> out;
+  e->dispatch(Time{}, out);
+  ASSERT_EQ(out.size(), 1U);
+
+  const PolicyView v(e->state());
+  EXPECT_EQ(v.device().tpcs, 66);
+  EXPECT_EQ(v.device_tpcs(), TpcSet::range(0, 66));
+  EXPECT_EQ(v.idle_grace(), cfg.idle_grace);
+  ASSERT_EQ(v.tenants().size(), 3U);
+  EXPECT_EQ(v.tenant(b).spec.name, "b");
+  EXPECT_EQ(v.tenant(a).owned, TpcSet::range(0, 20));
+  EXPECT_EQ(v.tenant(b).owned, TpcSet::range(20, 30));
+  EXPECT_EQ(v.owner_of(5), a);
+  EXPECT_EQ(v.owner_of(25), b);
+  EXPECT_EQ(v.owner_of(40), kNoTenant);
+  EXPECT_EQ(v.owned_by_anyone(), TpcSet::range(0, 30));
+  EXPECT_TRUE(v.active(be, Time{}));
+  EXPECT_FALSE(v.active(a, Time{}));
+  ASSERT_EQ(v.tenant(be).inflight.size(), 1U);
+  const InflightAtom& atom = v.atom(v.tenant(be).inflight[0]);
+  EXPECT_EQ(atom.tenant, be);
+  EXPECT_EQ(atom.tpcs, out[0].tpcs);
+  EXPECT_EQ(v.held(be), out[0].tpcs);
+  EXPECT_TRUE(v.held(a).empty());
+  EXPECT_EQ(v.predicted_end(atom), e->state().predicted_end(atom));
+  EXPECT_EQ(v.beside_best_effort(atom), e->state().beside_best_effort(atom));
+  EXPECT_EQ(v.pick(TpcSet::range(0, 66), 3, a), e->state().pick(TpcSet::range(0, 66), 3, a));
+
+  // The Engine asks the policy for status output through the same view.
+  ASSERT_TRUE(e->pause_report(b, Time{}).has_value());
+  EXPECT_EQ(e->pause_report(b, Time{})->phase, "paused");
+  EXPECT_FALSE(e->pause_report(a, Time{}).has_value()) << "it does not pause best effort";
+  EXPECT_FALSE(e->pause_report(TenantId{9}, Time{}).has_value());
+}
 
 TEST(Engine, RejectsBadTenants) {
   auto e = make_engine("lithos");
@@ -1132,7 +1182,7 @@ AutoPauseRun run_auto_pause(double slowdown, int requests, const TestConfig& cfg
     t += beside ? us(100.0 * slowdown) : us(100);
     finish_be();
     (void)e->atom_finished(running->atom, start, t);
-    r.reports.push_back(*e->policy().pause_report(e->state(), a, t));
+    r.reports.push_back(*e->pause_report(a, t));
     // Between requests: the trainer runs, its atoms done before the next.
     t += cfg.idle_grace + us(1);
     feed();

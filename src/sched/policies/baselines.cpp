@@ -4,63 +4,57 @@
 
 namespace lithos::sched {
 
-namespace {
-const TenantState& tenant_of(const EngineState& state, TenantId t) {
-  return state.tenants[static_cast<std::size_t>(t)];
-}
-}  // namespace
-
 // ---------------------------------------------------------------------------
 // MPS
 
-Status MpsPolicy::on_tenants_changed(const EngineState& state, std::span<TpcSet> owned) {
-  (void)state;
+Status MpsPolicy::on_tenants_changed(const PolicyView& view, std::span<TpcSet> owned) {
+  (void)view;
   for (TpcSet& o : owned) o = TpcSet{};
   return Status::ok();
 }
 
 // Arrival order across all tenants: no class goes first in software; the
 // hardware priority (client priority) is the only difference.
-int MpsPolicy::rank(const EngineState& state, TenantId tenant) const {
-  (void)state;
+int MpsPolicy::rank(const PolicyView& view, TenantId tenant) const {
+  (void)view;
   (void)tenant;
   return 0;
 }
 
-Placement MpsPolicy::place(const EngineState& state, const QueueState& queue, const PendingLaunch& head, Time now) {
+Placement MpsPolicy::place(const PolicyView& view, const QueueState& queue, const PendingLaunch& head, Time now) {
   (void)head;
   (void)now;
   Placement p;
-  p.tpcs = state.device_tpcs;
-  p.priority = immediate_priority(state, queue.tenant);
+  p.tpcs = view.device_tpcs();
+  p.priority = immediate_priority(view, queue.tenant);
   return p;
 }
 
-HwPriority MpsPolicy::immediate_priority(const EngineState& state, TenantId tenant) const {
-  return client_priority_ && !tenant_of(state, tenant).is_high() ? HwPriority::kLow : HwPriority::kNormal;
+HwPriority MpsPolicy::immediate_priority(const PolicyView& view, TenantId tenant) const {
+  return client_priority_ && !view.tenant(tenant).is_high() ? HwPriority::kLow : HwPriority::kNormal;
 }
 
 // ---------------------------------------------------------------------------
 // Time slicing
 
-Status TimeSlicingPolicy::on_tenants_changed(const EngineState& state, std::span<TpcSet> owned) {
-  (void)state;
+Status TimeSlicingPolicy::on_tenants_changed(const PolicyView& view, std::span<TpcSet> owned) {
+  (void)view;
   for (TpcSet& o : owned) o = TpcSet{};
   return Status::ok();
 }
 
-int TimeSlicingPolicy::rank(const EngineState& state, TenantId tenant) const {
-  (void)state;
+int TimeSlicingPolicy::rank(const PolicyView& view, TenantId tenant) const {
+  (void)view;
   return tenant == active_ ? 0 : 1;
 }
 
-TenantId TimeSlicingPolicy::next_with_pending(const EngineState& state) const {
-  const auto n = static_cast<TenantId>(state.tenants.size());
+TenantId TimeSlicingPolicy::next_with_pending(const PolicyView& view) const {
+  const auto n = static_cast<TenantId>(view.tenants().size());
   if (n == 0) return kNoTenant;
   const TenantId start = active_ == kNoTenant ? 0 : (active_ + 1) % n;
   for (TenantId i = 0; i < n; ++i) {
     const TenantId t = (start + i) % n;
-    if (t != active_ && tenant_of(state, t).pending_launches > 0) return t;
+    if (t != active_ && view.tenant(t).pending_launches > 0) return t;
   }
   return kNoTenant;
 }
@@ -72,14 +66,14 @@ void TimeSlicingPolicy::switch_to(TenantId t, Time now, bool pay_switch) {
   slice_end_ = ready_at_ + slice_;
 }
 
-void TimeSlicingPolicy::on_tick(const EngineState& state, Time now) {
+void TimeSlicingPolicy::on_tick(const PolicyView& view, Time now) {
   if (active_ == kNoTenant) {
-    const TenantId t = next_with_pending(state);
+    const TenantId t = next_with_pending(view);
     if (t != kNoTenant) switch_to(t, now, false);
     return;
   }
-  const TenantState& cur = tenant_of(state, active_);
-  const TenantId other = next_with_pending(state);
+  const TenantState& cur = view.tenant(active_);
+  const TenantId other = next_with_pending(view);
   if (!cur.has_work()) {
     // The current tenant has nothing left: hand over at once (no drain).
     if (other != kNoTenant) switch_to(other, now, true);
@@ -95,25 +89,25 @@ void TimeSlicingPolicy::on_tick(const EngineState& state, Time now) {
   if (draining_ && cur.inflight_atoms == 0) switch_to(other, now, true);
 }
 
-Placement TimeSlicingPolicy::place(const EngineState& state, const QueueState& queue, const PendingLaunch& head,
+Placement TimeSlicingPolicy::place(const PolicyView& view, const QueueState& queue, const PendingLaunch& head,
                                    Time now) {
   (void)head;
   if (queue.tenant != active_) return Placement::wait(draining_ ? kTimeNever : slice_end_);
   if (draining_) return Placement::wait(kTimeNever);  // resumes when its atoms finish
   if (now < ready_at_) return Placement::wait(ready_at_);
   Placement p;
-  p.tpcs = state.device_tpcs;
+  p.tpcs = view.device_tpcs();
   return p;
 }
 
 // ---------------------------------------------------------------------------
 // Static partitions
 
-Status StaticPartitionPolicy::on_tenants_changed(const EngineState& state, std::span<TpcSet> owned) {
-  const int device = state.config.device.tpcs;
+Status StaticPartitionPolicy::on_tenants_changed(const PolicyView& view, std::span<TpcSet> owned) {
+  const int device = view.device().tpcs;
   int fixed = 0;
   int sharers = 0;
-  for (const TenantState& t : state.tenants) {
+  for (const TenantState& t : view.tenants()) {
     if (t.spec.static_tpcs) {
       fixed += *t.spec.static_tpcs;
     } else if (t.is_high()) {
@@ -128,7 +122,7 @@ Status StaticPartitionPolicy::on_tenants_changed(const EngineState& state, std::
   }
   const int share = sharers > 0 ? (device - fixed) / sharers : 0;
   int next = 0;
-  for (const TenantState& t : state.tenants) {
+  for (const TenantState& t : view.tenants()) {
     int n = 0;
     if (t.spec.static_tpcs) {
       n = *t.spec.static_tpcs;
@@ -147,12 +141,12 @@ Status StaticPartitionPolicy::on_tenants_changed(const EngineState& state, std::
   return Status::ok();
 }
 
-Placement StaticPartitionPolicy::place(const EngineState& state, const QueueState& queue, const PendingLaunch& head,
+Placement StaticPartitionPolicy::place(const PolicyView& view, const QueueState& queue, const PendingLaunch& head,
                                        Time now) {
   (void)head;
   (void)now;
   Placement p;
-  p.tpcs = tenant_of(state, queue.tenant).owned;
+  p.tpcs = view.tenant(queue.tenant).owned;
   return p;
 }
 

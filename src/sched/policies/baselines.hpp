@@ -3,8 +3,8 @@
 // do; none of them throttles or splits kernels.
 #pragma once
 
-#include "sched/engine.hpp"
 #include "sched/policy.hpp"
+#include "sched/policy_view.hpp"
 
 namespace lithos::sched {
 
@@ -17,10 +17,10 @@ class MpsPolicy final : public Policy {
   explicit MpsPolicy(bool client_priority) : client_priority_(client_priority) {}
   std::string_view name() const override { return client_priority_ ? "mps-priority" : "mps"; }
   PolicyTraits traits() const override { return {}; }
-  Status on_tenants_changed(const EngineState& state, std::span<TpcSet> owned) override;
-  int rank(const EngineState& state, TenantId tenant) const override;
-  Placement place(const EngineState& state, const QueueState& queue, const PendingLaunch& head, Time now) override;
-  HwPriority immediate_priority(const EngineState& state, TenantId tenant) const override;
+  Status on_tenants_changed(const PolicyView& view, std::span<TpcSet> owned) override;
+  int rank(const PolicyView& view, TenantId tenant) const override;
+  Placement place(const PolicyView& view, const QueueState& queue, const PendingLaunch& head, Time now) override;
+  HwPriority immediate_priority(const PolicyView& view, TenantId tenant) const override;
 
  private:
   bool client_priority_;
@@ -54,15 +54,15 @@ class TimeSlicingPolicy final : public Policy {
             .preempts_at_timeslice = true,
             .preemption_slice = slice_};
   }
-  Status on_tenants_changed(const EngineState& state, std::span<TpcSet> owned) override;
-  int rank(const EngineState& state, TenantId tenant) const override;
-  void on_tick(const EngineState& state, Time now) override;
-  Placement place(const EngineState& state, const QueueState& queue, const PendingLaunch& head, Time now) override;
+  Status on_tenants_changed(const PolicyView& view, std::span<TpcSet> owned) override;
+  int rank(const PolicyView& view, TenantId tenant) const override;
+  void on_tick(const PolicyView& view, Time now) override;
+  Placement place(const PolicyView& view, const QueueState& queue, const PendingLaunch& head, Time now) override;
 
   TenantId active() const { return active_; }
 
  private:
-  TenantId next_with_pending(const EngineState& state) const;
+  TenantId next_with_pending(const PolicyView& view) const;
   void switch_to(TenantId t, Time now, bool pay_switch);
 
   TenantId active_ = kNoTenant;
@@ -81,8 +81,8 @@ class StaticPartitionPolicy final : public Policy {
  public:
   std::string_view name() const override { return "static-partition"; }
   PolicyTraits traits() const override { return {}; }
-  Status on_tenants_changed(const EngineState& state, std::span<TpcSet> owned) override;
-  Placement place(const EngineState& state, const QueueState& queue, const PendingLaunch& head, Time now) override;
+  Status on_tenants_changed(const PolicyView& view, std::span<TpcSet> owned) override;
+  Placement place(const PolicyView& view, const QueueState& queue, const PendingLaunch& head, Time now) override;
 };
 
 }  // namespace lithos::sched

@@ -24,10 +24,10 @@ PolicyTraits LithosPolicy::traits() const {
   };
 }
 
-Status LithosPolicy::on_tenants_changed(const EngineState& state, std::span<TpcSet> owned) {
-  const int device = state.config.device.tpcs;
+Status LithosPolicy::on_tenants_changed(const PolicyView& view, std::span<TpcSet> owned) {
+  const int device = view.device().tpcs;
   int next = 0;
-  for (const TenantState& t : state.tenants) {
+  for (const TenantState& t : view.tenants()) {
     if (!t.is_high()) {
       if (t.spec.quota != 0) {
         return Status::invalid_argument("best-effort tenant '" + t.spec.name + "' has quota " +
@@ -44,22 +44,22 @@ Status LithosPolicy::on_tenants_changed(const EngineState& state, std::span<TpcS
     owned[static_cast<std::size_t>(t.id)] = TpcSet::range(next, next + t.spec.quota);
     next += t.spec.quota;
   }
-  gaps_.resize(state.tenants.size());
-  guards_.resize(state.tenants.size());
-  for (const TenantState& t : state.tenants) {
+  gaps_.resize(view.tenants().size());
+  guards_.resize(view.tenants().size());
+  for (const TenantState& t : view.tenants()) {
     Guard& g = guards_[static_cast<std::size_t>(t.id)];
     if (g.hold == Duration{0}) g.hold = config_.pause_hold;
   }
-  if (!quiet_) quiet_.emplace(state.config.predictor);
+  if (!quiet_) quiet_.emplace(view.predictor_config());
   return Status::ok();
 }
 
 // A high-priority tenant's work arrives: the gap since it drained joins its
 // last kGapSamples, and its burst grace follows them (LithosConfig::burst_gap).
-Duration LithosPolicy::on_arrival(const EngineState& state, TenantId tenant, Time now) {
-  const TenantState& t = state.tenants[static_cast<std::size_t>(tenant)];
+Duration LithosPolicy::on_arrival(const PolicyView& view, TenantId tenant, Time now) {
+  const TenantState& t = view.tenant(tenant);
   Gaps& g = gaps_[static_cast<std::size_t>(tenant)];
-  const Duration grace = std::max(state.config.idle_grace, g.burst_grace);
+  const Duration grace = std::max(view.idle_grace(), g.burst_grace);
   if (t.has_work() || !t.is_high() || config_.burst_gap <= Duration{0}) return grace;
   const Duration gap = now - t.idle_since;
   if (t.idle_since.time_since_epoch() < Duration{0} || gap < Duration{0}) return grace;  // never drained yet
@@ -76,7 +76,7 @@ Duration LithosPolicy::on_arrival(const EngineState& state, TenantId tenant, Tim
     longest_short = std::max(longest_short, g.gaps[i]);
   }
   g.burst_grace = 2 * short_gaps > n ? longest_short : Duration{0};
-  return std::max(state.config.idle_grace, g.burst_grace);
+  return std::max(view.idle_grace(), g.burst_grace);
 }
 
 Duration LithosPolicy::burst_grace(TenantId tenant) const {
@@ -107,8 +107,8 @@ void LithosPolicy::enter(Guard& g, Guard::Phase phase, Time until) {
   if (phase == Guard::Phase::kPaused) ++g.pauses;
 }
 
-void LithosPolicy::on_ran(const EngineState& state, const InflightAtom& atom, Time start, Time end) {
-  const TenantState& t = state.tenants[static_cast<std::size_t>(atom.tenant)];
+void LithosPolicy::on_ran(const PolicyView& view, const InflightAtom& atom, Time start, Time end) {
+  const TenantState& t = view.tenant(atom.tenant);
   if (!t.is_high() || t.spec.pauses_best_effort != BestEffortPause::kAuto || !quiet_) return;
   const LithosConfig& cfg = config_;
   Guard& g = guards_[static_cast<std::size_t>(t.id)];
@@ -120,8 +120,8 @@ void LithosPolicy::on_ran(const EngineState& state, const InflightAtom& atom, Ti
     g.busy_ns += static_cast<double>(std::max(Duration{0}, end - std::max(start, g.busy_until)).count());
     g.busy_until = std::max(g.busy_until, end);
   }
-  const int used = std::max(
-      1, std::min(atom.tpcs.count(), occupancy_tpc_bound(state.config.device, atom.blocks, atom.blocks_per_tpc)));
+  const int used =
+      std::max(1, std::min(atom.tpcs.count(), occupancy_tpc_bound(view.device(), atom.blocks, atom.blocks_per_tpc)));
   if (g.phase == Guard::Phase::kPaused) {  // what a pause gives it: every run, best effort beside or not
     if (const auto alone = quiet_->predict(atom.key, atom.blocks, atom.blocks_per_tpc, used);
         alone && alone->count() > 0) {
@@ -130,7 +130,7 @@ void LithosPolicy::on_ran(const EngineState& state, const InflightAtom& atom, Ti
       g.paused_quiet_ns += static_cast<double>(alone->count());
     }
   }
-  if (!state.beside_best_effort(atom)) {
+  if (!view.beside_best_effort(atom)) {
     quiet_->observe(atom.key, atom.blocks, atom.blocks_per_tpc, used, ran, PriorityClass::kHigh);
     if (g.phase == Guard::Phase::kProbing && ++g.quiet >= cfg.pause_samples) {
       enter(g, Guard::Phase::kSharing, kTimeNever);
@@ -183,9 +183,9 @@ void LithosPolicy::on_ran(const EngineState& state, const InflightAtom& atom, Ti
   }
 }
 
-std::optional<PauseReport> LithosPolicy::pause_report(const EngineState& state, TenantId tenant, Time now) const {
-  if (static_cast<std::size_t>(tenant) >= state.tenants.size()) return std::nullopt;
-  const TenantState& t = state.tenants[static_cast<std::size_t>(tenant)];
+std::optional<PauseReport> LithosPolicy::pause_report(const PolicyView& view, TenantId tenant, Time now) const {
+  if (static_cast<std::size_t>(tenant) >= view.tenants().size()) return std::nullopt;
+  const TenantState& t = view.tenant(tenant);
   if (!t.is_high() || t.spec.pauses_best_effort == BestEffortPause::kNever) return std::nullopt;
   PauseReport r;
   r.mode = t.spec.pauses_best_effort;
@@ -211,22 +211,22 @@ std::optional<PauseReport> LithosPolicy::pause_report(const EngineState& state, 
   return r;
 }
 
-Placement LithosPolicy::place(const EngineState& state, const QueueState& queue, const PendingLaunch& head, Time now) {
-  const TenantState& t = state.tenants[static_cast<std::size_t>(queue.tenant)];
-  const DeviceShape& dev = state.config.device;
+Placement LithosPolicy::place(const PolicyView& view, const QueueState& queue, const PendingLaunch& head, Time now) {
+  const TenantState& t = view.tenant(queue.tenant);
+  const DeviceShape& dev = view.device();
 
   // A service that pauses best-effort work: none starts while it is active
   // (it has work: its completion decides again; or it has just drained and
   // may be back: look again when the grace ends; an automatic pause also
   // ends by itself).
   if (!t.is_high()) {
-    for (const TenantState& o : state.tenants) {
+    for (const TenantState& o : view.tenants()) {
       if (!o.is_high()) continue;
       const Hold hold = holds(o, now);
       if (hold == Hold::kNone) continue;
       if (hold == Hold::kAll) return Placement::wait(guards_[static_cast<std::size_t>(o.id)].until);
-      if (!state.active(o.id, now)) continue;
-      Time retry = o.has_work() ? kTimeNever : o.idle_since + state.grace(o);
+      if (!view.active(o.id, now)) continue;
+      Time retry = o.has_work() ? kTimeNever : o.idle_since + view.grace(o);
       if (o.spec.pauses_best_effort == BestEffortPause::kAuto) {
         retry = std::min(retry, guards_[static_cast<std::size_t>(o.id)].until);
       }
@@ -247,22 +247,22 @@ Placement LithosPolicy::place(const EngineState& state, const QueueState& queue,
   // ResNet-50 batch replays). So it gets the TPCs it may keep, its own and
   // those no quota holds, all of them, and borrows only where there are none.
   const TpcSet keep = !t.is_high() && head.desc.whole_device && head.desc.pinned.empty()
-                          ? t.owned | (state.device_tpcs - state.owned_by_anyone())
+                          ? t.owned | (view.device_tpcs() - view.owned_by_anyone())
                           : TpcSet{};
 
   // Own TPCs first, all of them if the kernel can use them.
-  TpcSet chosen = state.pick(t.owned, need, t.id);
+  TpcSet chosen = view.pick(t.owned, need, t.id);
   Time retry = kTimeNever;
   TpcSet stolen;
   if (chosen.count() < need) {
-    const TpcSet borrow = borrowable(state, t.id, now, &retry);
+    const TpcSet borrow = borrowable(view, t.id, now, &retry);
     TpcSet unowned;
     borrow.for_each([&](int p) {
-      if (state.owner_of(p) == kNoTenant) unowned.set(p);
+      if (view.owner_of(p) == kNoTenant) unowned.set(p);
     });
-    chosen |= state.pick(unowned, need - chosen.count(), t.id);
+    chosen |= view.pick(unowned, need - chosen.count(), t.id);
     if (chosen.count() < need && keep.empty() && t.stolen_inflight < config_.max_stolen_atoms) {
-      stolen = state.pick(borrow - unowned, need - chosen.count(), t.id);
+      stolen = view.pick(borrow - unowned, need - chosen.count(), t.id);
       chosen |= stolen;
     }
   }
@@ -278,13 +278,12 @@ Placement LithosPolicy::place(const EngineState& state, const QueueState& queue,
   return p;
 }
 
-TpcSet LithosPolicy::borrowable(const EngineState& state, TenantId t, Time now, Time* next_change) const {
-  const auto idx = [](TenantId id) { return static_cast<std::size_t>(id); };
-  TpcSet cand = state.device_tpcs - state.tenants[idx(t)].owned;
-  for (const TenantState& o : state.tenants) {
+TpcSet LithosPolicy::borrowable(const PolicyView& view, TenantId t, Time now, Time* next_change) const {
+  TpcSet cand = view.device_tpcs() - view.tenant(t).owned;
+  for (const TenantState& o : view.tenants()) {
     if (o.id == t || o.owned.empty()) continue;
     if (!o.has_work()) {
-      const Time grace_end = o.idle_since + state.grace(o);
+      const Time grace_end = o.idle_since + view.grace(o);
       if (now >= grace_end) continue;  // inactive: everything it owns may be lent
       if (next_change != nullptr) *next_change = std::min(*next_change, grace_end);
       cand -= o.owned;  // just drained: it may be back within microseconds
@@ -297,7 +296,7 @@ TpcSet LithosPolicy::borrowable(const EngineState& state, TenantId t, Time now, 
     }
     // Active with work queued: it keeps what its atoms hold plus as many of
     // its lowest TPCs as that work can use; the rest of its quota may be lent.
-    cand -= (state.held(o.id) | o.owned.take_lowest(o.demand())) & o.owned;
+    cand -= (view.held(o.id) | o.owned.take_lowest(o.demand())) & o.owned;
   }
   // Not under another tenant's in-flight atom that runs past the lookahead
   // (the per-TPC timers: an atom's TPCs are busy until its predicted end),
@@ -308,17 +307,17 @@ TpcSet LithosPolicy::borrowable(const EngineState& state, TenantId t, Time now, 
   // lent the TPCs under an hp launch that ran longer than predicted, to
   // atoms that then slowed it further.
   // An end that is seen is a completion, which makes the Engine decide again.
-  const bool spill_holds = config_.hp_holds_unowned || state.tenants[idx(t)].is_high();
-  for (const TenantState& o : state.tenants) {
+  const bool spill_holds = config_.hp_holds_unowned || view.tenant(t).is_high();
+  for (const TenantState& o : view.tenants()) {
     if (o.id == t) continue;
     // A service's launch on TPCs no quota holds keeps a best-effort borrower
     // off them only if hp_holds_unowned (its quota is kept off above).
     const bool whole = spill_holds || !o.is_high();
     for (AtomId id : o.inflight) {
-      const InflightAtom& a = state.atoms[id];
+      const InflightAtom& a = view.atom(id);
       const TpcSet busy = whole ? a.tpcs : a.tpcs & o.owned;
       if (!busy.intersects(cand)) continue;
-      const Time end = state.predicted_end(a);
+      const Time end = view.predicted_end(a);
       Time busy_until = end - config_.steal_lookahead;
       if (end <= now) busy_until = end + std::max(Duration{0}, end - a.dispatched);  // overdue
       if (now >= busy_until) continue;
@@ -329,15 +328,15 @@ TpcSet LithosPolicy::borrowable(const EngineState& state, TenantId t, Time now, 
   return cand;
 }
 
-HwPriority LithosPolicy::immediate_priority(const EngineState& state, TenantId tenant) const {
-  return state.tenants[static_cast<std::size_t>(tenant)].is_high() ? HwPriority::kHigh : HwPriority::kLow;
+HwPriority LithosPolicy::immediate_priority(const PolicyView& view, TenantId tenant) const {
+  return view.tenant(tenant).is_high() ? HwPriority::kHigh : HwPriority::kLow;
 }
 
-TpcSet LithosPolicy::immediate_set(const EngineState& state, TenantId tenant, Time now, bool lasting) const {
-  const TenantState& me = state.tenants[static_cast<std::size_t>(tenant)];
-  TpcSet out = state.device_tpcs;
-  if (runs_free(state, tenant)) return out;  // no service to protect: the whole GPU
-  for (const TenantState& o : state.tenants) {
+TpcSet LithosPolicy::immediate_set(const PolicyView& view, TenantId tenant, Time now, bool lasting) const {
+  const TenantState& me = view.tenant(tenant);
+  TpcSet out = view.device_tpcs();
+  if (runs_free(view, tenant)) return out;  // no service to protect: the whole GPU
+  for (const TenantState& o : view.tenants()) {
     if (o.id != me.id && o.is_high()) out -= o.owned;
   }
   if (!config_.share_unowned && !lasting && !me.owned.empty()) {
@@ -346,7 +345,7 @@ TpcSet LithosPolicy::immediate_set(const EngineState& state, TenantId tenant, Ti
     // lookahead. (An empty quota keeps every unowned TPC: the set must not
     // be empty, and a tenant with no quota has nothing else to run on.)
     const TpcSet unowned = out - me.owned;
-    out = me.owned | (unowned & borrowable(state, tenant, now, nullptr));
+    out = me.owned | (unowned & borrowable(view, tenant, now, nullptr));
   }
   return out.empty() ? me.owned : out;
 }
@@ -357,9 +356,9 @@ TpcSet LithosPolicy::immediate_set(const EngineState& state, TenantId tenant, Ti
 // there is none to hand them to. The first queue a high-priority tenant
 // opens ends it; what ran free before is accounted in flight and holds the
 // tenant's next atoms behind the throttle until it drains.
-bool LithosPolicy::runs_free(const EngineState& state, TenantId tenant) const {
-  if (!config_.runs_free || state.tenants[static_cast<std::size_t>(tenant)].is_high()) return false;
-  for (const TenantState& o : state.tenants) {
+bool LithosPolicy::runs_free(const PolicyView& view, TenantId tenant) const {
+  if (!config_.runs_free || view.tenant(tenant).is_high()) return false;
+  for (const TenantState& o : view.tenants()) {
     if (o.is_high() && !o.queues.empty()) return false;
   }
   return true;

@@ -30,8 +30,8 @@
 #include <span>
 #include <vector>
 
-#include "sched/engine.hpp"
 #include "sched/policy.hpp"
+#include "sched/policy_view.hpp"
 
 namespace lithos::sched {
 
@@ -100,10 +100,10 @@ class LithosPolicy final : public Policy {
   const LithosConfig& config() const { return config_; }
   std::string_view name() const override;
   PolicyTraits traits() const override;
-  Status on_tenants_changed(const EngineState& state, std::span<TpcSet> owned) override;
+  Status on_tenants_changed(const PolicyView& view, std::span<TpcSet> owned) override;
   // An eager high-priority tenant's burst grace (LithosConfig::burst_gap).
-  Duration on_arrival(const EngineState& state, TenantId tenant, Time now) override;
-  Placement place(const EngineState& state, const QueueState& queue, const PendingLaunch& head, Time now) override;
+  Duration on_arrival(const PolicyView& view, TenantId tenant, Time now) override;
+  Placement place(const PolicyView& view, const QueueState& queue, const PendingLaunch& head, Time now) override;
   // Its own TPCs and every TPC that no other high-priority tenant owns,
   // whether that owner is active or not: a launch made at once may be a
   // CUDA graph whose mask is fixed for every later replay, so only a set
@@ -112,15 +112,15 @@ class LithosPolicy final : public Policy {
   // With LithosConfig::share_unowned off, of the TPCs no one owns only
   // those no other tenant's atom holds now, except for a `lasting` set.
   // A best-effort tenant running free: the whole device.
-  TpcSet immediate_set(const EngineState& state, TenantId tenant, Time now, bool lasting) const override;
+  TpcSet immediate_set(const PolicyView& view, TenantId tenant, Time now, bool lasting) const override;
   // High for high-priority tenants (their launches never wait, so hardware
   // priority is what puts their blocks ahead of best-effort blocks queued
   // at the same time), low for best effort running free.
-  HwPriority immediate_priority(const EngineState& state, TenantId tenant) const override;
-  bool runs_free(const EngineState& state, TenantId tenant) const override;
+  HwPriority immediate_priority(const PolicyView& view, TenantId tenant) const override;
+  bool runs_free(const PolicyView& view, TenantId tenant) const override;
   // Measures tenants with BestEffortPause::kAuto (see Guard).
-  void on_ran(const EngineState& state, const InflightAtom& atom, Time start, Time end) override;
-  std::optional<PauseReport> pause_report(const EngineState& state, TenantId tenant, Time now) const override;
+  void on_ran(const PolicyView& view, const InflightAtom& atom, Time start, Time end) override;
+  std::optional<PauseReport> pause_report(const PolicyView& view, TenantId tenant, Time now) const override;
   // The burst grace `tenant` has now (0: none, or not an eager tenant).
   Duration burst_grace(TenantId tenant) const;
 
@@ -129,7 +129,7 @@ class LithosPolicy final : public Policy {
   // by an inactive tenant, not under another tenant's in-flight atom that
   // runs past now + steal_lookahead. Also returns the earliest time at which
   // a TPC excluded only by time would become eligible.
-  TpcSet borrowable(const EngineState& state, TenantId t, Time now, Time* next_change) const;
+  TpcSet borrowable(const PolicyView& view, TenantId t, Time now, Time* next_change) const;
 
   // A high-priority tenant's last kGapSamples idle gaps (idle_since to its
   // next arrival; a ring, `count` recorded in all) and the grace it gets
