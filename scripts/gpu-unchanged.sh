@@ -53,7 +53,7 @@ case "$what" in
     part zoo 320 DAEMON_PHASES=zoo bash scripts/daemon/gpu-daemon.sh
     ;;
   zoo)
-    part zoo 320 DAEMON_PHASES=zoo bash scripts/daemon/gpu-daemon.sh
+    part zoo 560 DAEMON_PHASES=zoo bash scripts/daemon/gpu-daemon.sh
     ;;
   cost)
     [[ -x build/base/bin/lithos ]] || { echo "gpu-unchanged.sh: no baseline build at build/base (see the header)" >&2; exit 2; }
