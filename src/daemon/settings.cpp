@@ -107,6 +107,37 @@ Setting make(const Row& r, T DaemonConfig::*member) {
   return s;
 }
 
+// An Engine or policy setting: its type, unit and help are its row of the
+// scheduler settings table (sched::scheduler_settings(), declared once there
+// for the simulator and lithosd alike); lithosd's row adds only its key, the
+// range lithosd accepts (inside the row's), its variable and flag, and the
+// DaemonConfig field it is kept in.
+struct EngineRow {
+  std::string_view key;
+  double lo, hi;
+  std::string_view env, flag, sim_key;
+};
+
+SettingType setting_type(sched::SchedSettingType t) {
+  switch (t) {
+    case sched::SchedSettingType::kInteger: return SettingType::kInteger;
+    case sched::SchedSettingType::kBool: return SettingType::kBool;
+    case sched::SchedSettingType::kNumber: break;
+  }
+  return SettingType::kNumber;
+}
+
+template <class T>
+Setting engine_setting(const EngineRow& r, T DaemonConfig::*member) {
+  const sched::SchedSetting* row = sched::find_scheduler_setting(r.sim_key);
+  // Every sim_key below is a row of that table (SettingsTable tests); a
+  // missing one would leave type, unit and help empty, never crash.
+  return make({r.key, row != nullptr ? setting_type(row->type) : SettingType::kNumber,
+               row != nullptr ? row->unit : std::string_view(), r.lo, r.hi, r.env, r.flag, r.sim_key,
+               row != nullptr ? row->help : std::string_view()},
+              member);
+}
+
 std::vector<Setting> build() {
   using T = SettingType;
   std::vector<Setting> v;
@@ -149,61 +180,35 @@ std::vector<Setting> build() {
     s.set = [](DaemonConfig& c, std::string_view x) { c.mps = parse_mps_mode(x).value_or(MpsMode::kAuto); };
     v.push_back(std::move(s));
   }
+  v.push_back(engine_setting({"atom_us", kMinAtomUs, kMaxAtomUs, "LITHOSD_ATOM_US", "--atom-us", "atom_target_us"},
+                             &DaemonConfig::atom_us));
+  v.push_back(engine_setting(
+      {"throttle_us", kMinThrottleUs, kMaxThrottleUs, "LITHOSD_THROTTLE_US", "--throttle-us", "throttle_us"},
+      &DaemonConfig::throttle_us));
+  v.push_back(engine_setting({"throttle_unborrowed_us", kMinThrottleUs, kMaxThrottleUs,
+                              "LITHOSD_THROTTLE_UNBORROWED_US", "--throttle-unborrowed-us", "throttle_unborrowed_us"},
+                             &DaemonConfig::throttle_unborrowed_us));
+  v.push_back(engine_setting(
+      {"max_stolen_atoms", 0, kMaxStolenAtoms, "LITHOSD_MAX_STOLEN_ATOMS", "--max-stolen-atoms", "max_stolen_atoms"},
+      &DaemonConfig::max_stolen_atoms));
+  v.push_back(engine_setting({"pause_slowdown", kMinPauseSlowdown, kMaxPauseSlowdown, "LITHOSD_PAUSE_SLOWDOWN",
+                              "--pause-slowdown", "pause_slowdown"},
+                             &DaemonConfig::pause_slowdown));
   v.push_back(
-      make({"atom_us", T::kNumber, "us", kMinAtomUs, kMaxAtomUs, "LITHOSD_ATOM_US", "--atom-us", "atom_target_us",
-            "The duration an atom (a slice of a best-effort launch) aims at: the engine gives an atom the "
-            "whole waves of its TPCs whose predicted time is nearest to it"},
-           &DaemonConfig::atom_us));
-  v.push_back(make({"throttle_us", T::kNumber, "us", kMinThrottleUs, kMaxThrottleUs, "LITHOSD_THROTTLE_US",
-                    "--throttle-us", "throttle_us",
-                    "The outstanding-work throttle: predicted work one queue may have in flight before its next "
-                    "atom waits. Larger: more best-effort throughput, longer waits for an owner taking its TPCs "
-                    "back"},
-                   &DaemonConfig::throttle_us));
-  v.push_back(make({"throttle_unborrowed_us", T::kNumber, "us", kMinThrottleUs, kMaxThrottleUs,
-                    "LITHOSD_THROTTLE_UNBORROWED_US", "--throttle-unborrowed-us", "throttle_unborrowed_us",
-                    "The same bound for a best-effort atom on TPCs no one owns (lithos policy; borrowed work stays "
-                    "at throttle_us); unset (0, the default) or below throttle_us: throttle_us"},
-                   &DaemonConfig::throttle_unborrowed_us));
-  v.push_back(make({"max_stolen_atoms", T::kInteger, "", 0, kMaxStolenAtoms, "LITHOSD_MAX_STOLEN_ATOMS",
-                    "--max-stolen-atoms", "max_stolen_atoms",
-                    "Lithos policy: the atoms one tenant may have in flight on TPCs it borrowed (the throttle "
-                    "bounds their predicted work). 1: an owner that comes back waits for at most the one atom "
-                    "running on its TPCs; 0: no borrowing of owned TPCs"},
-                   &DaemonConfig::max_stolen_atoms));
-  v.push_back(make({"pause_slowdown", T::kNumber, "", kMinPauseSlowdown, kMaxPauseSlowdown, "LITHOSD_PAUSE_SLOWDOWN",
-                    "--pause-slowdown", "pause_slowdown",
-                    "Lithos policy: a high-priority tenant with pauses_best_effort = \"auto\" pauses best effort "
-                    "while its work beside best-effort atoms takes more than this many times as long as without "
-                    "them"},
-                   &DaemonConfig::pause_slowdown));
-  v.push_back(make({"idle_grace_us", T::kNumber, "us", 0, kMaxIdleGraceUs, "LITHOSD_IDLE_GRACE_US", "--idle-grace-us",
-                    "idle_grace_us",
-                    "How long a tenant counts as active after its work on the GPU drained: a high-priority "
-                    "tenant's TPCs stay its own that long before best-effort atoms may borrow them. A service "
-                    "whose kernels leave longer gaps lends its TPCs in each"},
-                   &DaemonConfig::idle_grace_us));
-  v.push_back(make(
-      {"burst_gap_us", T::kNumber, "us", 0, kMaxIdleGraceUs, "LITHOSD_BURST_GAP_US", "--burst-gap-us", "burst_gap_us",
-       "Lithos policy: a high-priority tenant most of whose last 32 idle gaps are at most this long "
-       "(an eager service, launching kernel by kernel) stays active after it drains for the longest "
-       "of those short gaps, instead of lending its TPCs in each; 0: off"},
-      &DaemonConfig::burst_gap_us));
+      engine_setting({"idle_grace_us", 0, kMaxIdleGraceUs, "LITHOSD_IDLE_GRACE_US", "--idle-grace-us", "idle_grace_us"},
+                     &DaemonConfig::idle_grace_us));
+  v.push_back(
+      engine_setting({"burst_gap_us", 0, kMaxIdleGraceUs, "LITHOSD_BURST_GAP_US", "--burst-gap-us", "burst_gap_us"},
+                     &DaemonConfig::burst_gap_us));
   v.push_back(make({"hp_poll_us", T::kNumber, "us", 0, kMaxHpPollUs, "LITHOSD_HP_POLL_US", "", "",
                     "While only high-priority work is in flight (no best-effort tenant has work or had any in the "
                     "last 2 ms), the daemon's loop sleeps this long between turns instead of spinning; 0: it spins"},
                    &DaemonConfig::hp_poll_us));
-  v.push_back(make({"share_unowned", T::kBool, "", 0, 0, "LITHOSD_SHARE_UNOWNED", "--share-unowned", "share_unowned",
-                    "Lithos policy: true: a high-priority tenant's launches, which never wait, may use every TPC no "
-                    "quota holds, also under a best-effort atom (the two share those SMs); false: only those no "
-                    "other tenant's atom holds at the moment (its CUDA graphs keep the first set)"},
-                   &DaemonConfig::share_unowned));
-  v.push_back(make(
-      {"hp_holds_unowned", T::kBool, "", 0, 0, "LITHOSD_HP_HOLDS_UNOWNED", "--hp-holds-unowned", "hp_holds_unowned",
-       "Lithos policy: true: a high-priority launch on TPCs no quota holds keeps new best-effort "
-       "atoms off them until it ends; false: only its quota does, and best-effort atoms run beside "
-       "it there"},
-      &DaemonConfig::hp_holds_unowned));
+  v.push_back(engine_setting({"share_unowned", 0, 0, "LITHOSD_SHARE_UNOWNED", "--share-unowned", "share_unowned"},
+                             &DaemonConfig::share_unowned));
+  v.push_back(
+      engine_setting({"hp_holds_unowned", 0, 0, "LITHOSD_HP_HOLDS_UNOWNED", "--hp-holds-unowned", "hp_holds_unowned"},
+                     &DaemonConfig::hp_holds_unowned));
   v.push_back(
       make({"best_effort_runs_free", T::kBool, "", 0, 0, "LITHOSD_BEST_EFFORT_RUNS_FREE", "--best-effort-runs-free", "",
             "Lithos policy: true: best-effort launches go out without waiting for grants while no "

@@ -4,9 +4,11 @@
 // A row names the setting's [daemon] key (also its key in --print-config's
 // JSON and in a trace's header), its type, unit, range, environment
 // variable, `lithos daemon` flag, the key of the simulator's [scheduler]
-// table that sets the same Engine or policy setting (a row of
-// sched::scheduler_settings(), src/sched/policies/settings_table.hpp, which
-// declares every Engine and policy setting), and its help. The
+// table that sets the same Engine or policy setting, and its help. An Engine
+// or policy setting is declared in sched::scheduler_settings()
+// (src/sched/policies/settings_table.hpp) for the simulator and lithosd
+// alike: its row here takes type, unit and help from there and adds only
+// lithosd's key, range (inside the row's), variable and flag. The
 // configuration file's [daemon] table, the LITHOSD_* variables, the flags
 // and their help, --print-config and the reference are all driven from it.
 #pragma once

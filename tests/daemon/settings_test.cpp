@@ -187,8 +187,9 @@ TEST(SettingsTable, TracesCarryTheTracedSettings) {
 }
 
 // The simulator's [scheduler] key a lithosd setting names is a row of the
-// Engine's and the policies' settings table, of the same type and unit, and
-// the reference lists every row of that table.
+// Engine's and the policies' settings table, whose type, unit and help it
+// takes (declared once, there), with a range inside the row's; and the
+// reference lists every row of that table.
 TEST(SettingsTable, SchedulerKeysAreRowsOfTheSchedulerTable) {
   int named = 0;
   for (const Setting& s : settings()) {
@@ -201,6 +202,12 @@ TEST(SettingsTable, SchedulerKeysAreRowsOfTheSchedulerTable) {
                            (s.type == SettingType::kNumber && row->type == sched::SchedSettingType::kNumber);
     EXPECT_TRUE(same_type) << s.key;
     EXPECT_EQ(s.unit, row->unit) << s.key;
+    // Declared once: the help is the row's, and lithosd's range lies inside it.
+    EXPECT_EQ(s.help, row->help) << s.key;
+    if (s.type != SettingType::kBool) {
+      EXPECT_TRUE(sched::scheduler_setting_in_range(*row, s.lo)) << s.key << " accepts " << s.lo;
+      EXPECT_TRUE(sched::scheduler_setting_in_range(*row, s.hi)) << s.key << " accepts " << s.hi;
+    }
   }
   EXPECT_GT(named, 5);
   const std::string md = config_reference_markdown();

@@ -62,14 +62,17 @@ SchedSetting row(std::string_view key, SchedSettingType type, std::string_view u
 std::vector<SchedSetting> build() {
   std::vector<SchedSetting> v;
   v.push_back(row("throttle_us", T::kNumber, "us", kPositiveUs, "EngineConfig::throttle",
-                  "Outstanding predicted work per queue: the atoms of a queue with this much in flight wait",
+                  "The outstanding-work throttle: predicted work one queue may have in flight before its next "
+                  "atom waits. Larger: more best-effort throughput, longer waits for an owner taking its TPCs back",
                   LITHOS_US(engine->throttle)));
   v.push_back(row("throttle_unborrowed_us", T::kNumber, "us", kNonNegativeUs, "EngineConfig::throttle_unborrowed",
-                  "The same bound for a best-effort atom on TPCs no one owns (lithos policy); 0 or below "
-                  "throttle_us: throttle_us",
+                  "The same bound for a best-effort atom on TPCs no one owns (lithos policy; borrowed work stays "
+                  "at throttle_us); unset (0, the default) or below throttle_us: throttle_us",
                   LITHOS_US(engine->throttle_unborrowed)));
   v.push_back(row("atom_target_us", T::kNumber, "us", kPositiveUs, "AtomConfig::target",
-                  "The duration an atom (a slice of a best-effort launch) aims at", LITHOS_US(engine->atoms.target)));
+                  "The duration an atom (a slice of a best-effort launch) aims at: the engine gives an atom the "
+                  "whole waves of its TPCs whose predicted time is nearest to it",
+                  LITHOS_US(engine->atoms.target)));
   v.push_back(row("per_atom_cost_us", T::kNumber, "us", kNonNegativeUs, "AtomConfig::per_atom_cost",
                   "What the scheduler assumes one more atom costs (the simulator's default: gpu.per_atom_cost_us)",
                   LITHOS_US(engine->atoms.per_atom_cost)));
@@ -81,34 +84,41 @@ std::vector<SchedSetting> build() {
                   "Atoms one launch is split into at most", LITHOS_NUM(engine->atoms.max_atoms)));
   v.push_back(row("max_stolen_atoms", T::kInteger, "", {0, false, kMaxCount, false, "", false},
                   "LithosConfig::max_stolen_atoms",
-                  "Lithos policy: the atoms one tenant may have in flight on TPCs it borrowed; 0: no borrowing of "
-                  "owned TPCs",
+                  "Lithos policy: the atoms one tenant may have in flight on TPCs it borrowed (the throttle "
+                  "bounds their predicted work). 1: an owner that comes back waits for at most the one atom "
+                  "running on its TPCs; 0: no borrowing of owned TPCs",
                   LITHOS_NUM(policies->lithos.max_stolen_atoms)));
   v.push_back(row("pause_slowdown", T::kNumber, "", {1.0, false, 100.0, false, "a number in [1, 100]", true},
                   "LithosConfig::pause_slowdown",
-                  "Lithos policy: the slowdown beside best-effort atoms above which a tenant with "
-                  "pauses_best_effort = \"auto\" pauses best effort",
+                  "Lithos policy: a high-priority tenant with pauses_best_effort = \"auto\" pauses best effort "
+                  "while its work beside best-effort atoms takes more than this many times as long as without "
+                  "them",
                   LITHOS_NUM(policies->lithos.pause_slowdown)));
   v.push_back(row("steal_lookahead_us", T::kNumber, "us", kNonNegativeUs, "LithosConfig::steal_lookahead",
                   "Lithos policy: a TPC whose atom ends within this long counts as free",
                   LITHOS_US(policies->lithos.steal_lookahead)));
   v.push_back(row("idle_grace_us", T::kNumber, "us", kNonNegativeUs, "EngineConfig::idle_grace",
-                  "How long a tenant counts as active after its work on the GPU drained",
+                  "How long a tenant counts as active after its work on the GPU drained: a high-priority "
+                  "tenant's TPCs stay its own that long before best-effort atoms may borrow them. A service "
+                  "whose kernels leave longer gaps lends its TPCs in each",
                   LITHOS_US(engine->idle_grace)));
   v.push_back(row("burst_gap_us", T::kNumber, "us", kNonNegativeUs, "LithosConfig::burst_gap",
-                  "Lithos policy: an eager service whose idle gaps are mostly at most this long stays active over "
-                  "them; 0: off",
+                  "Lithos policy: a high-priority tenant most of whose last 32 idle gaps are at most this long "
+                  "(an eager service, launching kernel by kernel) stays active after it drains for the longest "
+                  "of those short gaps, instead of lending its TPCs in each; 0: off",
                   LITHOS_US(policies->lithos.burst_gap)));
   v.push_back(row("lend_surplus", T::kBool, "", kNone, "LithosConfig::lend_surplus",
                   "Lithos policy: lend an active owner's TPCs beyond its peak demand",
                   LITHOS_BOOL(policies->lithos.lend_surplus)));
   v.push_back(row("share_unowned", T::kBool, "", kNone, "LithosConfig::share_unowned",
-                  "Lithos policy: launches that never wait may use every TPC no quota holds, also under a "
-                  "best-effort atom (with immediate_launches)",
+                  "Lithos policy: true: a high-priority tenant's launches, which never wait, may use every TPC no "
+                  "quota holds, also under a best-effort atom (the two share those SMs); false: only those no "
+                  "other tenant's atom holds at the moment (its CUDA graphs keep the first set)",
                   LITHOS_BOOL(policies->lithos.share_unowned)));
   v.push_back(row("hp_holds_unowned", T::kBool, "", kNone, "LithosConfig::hp_holds_unowned",
-                  "Lithos policy: a high-priority launch on TPCs no quota holds keeps best-effort atoms off them "
-                  "until it ends",
+                  "Lithos policy: true: a high-priority launch on TPCs no quota holds keeps new best-effort "
+                  "atoms off them until it ends; false: only its quota does, and best-effort atoms run beside "
+                  "it there",
                   LITHOS_BOOL(policies->lithos.hp_holds_unowned)));
   v.push_back(row("immediate_launches", T::kBool, "", kNone, "sim::Scenario::immediate_launches",
                   "Drive the Engine as lithosd does: a high-priority tenant's launches (and a best-effort one's "
