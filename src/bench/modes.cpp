@@ -29,6 +29,18 @@ const std::vector<ModeInfo>& mode_catalog() {
        "MPS; lithosd decides every launch of every tenant with the LithOS policy: hp tenants launch at once on "
        "their allocation (quota = partition share), be tenants under the atomizer wait for each atom's grant",
        true, true, true},
+      {"lithos-rightsize", "lithos + right-sizing",
+       "mode lithos with right-sizing (lithosd's rightsize = true): each kernel runs on the fewest TPCs that keep it "
+       "within its tenant's slip, and the TPCs it leaves go to the other tenants (run only when named)",
+       true, true, true, false, true, "rightsize = true\n"},
+      {"lithos-alone", "alone under lithosd",
+       "each tenant by itself as the only client of lithosd (as in mode lithos): what lithosd costs it, and the "
+       "reference of rightsize-alone (run only when named)",
+       true, true, true, true, true},
+      {"rightsize-alone", "right-sized alone",
+       "each tenant by itself under lithosd with right-sizing (rightsize = true): its slowdown against "
+       "lithos-alone, and the TPC-time saved, in lithosd's status of the run (run only when named)",
+       true, true, true, true, true, "rightsize = true\n"},
   };
   return modes;
 }
@@ -49,7 +61,7 @@ std::string mode_names() {
 std::vector<std::string> default_modes() {
   std::vector<std::string> out;
   for (const auto& m : mode_catalog()) {
-    if (!m.per_tenant) out.emplace_back(m.name);
+    if (!m.per_tenant && !m.named_only) out.emplace_back(m.name);
   }
   return out;
 }

@@ -25,6 +25,10 @@ struct ModeInfo {
   // Each tenant runs by itself, one run per tenant ("<mode>-<tenant>"):
   // alone and mps-alone. Not among the defaults; reported as one mode.
   bool per_tenant = false;
+  // Run only when named (not among a scenario's default modes).
+  bool named_only = false;
+  // Lines the mode adds to lithosd's [daemon] table (daemon modes).
+  std::string_view daemon_toml{};
 };
 
 // In report order; "alone" first.

@@ -423,6 +423,8 @@ class ModeRun {
       f << "# Written by lithos bench (mode " << mode_.name << ") for scenario " << sc_.name << "\n";
       f << "[daemon]\nsocket = \"" << daemon_socket_ << "\"\nmps = \"off\"\n";
       if (opt_.daemon_atom_us > 0) f << "atom_us = " << opt_.daemon_atom_us << "\n";
+      f << mode_.daemon_toml;
+      for (const std::string& line : opt_.daemon_set) f << line << "\n";
       for (const Tenant& t : tenants_) {
         if (t.setup.daemon_tenant.empty()) continue;
         const bool hp = t.spec->role == Role::kHighPriority;

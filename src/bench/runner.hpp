@@ -31,6 +31,7 @@ struct RunnerOptions {
   double result_grace_s = 60.0;    // after the drain, for the results to arrive
   std::string commit;
   double daemon_atom_us = 0;                         // mode lithos: lithosd's atom target (0: its default)
+  std::vector<std::string> daemon_set;               // daemon modes: "key = value" lines for lithosd's [daemon]
   std::string command;                               // the invocation, recorded with each run
   const std::atomic<bool>* interrupted = nullptr;    // set by SIGINT/SIGTERM
   std::function<void(const std::string&)> progress;  // one line at a time

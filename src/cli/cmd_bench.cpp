@@ -70,6 +70,7 @@ struct BenchArgs {
   double ready_timeout_s = 300;
   double budget_min = 0;
   std::string commit;
+  std::vector<std::string> daemon_set;  // --daemon-set KEY=VALUE, as given
   bool report_only = false;
   bool list = false;
   bool json = false;
@@ -85,7 +86,32 @@ std::string command_line(const BenchArgs& a) {
   if (a.reps > 0) c += " --reps " + std::to_string(a.reps);
   if (a.window_s > 0) c += " --window " + std::to_string(a.window_s);
   if (a.warmup_s > 0) c += " --warmup " + std::to_string(a.warmup_s);
+  for (const std::string& d : a.daemon_set) c += " --daemon-set " + d;
   return c;
+}
+
+// --daemon-set KEY=VALUE as a line of lithosd's [daemon] table ("KEY =
+// VALUE"), or "" with *why set: the key is a word of lower-case letters,
+// digits and '_' and the value one line (lithosd checks the rest, and a
+// run whose lithosd refuses it fails with lithosd's message).
+std::string daemon_set_line(const std::string& arg, std::string* why) {
+  const auto eq = arg.find('=');
+  if (eq == std::string::npos || eq == 0 || eq + 1 == arg.size()) {
+    *why = "--daemon-set '" + arg + "': give KEY=VALUE (a [daemon] setting of docs/config.md, e.g. throttle_us=200)";
+    return {};
+  }
+  const std::string key = arg.substr(0, eq), value = arg.substr(eq + 1);
+  for (const char ch : key) {
+    if (!((ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '_')) {
+      *why = "--daemon-set '" + arg + "': '" + key + "' is not a setting's key (lower-case letters, digits, _)";
+      return {};
+    }
+  }
+  if (value.find_first_of("\n\r") != std::string::npos) {
+    *why = "--daemon-set '" + key + "': the value must be one line";
+    return {};
+  }
+  return key + " = " + value;
 }
 
 std::string self_exe() { return executable_path().value_or("lithos"); }
@@ -440,6 +466,13 @@ int run(BenchArgs a) {
     std::fprintf(stderr, "lithos bench: --modes is empty (valid: %s)\n", bench::mode_names().c_str());
     return kBadInput;
   }
+  for (const std::string& d : a.daemon_set) {
+    std::string why;
+    if (daemon_set_line(d, &why).empty()) {
+      std::fprintf(stderr, "lithos bench: %s\n", why.c_str());
+      return kBadInput;
+    }
+  }
   for (const auto& m : modes) {
     if (bench::find_mode(m) == nullptr) {
       std::fprintf(stderr, "lithos bench: unknown mode '%s' (valid: %s)\n", m.c_str(), bench::mode_names().c_str());
@@ -505,6 +538,7 @@ int run(BenchArgs a) {
   opt.ready_timeout_s = a.ready_timeout_s;
   opt.commit = a.commit.empty() ? build_commit() : a.commit;
   opt.command = command_line(a);
+  for (const std::string& d : a.daemon_set) opt.daemon_set.push_back(daemon_set_line(d, &why));
   opt.interrupted = &g_interrupted;
   opt.progress = [&a, t0](const std::string& l) { progress(a, t0, l); };
 
@@ -562,14 +596,17 @@ CommandRunner add_bench_command(CLI::App& app) {
       "  lithos bench hybrid-stacking --modes mps,mps-priority --out bench-out/hybrid   # merges with earlier runs\n"
       "  lithos bench hybrid-stacking --modes mps-alone,lithos --out bench-out/hybrid   # what MPS alone costs "
       "each tenant, beside lithos\n"
+      "  lithos bench solo-service --modes lithos-alone,rightsize-alone   # right-sizing alone: slowdown, TPC-time "
+      "saved\n"
       "  lithos bench hybrid-stacking --report-only --out bench-out/hybrid\n"
       "Output: OUT/runs/<mode>.json (kept as each mode ends), OUT/results.json, OUT/report.md, OUT/*.png.\n"
       "The harness starts and stops its own MPS daemon (private directories) and never changes clocks, power\n"
       "limits or the compute mode. Formats: docs/bench-protocol.md; results: docs/benchmarks.md.");
   sub->add_option("scenario", args->scenario, "Scenario name (scenarios/bench/NAME.toml) or path to a .toml file");
   sub->add_option("--modes,-m", args->modes,
-                  "Comma-separated modes to run (default: the scenario's list, else every mode but alone and "
-                  "mps-alone; alone runs are added when OUT has none; alone and mps-alone run each tenant by "
+                  "Comma-separated modes to run (default: the scenario's list, else every mode but those run only "
+                  "when named (alone, mps-alone, lithos-rightsize, lithos-alone, rightsize-alone); alone runs are "
+                  "added when OUT has none; alone and mps-alone run each tenant by "
                   "itself). Valid: " +
                       bench::mode_names());
   sub->add_option("--out,-o", args->out, "Output folder (default bench-out/SCENARIO); runs in it are merged");
@@ -590,6 +627,11 @@ CommandRunner add_bench_command(CLI::App& app) {
   sub->add_option("--budget-min", args->budget_min,
                   "Skip (and list) the runs that would end past this many minutes; 0 = no limit")
       ->check(CLI::NonNegativeNumber);
+  sub->add_option("--daemon-set", args->daemon_set,
+                  "KEY=VALUE: a [daemon] setting (docs/config.md) for lithosd in the daemon modes (lithos, "
+                  "lithos-rightsize, lithos-alone, rightsize-alone); repeat for several, e.g. --daemon-set "
+                  "throttle_us=200 --daemon-set 'power=\"dry-run\"'")
+      ->type_name("KEY=VALUE");
   sub->add_option(
       "--commit", args->commit,
       "Commit recorded with the results (default $LITHOS_COMMIT, else the commit this lithos was built from)");

@@ -355,6 +355,33 @@ TEST(BenchCli, StaticPartitionGivesEachTenantItsTpcSet) {
 #endif
 }
 
+// The per-tenant daemon mode runs each tenant by itself under lithosd, and
+// --daemon-set reaches lithosd's configuration of every daemon run;
+// rightsize-alone's lithosd has right-sizing on.
+TEST(BenchCli, DaemonModesTakeTheirSettings) {
+#ifndef LITHOS_HAVE_GPU
+  GTEST_SKIP() << "built without the GPU adapters: no `lithos run`";
+#else
+  const std::string out = testing::TempDir() + "bench-cli-daemon-set";
+  std::filesystem::remove_all(out);
+  Result r = bench("--modes lithos-alone --daemon-set throttle_us=200 --mps-control " + std::string(LITHOS_FAKE_MPS) +
+                   " --out " + out);
+  for (const char* tenant : {"svc", "train"}) {
+    const json run = read_json(out + "/runs/lithos-alone-" + tenant + ".json");
+    ASSERT_TRUE(run.is_object()) << r.out;
+    EXPECT_EQ(run["mode"], "lithos-alone");
+    EXPECT_EQ(run["tenants"].size(), 1u);
+    const std::string toml = read_text(out + "/logs/lithos-alone-" + tenant + "/lithosd.toml");
+    EXPECT_TRUE(has(toml, "\nthrottle_us = 200\n")) << toml;
+    EXPECT_FALSE(has(toml, "rightsize")) << toml;
+  }
+  EXPECT_TRUE(has(read_json(out + "/runs/lithos-alone-svc.json").value("command", ""), "--daemon-set throttle_us=200"));
+  r = bench("--modes rightsize-alone --mps-control " + std::string(LITHOS_FAKE_MPS) + " --out " + out);
+  const std::string toml = read_text(out + "/logs/rightsize-alone-svc/lithosd.toml");
+  EXPECT_TRUE(has(toml, "\nrightsize = true\n")) << toml << r.out;
+#endif
+}
+
 TEST(BenchCli, BadInputIsExplainedWithStatusTwo) {
   Result r = sh(std::string(LITHOS_BINARY) + " bench no-such-scenario");
   EXPECT_EQ(r.status, 2);
@@ -368,6 +395,12 @@ TEST(BenchCli, BadInputIsExplainedWithStatusTwo) {
   r = sh(std::string(LITHOS_BINARY) + " bench " + bad);
   EXPECT_EQ(r.status, 2);
   EXPECT_TRUE(has(r.out, "bad-bench.toml:5:") && has(r.out, "kind 'servic'")) << r.out;
+  r = bench("--daemon-set 'Throttle Us=1'");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_TRUE(has(r.out, "is not a setting's key")) << r.out;
+  r = bench("--daemon-set throttle_us");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_TRUE(has(r.out, "give KEY=VALUE")) << r.out;
   r = sh(std::string(LITHOS_BINARY) + " bench --list");
   EXPECT_EQ(r.status, 0);
   EXPECT_TRUE(has(r.out, "head-of-line") && has(r.out, "static-partition")) << r.out;
