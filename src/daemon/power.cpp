@@ -14,6 +14,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <nlohmann/json.hpp>
 #include <utility>
@@ -211,8 +212,19 @@ std::unique_ptr<Power> Power::start(const PowerOptions& o, std::string* why) {
         std::vector<char*> argv;
         for (std::string& a : args) argv.push_back(a.data());
         argv.push_back(nullptr);
+        // Started with SIGINT, SIGTERM and SIGHUP blocked (it ignores them
+        // first thing): a stop signal for the daemon's group cannot end it
+        // before it guards.
+        posix_spawnattr_t attr;
+        posix_spawnattr_init(&attr);
+        sigset_t stop;
+        sigemptyset(&stop);
+        for (const int sig : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&stop, sig);
+        posix_spawnattr_setsigmask(&attr, &stop);
+        posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
         pid_t pid = -1;
-        const int rc = ::posix_spawn(&pid, opt.guardian_exe.c_str(), &fa, nullptr, argv.data(), environ);
+        const int rc = ::posix_spawn(&pid, opt.guardian_exe.c_str(), &fa, &attr, argv.data(), environ);
+        posix_spawnattr_destroy(&attr);
         posix_spawn_file_actions_destroy(&fa);
         ::close(fds[0]);
         if (rc != 0) {
@@ -258,8 +270,10 @@ void Power::mark(bool locked) {
   auto dir = ipc::SafeDir::open(opt_.state_dir, /*create=*/true);
   if (!dir) return;
   if (locked) {
-    const Status s = dir->write_file(kClocksLockedFile, (opt_.uuid.empty() ? std::string("0") : opt_.uuid) + "\n",
-                                     0600, /*sync=*/true);
+    const Status s = dir->write_file(
+        kClocksLockedFile,
+        (opt_.uuid.empty() ? std::string("0") : opt_.uuid) + " " + std::to_string(::getpid()) + "\n", 0600,
+        /*sync=*/true);
     if (!s.is_ok()) std::fprintf(stderr, "lithosd: power: %s\n", s.message().c_str());
   } else {
     (void)::unlinkat(dir->fd(), kClocksLockedFile, 0);
@@ -377,6 +391,17 @@ std::string Power::status_json() const {
 
 namespace {
 
+// Whether `pid` is a running lithos (its program's short name).
+bool still_lithos(pid_t pid) {
+  if (::kill(pid, 0) != 0 && errno == ESRCH) return false;
+  char buf[64] = {};
+  const int fd = ::open(("/proc/" + std::to_string(pid) + "/comm").c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  const ssize_t n = ::read(fd, buf, sizeof buf - 1);
+  ::close(fd);
+  return n > 0 && std::string_view(buf, static_cast<std::size_t>(n)).substr(0, 6) == "lithos";
+}
+
 int reset_gpu(const std::string& uuid, const std::string& library, const char* who) {
   std::string why;
   auto n = Nvml::open(library, uuid == "0" ? std::string() : uuid, &why);
@@ -398,6 +423,10 @@ int power_guard(const std::string& uuid, const std::string& library) {
   (void)::signal(SIGINT, SIG_IGN);
   (void)::signal(SIGTERM, SIG_IGN);
   (void)::signal(SIGHUP, SIG_IGN);
+  sigset_t stop;
+  sigemptyset(&stop);
+  for (const int sig : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&stop, sig);
+  (void)::sigprocmask(SIG_UNBLOCK, &stop, nullptr);  // ignored now (lithosd starts it with them blocked)
   bool locked = false;
   for (;;) {
     pollfd p{0, POLLIN, 0};
@@ -434,8 +463,19 @@ int power_reset_markers(const std::string& state_dir, const std::string& library
     // never through a link (ipc/safe_file.hpp).
     auto text = ipc::read_file_safely(dir + "/" + kClocksLockedFile, 256);
     if (!text) continue;
+    // "UUID PID": the GPU, and the lithosd that locked it.
     std::string uuid = *text;
     while (!uuid.empty() && (uuid.back() == '\n' || uuid.back() == ' ')) uuid.pop_back();
+    long pid = 0;
+    if (const std::size_t sp = uuid.find(' '); sp != std::string::npos) {
+      pid = std::strtol(uuid.c_str() + sp + 1, nullptr, 10);
+      uuid.resize(sp);
+    }
+    if (pid > 0 && still_lithos(static_cast<pid_t>(pid))) {
+      std::fprintf(stderr, "lithos power-reset: GPU %s's clocks belong to lithosd %ld, which still runs; left alone\n",
+                   uuid.c_str(), pid);
+      continue;
+    }
     if (uuid != "0" && !plausible_uuid(uuid)) {
       std::fprintf(stderr, "lithos power-reset: %s/%s does not hold a GPU UUID; left alone\n", dir.c_str(),
                    kClocksLockedFile);
