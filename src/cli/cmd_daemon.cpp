@@ -251,15 +251,16 @@ void print_power(std::FILE* f, const nlohmann::json& j) {
   if (!p.is_object()) return;
   const std::string mode = p.value("mode", std::string("off"));
   if (mode == "off") {
-    std::fprintf(f, "power: off%s\n",
-                 p.contains("state") && p["state"] != "off" ? (" (" + p.value("state", std::string()) + ")").c_str()
-                                                             : "");
+    std::fprintf(
+        f, "power: off%s\n",
+        p.contains("state") && p["state"] != "off" ? (" (" + p.value("state", std::string()) + ")").c_str() : "");
     return;
   }
   std::fprintf(f,
                "power: %s%s; clock %s %d MHz (SM clock %d MHz), S %.3f, %llu changes, %zu of %zu kernels learnt; "
                "%.0f W, %.0f J measured, %.0f J saved by the model\n",
-               mode.c_str(), p.contains("dry_run_because") ? (" (" + p.value("dry_run_because", std::string()) + ")").c_str() : "",
+               mode.c_str(),
+               p.contains("dry_run_because") ? (" (" + p.value("dry_run_because", std::string()) + ")").c_str() : "",
                mode == "on" ? "set" : "would set", p.value("chosen_mhz", 0), p.value("sm_clock_mhz", 0),
                p.value("sensitivity", 0.0), p.value("changes", 0ULL), p.value("kernels_learned", std::size_t{0}),
                p.value("kernels_seen", std::size_t{0}), p.value("power_w", 0.0), p.value("energy_j", 0.0),
@@ -652,8 +653,7 @@ CommandRunner add_power_reset_command(CLI::App& app) {
     // NOLINTNEXTLINE(concurrency-mt-unsafe): no threads yet
     if (const char* e = std::getenv("LITHOS_NVML_LIBRARY"); nvml.empty() && e != nullptr) nvml = e;
     if (args->guard) return daemon::power_guard(args->gpu, nvml);
-    return daemon::power_reset_markers(args->state_dir.empty() ? daemon::default_state_dir() : args->state_dir,
-                                       nvml);
+    return daemon::power_reset_markers(args->state_dir.empty() ? daemon::default_state_dir() : args->state_dir, nvml);
   };
 }
 

@@ -56,11 +56,11 @@ inline constexpr double kMaxHpPollUs = 1000;            // [daemon] hp_poll_us
 inline constexpr std::uint32_t kMaxStolenAtoms = 1024;  // [daemon] max_stolen_atoms
 inline constexpr double kMinPauseSlowdown = 1.0;        // [daemon] pause_slowdown
 inline constexpr double kMaxPauseSlowdown = 100.0;
-inline constexpr double kMaxIdleGraceUs = 100000;  // [daemon] idle_grace_us, burst_gap_us
+inline constexpr double kMaxIdleGraceUs = 100000;   // [daemon] idle_grace_us, burst_gap_us
 inline constexpr double kMinPowerSlowdown = 0.001;  // [daemon] power_slowdown
 inline constexpr double kMaxPowerSlowdown = 1.0;
-inline constexpr double kMaxPowerIdleW = 2000;     // [daemon] power_idle_w
-inline constexpr double kMinPowerExponent = 1.0;   // [daemon] power_exponent
+inline constexpr double kMaxPowerIdleW = 2000;    // [daemon] power_idle_w
+inline constexpr double kMinPowerExponent = 1.0;  // [daemon] power_exponent
 inline constexpr double kMaxPowerExponent = 4.0;
 // [daemon] bounds on what clients may make the daemon hold (docs/daemon.md,
 // "Hostile clients"): the ranges their keys accept.

@@ -536,8 +536,8 @@ bool Daemon::step(std::uint64_t now) {
   }
   if (power_ != nullptr) {
     if (const auto d = power_->tick(now, engine_->state()); d && trace_.is_open()) {
-      trace_.write_record(power_trace_line(now, *d, power_mode_name(power_->mode()), power_->sm_clock_mhz(),
-                                           power_->power_w()));
+      trace_.write_record(
+          power_trace_line(now, *d, power_mode_name(power_->mode()), power_->sm_clock_mhz(), power_->power_w()));
     }
   }
   if (log_->recording() && !log_->events().empty()) {

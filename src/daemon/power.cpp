@@ -109,7 +109,8 @@ std::unique_ptr<Nvml> Nvml::open(const std::string& library, const std::string& 
     return nullptr;
   }
   n->api_->initialised = true;
-  if (nvmlReturn_t r = uuid.empty() ? n->api_->by_index(0, &n->api_->dev) : n->api_->by_uuid(uuid.c_str(), &n->api_->dev);
+  if (nvmlReturn_t r =
+          uuid.empty() ? n->api_->by_index(0, &n->api_->dev) : n->api_->by_uuid(uuid.c_str(), &n->api_->dev);
       r != kSuccess) {
     *why = "no NVML device " + (uuid.empty() ? std::string("0") : uuid) + ": " + n->text(r);
     return nullptr;
@@ -271,8 +272,8 @@ void Power::mark(bool locked) {
   if (!dir) return;
   if (locked) {
     const Status s = dir->write_file(
-        kClocksLockedFile,
-        (opt_.uuid.empty() ? std::string("0") : opt_.uuid) + " " + std::to_string(::getpid()) + "\n", 0600,
+        kClocksLockedFile, (opt_.uuid.empty() ? std::string("0") : opt_.uuid) + " " + std::to_string(::getpid()) + "\n",
+        0600,
         /*sync=*/true);
     if (!s.is_ok()) std::fprintf(stderr, "lithosd: power: %s\n", s.message().c_str());
   } else {
@@ -280,9 +281,7 @@ void Power::mark(bool locked) {
   }
 }
 
-void Power::completed(const sched::InflightAtom& a, Time start, Time end) {
-  gov_.completed(a, start, end, clock_mhz_);
-}
+void Power::completed(const sched::InflightAtom& a, Time start, Time end) { gov_.completed(a, start, end, clock_mhz_); }
 
 void Power::apply(int mhz) {
   if (mode_ != PowerMode::kOn) return;

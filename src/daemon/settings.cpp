@@ -307,11 +307,11 @@ std::vector<Setting> build() {
                     "The energy model's idle power P_idle: power at clock f is modelled as P_idle + (P_measured - "
                     "P_idle) * (f / f_run)^power_exponent"},
                    &DaemonConfig::power_idle_w));
-  v.push_back(make({"power_exponent", T::kNumber, "", kMinPowerExponent, kMaxPowerExponent, "LITHOSD_POWER_EXPONENT",
-                    "", "",
-                    "The energy model's exponent a (dynamic power ~ f V^2 with V roughly linear in f near the top "
-                    "of the V-f curve: about 3; 2.5 leaves room for its flat part)"},
-                   &DaemonConfig::power_exponent));
+  v.push_back(
+      make({"power_exponent", T::kNumber, "", kMinPowerExponent, kMaxPowerExponent, "LITHOSD_POWER_EXPONENT", "", "",
+            "The energy model's exponent a (dynamic power ~ f V^2 with V roughly linear in f near the top "
+            "of the V-f curve: about 3; 2.5 leaves room for its flat part)"},
+           &DaemonConfig::power_exponent));
   {
     Setting s = make({"state_dir", T::kString, "", 0, 0, "LITHOSD_STATE_DIR", "--state-dir", "",
                       "Where the daemon keeps its state: predictor.cache, what the latency predictor learnt, loaded "

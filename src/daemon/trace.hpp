@@ -17,8 +17,8 @@
 #include "daemon/config.hpp"
 #include "sched/engine.hpp"
 #include "sched/engine_log.hpp"
-#include "sched/power.hpp"
 #include "sched/policies/catalog.hpp"
+#include "sched/power.hpp"
 
 namespace lithos::daemon {
 

@@ -89,7 +89,8 @@ std::optional<double> DvfsPolicy::sensitivity(KernelId kernel) const {
 
 std::size_t DvfsPolicy::kernels_learned() const {
   std::size_t n = 0;
-  for (const auto& [k, f] : fits_) if (sensitivity(k).has_value()) ++n;
+  for (const auto& [k, f] : fits_)
+    if (sensitivity(k).has_value()) ++n;
   return n;
 }
 

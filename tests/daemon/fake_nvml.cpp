@@ -140,14 +140,13 @@ __attribute__((visibility("default"))) int nvmlEventSetWait_v2(void* set, EventD
 }
 __attribute__((visibility("default"))) int nvmlEventSetFree(void* set) { return set == &g_set ? 0 : 2; }
 
-
 __attribute__((visibility("default"))) int nvmlDeviceGetSupportedMemoryClocks(void* dev, unsigned* count,
-                                                                               unsigned* clocks) {
+                                                                              unsigned* clocks) {
   if (dev != &g_device) return 2;
   return fill(2619, 1026, 2, count, clocks);
 }
 __attribute__((visibility("default"))) int nvmlDeviceGetSupportedGraphicsClocks(void* dev, unsigned mem,
-                                                                                 unsigned* count, unsigned* clocks) {
+                                                                                unsigned* count, unsigned* clocks) {
   if (dev != &g_device) return 2;
   if (mem == 2619) return fill(1980, 15, 110, count, clocks);  // 1980 .. 345
   if (mem == 1593) return fill(1980, 90, 10, count, clocks);

@@ -84,11 +84,11 @@ class DaemonPower : public ::testing::Test {
 
   // A client launching without end, 1 ms apart.
   void start_client() {
-    client_ = Proc::spawn({LITHOS_CLIENT_APP, "1000000", "1", "0"},
-                          {"LD_PRELOAD=" LITHOS_PRELOAD, "LD_LIBRARY_PATH=" LITHOS_FAKE_DRIVER_DIR,
-                           "LITHOS_SLOT_MAP=" LITHOS_FAKE_MAP, "LITHOS_DAEMON=" + sock_,
-                           "LITHOS_REGISTER_WAIT_MS=60000"},
-                          (dir_ / "client.out").string());
+    client_ =
+        Proc::spawn({LITHOS_CLIENT_APP, "1000000", "1", "0"},
+                    {"LD_PRELOAD=" LITHOS_PRELOAD, "LD_LIBRARY_PATH=" LITHOS_FAKE_DRIVER_DIR,
+                     "LITHOS_SLOT_MAP=" LITHOS_FAKE_MAP, "LITHOS_DAEMON=" + sock_, "LITHOS_REGISTER_WAIT_MS=60000"},
+                    (dir_ / "client.out").string());
     ASSERT_GT(client_.pid, 0);
   }
 

@@ -58,7 +58,8 @@ class PowerReset : public ::testing::Test {
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_adddup2(&fa, p[0], 0);
     posix_spawn_file_actions_addopen(&fa, 2, (dir_ / "guardian.err").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    std::vector<std::string> args = {LITHOS_EXE, "power-reset", "--guard", "--gpu", "GPU-1", "--nvml", LITHOS_FAKE_NVML};
+    std::vector<std::string> args = {LITHOS_EXE, "power-reset", "--guard",       "--gpu",
+                                     "GPU-1",    "--nvml",      LITHOS_FAKE_NVML};
     std::vector<char*> argv;
     for (std::string& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -98,7 +99,8 @@ TEST_F(PowerReset, TheGuardianResetsWhenItsInputEndsWithALock) {
   ASSERT_TRUE(wait_until([&] {
     std::ifstream in("/proc/" + std::to_string(pid) + "/status");
     for (std::string line; std::getline(in, line);) {
-      if (line.rfind("SigIgn:", 0) == 0) return (std::stoull(line.substr(7), nullptr, 16) & (1ULL << (SIGTERM - 1))) != 0;
+      if (line.rfind("SigIgn:", 0) == 0)
+        return (std::stoull(line.substr(7), nullptr, 16) & (1ULL << (SIGTERM - 1))) != 0;
     }
     return false;
   }));
@@ -154,11 +156,11 @@ TEST_F(PowerReset, MarkersOfGoneDaemonsAreResetAndRemoved) {
 // nothing; an unknown mode is refused naming the valid ones.
 TEST_F(PowerReset, ADaemonWithoutWorkChoosesFmaxAndReportsPower) {
   const std::string sock = (dir_ / "lithosd.sock").string();
-  Proc d = Proc::spawn({LITHOS_EXE, "daemon", "--slot-map", LITHOS_FAKE_MAP, "--mps", "off", "--socket", sock,
-                        "--state-dir", (dir_ / "state").string(), "--power", "on"},
-                       {"LITHOS_NVML_LIBRARY=" LITHOS_FAKE_NVML, "FAKE_NVML_CLOCKS_LOG=" + log_.string(),
-                        "FAKE_NVML_POWER_MW=123000"},
-                       (dir_ / "daemon.log").string());
+  Proc d = Proc::spawn(
+      {LITHOS_EXE, "daemon", "--slot-map", LITHOS_FAKE_MAP, "--mps", "off", "--socket", sock, "--state-dir",
+       (dir_ / "state").string(), "--power", "on"},
+      {"LITHOS_NVML_LIBRARY=" LITHOS_FAKE_NVML, "FAKE_NVML_CLOCKS_LOG=" + log_.string(), "FAKE_NVML_POWER_MW=123000"},
+      (dir_ / "daemon.log").string());
   ASSERT_GT(d.pid, 0);
   ASSERT_TRUE(wait_until([&] {
     const json s = lithosd_status(sock);
