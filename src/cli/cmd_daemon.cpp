@@ -245,6 +245,28 @@ void print_fault(std::FILE* f, const nlohmann::json& j) {
   }
 }
 
+// The power line of `lithos status` (docs/daemon.md, "Power").
+void print_power(std::FILE* f, const nlohmann::json& j) {
+  const nlohmann::json& p = j.contains("power") ? j["power"] : nlohmann::json();
+  if (!p.is_object()) return;
+  const std::string mode = p.value("mode", std::string("off"));
+  if (mode == "off") {
+    std::fprintf(
+        f, "power: off%s\n",
+        p.contains("state") && p["state"] != "off" ? (" (" + p.value("state", std::string()) + ")").c_str() : "");
+    return;
+  }
+  std::fprintf(f,
+               "power: %s%s; clock %s %d MHz (SM clock %d MHz), S %.3f, %llu changes, %zu of %zu kernels learnt; "
+               "%.0f W, %.0f J measured, %.0f J saved by the model\n",
+               mode.c_str(),
+               p.contains("dry_run_because") ? (" (" + p.value("dry_run_because", std::string()) + ")").c_str() : "",
+               mode == "on" ? "set" : "would set", p.value("chosen_mhz", 0), p.value("sm_clock_mhz", 0),
+               p.value("sensitivity", 0.0), p.value("changes", 0ULL), p.value("kernels_learned", std::size_t{0}),
+               p.value("kernels_seen", std::size_t{0}), p.value("power_w", 0.0), p.value("energy_j", 0.0),
+               p.value("modelled_saving_j", 0.0));
+}
+
 void print_human(std::FILE* f, const nlohmann::json& j) {
   const double up = j.value("uptime_s", 0.0), cpu = j.value("cpu_s", 0.0);
   const nlohmann::json& dev = j["device"];
@@ -315,6 +337,7 @@ void print_human(std::FILE* f, const nlohmann::json& j) {
     }
   }
   print_fault(f, j);
+  print_power(f, j);
   const auto& k = j["counters"];
   std::fprintf(f,
                "\ngrants %llu (%.0f/s), completions %llu (%llu seen several under one marker), hp launches accounted "
@@ -604,6 +627,34 @@ CommandRunner add_status_command(CLI::App& app) {
       "                                                  (packaging/lithos-metrics.service)\n"
       "Exit status: 0; 1 when no daemon answered (one round) or --out cannot be written; 2 for bad options.");
   return [args] { return run_status(*args); };
+}
+
+// `lithos power-reset`: the locked clocks lithosd left (power = "on") reset
+// (docs/daemon.md, "Power"); `--guard` is the guardian lithosd starts.
+CommandRunner add_power_reset_command(CLI::App& app) {
+  struct Args {
+    std::string state_dir;
+    std::string gpu;
+    std::string nvml;
+    bool guard = false;
+  };
+  auto args = std::make_shared<Args>();
+  CLI::App* sub = app.add_subcommand(
+      "power-reset",
+      "Reset the GPU clocks lithosd locked (power = \"on\") and did not reset itself: every GPU named by a "
+      "clocks-locked file in the state folder or a folder right under it (systemd's ExecStopPost runs it).");
+  sub->add_option("--state-dir", args->state_dir, "lithosd's state_dir (default: the daemon's default)");
+  sub->add_option("--nvml", args->nvml, "The NVML library (default: $LITHOS_NVML_LIBRARY, else libnvidia-ml.so.1)");
+  // The guardian lithosd starts: waits for lithosd's end on its input.
+  sub->add_flag("--guard", args->guard)->group("");
+  sub->add_option("--gpu", args->gpu)->group("");
+  return [args] {
+    std::string nvml = args->nvml;
+    // NOLINTNEXTLINE(concurrency-mt-unsafe): no threads yet
+    if (const char* e = std::getenv("LITHOS_NVML_LIBRARY"); nvml.empty() && e != nullptr) nvml = e;
+    if (args->guard) return daemon::power_guard(args->gpu, nvml);
+    return daemon::power_reset_markers(args->state_dir.empty() ? daemon::default_state_dir() : args->state_dir, nvml);
+  };
 }
 
 }  // namespace lithos::cli

@@ -46,5 +46,6 @@ CommandRunner add_bench_command(CLI::App& app);
 CommandRunner add_atomize_command(CLI::App& app);
 CommandRunner add_daemon_command(CLI::App& app);
 CommandRunner add_status_command(CLI::App& app);
+CommandRunner add_power_reset_command(CLI::App& app);
 
 }  // namespace lithos::cli

@@ -32,6 +32,7 @@ int main(int argc, char** argv) {
   add(&lithos::cli::add_calibrate_command);
   add(&lithos::cli::add_daemon_command);
   add(&lithos::cli::add_status_command);
+  add(&lithos::cli::add_power_reset_command);
 #endif
 
   try {

@@ -450,6 +450,22 @@ std::string json_string(std::string_view s) {
 
 }  // namespace detail
 
+const char* power_mode_name(PowerMode m) {
+  switch (m) {
+    case PowerMode::kOff: return "off";
+    case PowerMode::kDryRun: return "dry-run";
+    case PowerMode::kOn: return "on";
+  }
+  return "off";
+}
+
+std::optional<PowerMode> parse_power_mode(std::string_view s) {
+  for (const PowerMode m : {PowerMode::kOff, PowerMode::kDryRun, PowerMode::kOn}) {
+    if (s == power_mode_name(m)) return m;
+  }
+  return std::nullopt;
+}
+
 const char* mps_mode_name(MpsMode m) {
   switch (m) {
     case MpsMode::kAuto: return "auto";
@@ -595,6 +611,9 @@ Status validate(const DaemonConfig& c, int device_tpcs) {
                                     json_number(lo) + ", " + json_number(hi) + "]");
   };
   LITHOS_RETURN_IF_ERROR(in_range("atom_us", c.atom_us, kMinAtomUs, kMaxAtomUs));
+  LITHOS_RETURN_IF_ERROR(in_range("power_slowdown", c.power_slowdown, kMinPowerSlowdown, kMaxPowerSlowdown));
+  LITHOS_RETURN_IF_ERROR(in_range("power_idle_w", c.power_idle_w, 0, kMaxPowerIdleW));
+  LITHOS_RETURN_IF_ERROR(in_range("power_exponent", c.power_exponent, kMinPowerExponent, kMaxPowerExponent));
   LITHOS_RETURN_IF_ERROR(in_range("throttle_us", c.throttle_us, kMinThrottleUs, kMaxThrottleUs));
   // 0, the default: the same as throttle_us.
   if (c.throttle_unborrowed_us != 0)

@@ -36,6 +36,11 @@ enum class MpsMode {
 };
 const char* mps_mode_name(MpsMode m);  // "auto", "start", "attach", "off"
 std::optional<MpsMode> parse_mps_mode(std::string_view s);
+// Power management (power.hpp): off, dry-run (decide and report, never
+// set) or on (set locked clocks).
+enum class PowerMode : unsigned char { kOff, kDryRun, kOn };
+const char* power_mode_name(PowerMode m);  // "off", "dry-run", "on"
+std::optional<PowerMode> parse_power_mode(std::string_view s);
 // "true"/"1"/"yes"/"on" or "false"/"0"/"no"/"off" (a variable or a flag's value).
 std::optional<bool> parse_switch(std::string_view s);
 // The CUDA devices one lithosd serves: "N", "N,M,..." or "all" (*all set,
@@ -51,7 +56,12 @@ inline constexpr double kMaxHpPollUs = 1000;            // [daemon] hp_poll_us
 inline constexpr std::uint32_t kMaxStolenAtoms = 1024;  // [daemon] max_stolen_atoms
 inline constexpr double kMinPauseSlowdown = 1.0;        // [daemon] pause_slowdown
 inline constexpr double kMaxPauseSlowdown = 100.0;
-inline constexpr double kMaxIdleGraceUs = 100000;  // [daemon] idle_grace_us, burst_gap_us
+inline constexpr double kMaxIdleGraceUs = 100000;   // [daemon] idle_grace_us, burst_gap_us
+inline constexpr double kMinPowerSlowdown = 0.001;  // [daemon] power_slowdown
+inline constexpr double kMaxPowerSlowdown = 1.0;
+inline constexpr double kMaxPowerIdleW = 2000;    // [daemon] power_idle_w
+inline constexpr double kMinPowerExponent = 1.0;  // [daemon] power_exponent
+inline constexpr double kMaxPowerExponent = 4.0;
 // [daemon] bounds on what clients may make the daemon hold (docs/daemon.md,
 // "Hostile clients"): the ranges their keys accept.
 inline constexpr int kMaxMaxClients = 65536;        // max_clients, max_clients_per_uid
@@ -200,6 +210,13 @@ struct DaemonConfig {
   double fault_exit_grace_ms = 2000;
   double fault_term_grace_ms = 2000;
   bool fault_ends_processes = true;
+  // Power management (docs/daemon.md, "Power"): the mode, the slowdown
+  // the clock choice tolerates (sched::DvfsConfig::tolerated_slowdown) and
+  // the energy model's idle power and exponent (sched::EnergyModelConfig).
+  PowerMode power = PowerMode::kOff;
+  double power_slowdown = 0.05;
+  double power_idle_w = 70.0;
+  double power_exponent = 2.5;
   std::string state_dir;  // default: see default_state_dir()
   std::string trace;      // "" = no trace
   std::string default_tenant = kDefaultTenantName;

@@ -232,6 +232,25 @@ Result<std::unique_ptr<Daemon>> Daemon::create(DaemonOptions options) {
       }
     }
   }
+  d->power_state_ = "off";
+  if (cfg.power != PowerMode::kOff) {
+    PowerOptions po;
+    po.mode = cfg.power;
+    po.library = d->options_.nvml_library;
+    po.uuid = d->options_.gpu_uuid;
+    po.config.dvfs.tolerated_slowdown = cfg.power_slowdown;
+    po.config.energy.idle_w = cfg.power_idle_w;
+    po.config.energy.exponent = cfg.power_exponent;
+    po.guardian_exe = d->options_.power_guardian_exe;
+    po.state_dir = cfg.state_dir;
+    std::string why;
+    d->power_ = Power::start(po, &why);
+    d->power_state_ = d->power_ != nullptr ? std::string(power_mode_name(cfg.power)) : why;
+    if (d->power_ == nullptr) {
+      std::fprintf(stderr, "lithosd: power = \"%s\" does not run (%s); clocks are left alone\n",
+                   power_mode_name(cfg.power), why.c_str());
+    }
+  }
   d->log_ = std::make_unique<sched::EngineLog>(*d->engine_, !cfg.trace.empty());
   // What an earlier daemon's predictor learnt; a bad or foreign cache is
   // reported and the daemon starts cold (and overwrites it later).
@@ -513,6 +532,12 @@ bool Daemon::step(std::uint64_t now) {
     while (!c->overflow.empty() && c->channel.layout().grant.push(c->overflow.front())) {
       c->overflow.pop_front();
       --loads_[c->tenant].queued_grants;
+    }
+  }
+  if (power_ != nullptr) {
+    if (const auto d = power_->tick(now, engine_->state()); d && trace_.is_open()) {
+      trace_.write_record(
+          power_trace_line(now, *d, power_mode_name(power_->mode()), power_->sm_clock_mhz(), power_->power_w()));
     }
   }
   if (log_->recording() && !log_->events().empty()) {
@@ -1399,6 +1424,10 @@ bool Daemon::poll_stream(Client& c, std::uint32_t i, std::uint64_t now) {
   if (covered_.empty()) return false;
   share_busy_interval(s.last_end_ns, now, covered_);
   for (const CoveredLaunch& piece : covered_) {
+    if (power_ != nullptr) {
+      power_->completed(engine_->state().atoms[s.inflight.front().atom], to_time(piece.start_ns),
+                        to_time(piece.end_ns));
+    }
     log_->atom_finished(s.inflight.front().atom, to_time(piece.start_ns), to_time(piece.end_ns));
     s.inflight.pop_front();
   }
@@ -1679,6 +1708,12 @@ std::string Daemon::status_json(std::uint64_t now, std::optional<uid_t> viewer) 
       f["faulted_clients"] = counters_.faulted_clients;
       j["fault"] = f;
     }
+  }
+  {
+    json p = power_ != nullptr ? json::parse(power_->status_json(), nullptr, false)
+                               : json{{"mode", "off"}, {"configured", power_mode_name(options_.config.power)}};
+    if (power_ == nullptr) p["state"] = power_state_;
+    j["power"] = p;
   }
   j["warnings"] = mps_warnings(std::nullopt, viewer);
   const double up = std::max(1e-9, static_cast<double>(now - started_ns_) / 1e9);

@@ -47,6 +47,7 @@
 #include "daemon/busy_share.hpp"
 #include "daemon/config.hpp"
 #include "daemon/fault.hpp"
+#include "daemon/power.hpp"
 #include "daemon/trace.hpp"
 #include "daemon/xid_watch.hpp"
 #include "ipc/channel.hpp"
@@ -83,6 +84,10 @@ struct DaemonOptions {
   bool xid_events = false;
   std::string nvml_library;
   std::function<std::vector<int>()> mps_client_pids;
+  // Power management (config.power; power.hpp) reads gpu_uuid through
+  // nvml_library; with power = "on" the guardian that resets the clocks if
+  // lithosd dies is this program (`lithos`); "": none.
+  std::string power_guardian_exe;
 };
 
 // The Engine lithosd runs for `config` on `device`: the configured policy,
@@ -432,6 +437,8 @@ class Daemon {
   std::unique_ptr<FaultMonitor> faults_;
   std::unique_ptr<XidWatcher> xid_;
   std::string xid_state_;  // "on", or why NVML's events are not read
+  std::unique_ptr<Power> power_;
+  std::string power_state_;  // "off", or why power management does not run
   // MPS control's client list, asked once per GPU fault on a thread of its own.
   struct MpsQuery {
     std::thread thread;

@@ -233,6 +233,28 @@ Result<std::string> prometheus_text(std::string_view status_json) {
       w.one("lithos_last_fault_recovery_seconds", "gauge", "How long the last fault episode lasted.",
             num(last, "closed_after_ms") / 1e3);
   }
+  {
+    // Power management (docs/daemon.md, "Power"); zeros while it is off.
+    const json p = j.value("power", json::object());
+    const std::string mode = p.is_object() ? p.value("mode", std::string("off")) : "off";
+    w.family("lithos_power_mode", "gauge", "1 for the power management mode in effect (off, dry-run, on).",
+             {{"{mode=\"off\"}", mode == "off" ? 1 : 0},
+              {"{mode=\"dry-run\"}", mode == "dry-run" ? 1 : 0},
+              {"{mode=\"on\"}", mode == "on" ? 1 : 0}});
+    w.one("lithos_power_chosen_mhz", "gauge",
+          "The SM clock the governor chose for the work in flight (set when on, would be set in dry-run).",
+          num(p, "chosen_mhz"));
+    w.one("lithos_power_sm_clock_mhz", "gauge", "The SM clock NVML reports.", num(p, "sm_clock_mhz"));
+    w.one("lithos_power_sensitivity", "gauge", "The runtime-weighted clock sensitivity S of the work.",
+          num(p, "sensitivity"));
+    w.one("lithos_power_changes_total", "counter", "Changes of the chosen clock.", num(p, "changes"));
+    w.one("lithos_power_watts", "gauge", "The GPU's power draw (NVML).", num(p, "power_w"));
+    w.one("lithos_power_energy_joules_total", "counter", "The GPU's energy while lithosd measured it (NVML).",
+          num(p, "energy_j"));
+    w.one("lithos_power_modelled_saving_joules_total", "counter",
+          "Energy the chosen clocks save by the stated model (docs/daemon.md, \"Power\").",
+          num(p, "modelled_saving_j"));
+  }
   w.one("lithos_max_spin_gap_seconds", "gauge", "Longest gap between two turns of the daemon's loop since it started.",
         num(k, "max_spin_gap_us") / 1e6);
   w.one("lithos_max_step_seconds", "gauge", "Longest single turn of the daemon's loop since it started.",

@@ -415,9 +415,17 @@ int serve_node(NodeOptions node) {
   // tests' fake), and, where MPS runs, its own list of its clients.
   // NOLINTNEXTLINE(concurrency-mt-unsafe): read before any thread starts
   const char* nvml = std::getenv("LITHOS_NVML_LIBRARY");
+  // The guardian of locked clocks (power = "on") is this program.
+  std::string self_exe;
+  {
+    char buf[4096];
+    const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+    if (n > 0) self_exe.assign(buf, static_cast<std::size_t>(n));
+  }
   for (DaemonOptions& opt : opts) {
     opt.nvml_library = nvml != nullptr ? nvml : "";
     opt.xid_events = !opt.gpu_uuid.empty() || !opt.nvml_library.empty();
+    opt.power_guardian_exe = self_exe;
     if (cfg.mps != MpsMode::kOff) opt.mps_client_pids = mps_client_pids;
   }
   std::vector<std::unique_ptr<Daemon>> served;

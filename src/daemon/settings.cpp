@@ -286,6 +286,38 @@ std::vector<Setting> build() {
                     "every affected process has exited by itself"},
                    &DaemonConfig::fault_ends_processes));
   {
+    Setting s;
+    s.key = "power";
+    s.type = T::kString;
+    s.env = "LITHOSD_POWER";
+    s.flag = "--power";
+    s.help =
+        "Power management (docs/daemon.md, \"Power\"): off; dry-run (read clocks, power and energy through NVML, "
+        "choose one SM clock for the work in flight and report it, never set anything); on (also lock the GPU's "
+        "clocks to the choice; needs root, else reported once and run as dry-run; reset at exit and, through a "
+        "guardian process, when lithosd dies)";
+    s.check = [](std::string_view x) {
+      return parse_power_mode(x) ? std::string() : "power " + quoted(x) + " is not one of off, dry-run, on";
+    };
+    s.get = [](const DaemonConfig& c) { return std::string(power_mode_name(c.power)); };
+    s.set = [](DaemonConfig& c, std::string_view x) { c.power = parse_power_mode(x).value_or(PowerMode::kOff); };
+    v.push_back(std::move(s));
+  }
+  v.push_back(make({"power_slowdown", T::kNumber, "", kMinPowerSlowdown, kMaxPowerSlowdown, "LITHOSD_POWER_SLOWDOWN",
+                    "--power-slowdown", "",
+                    "The slowdown k the clock choice tolerates: f = f_max / (1 + k/S), S the runtime-weighted "
+                    "sensitivity of the work in flight"},
+                   &DaemonConfig::power_slowdown));
+  v.push_back(make({"power_idle_w", T::kNumber, "W", 0, kMaxPowerIdleW, "LITHOSD_POWER_IDLE_W", "", "",
+                    "The energy model's idle power P_idle: power at clock f is modelled as P_idle + (P_measured - "
+                    "P_idle) * (f / f_run)^power_exponent"},
+                   &DaemonConfig::power_idle_w));
+  v.push_back(
+      make({"power_exponent", T::kNumber, "", kMinPowerExponent, kMaxPowerExponent, "LITHOSD_POWER_EXPONENT", "", "",
+            "The energy model's exponent a (dynamic power ~ f V^2 with V roughly linear in f near the top "
+            "of the V-f curve: about 3; 2.5 leaves room for its flat part)"},
+           &DaemonConfig::power_exponent));
+  {
     Setting s = make({"state_dir", T::kString, "", 0, 0, "LITHOSD_STATE_DIR", "--state-dir", "",
                       "Where the daemon keeps its state: predictor.cache, what the latency predictor learnt, loaded "
                       "at start and written every 30 s and at exit (%g: the GPU's UUID). Made when missing; it and "

@@ -373,12 +373,40 @@ Result<Trace> parse_trace_file(std::string_view text, std::string_view source) {
       header = true;
       continue;
     }
+    if (line.substr(0, kPowerRecordPrefix.size()) == kPowerRecordPrefix) continue;
     auto e = parse_trace_line(line);
     if (!e) return Status::invalid_argument(where() + e.status().message());
     out.events.push_back(std::move(e).value());
   }
   if (!header) return Status::invalid_argument(std::string(source) + ": empty trace");
   return out;
+}
+
+std::string power_trace_line(std::uint64_t now_ns, const sched::PowerDecision& d, const std::string& mode,
+                             int sm_clock_mhz, double power_w) {
+  json j;
+  j["now"] = now_ns;
+  j["mode"] = mode;
+  j["chosen_mhz"] = d.chosen_mhz;
+  j["changed"] = d.changed;
+  j["sensitivity"] = d.sensitivity;
+  j["unseen_kernel"] = d.unseen_kernel;
+  j["kernels"] = d.kernels;
+  j["sm_clock_mhz"] = sm_clock_mhz;
+  j["power_w"] = power_w;
+  const std::string rest = j.dump();  // "{...}": its fields after the prefix
+  return std::string(kPowerRecordPrefix) + "," + rest.substr(1);
+}
+
+void TraceWriter::write_record(const std::string& line) {
+  if (f_ == nullptr) return;
+  const std::string l = line + "\n";
+  if (std::fwrite(l.data(), 1, l.size(), f_) != l.size()) {
+    std::fprintf(stderr, "lithosd: trace %s: write failed (%s); tracing stops\n", path_.c_str(), std::strerror(errno));
+    close();
+    return;
+  }
+  ++lines_;
 }
 
 TraceWriter::~TraceWriter() { close(); }

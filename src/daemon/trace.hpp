@@ -18,6 +18,7 @@
 #include "sched/engine.hpp"
 #include "sched/engine_log.hpp"
 #include "sched/policies/catalog.hpp"
+#include "sched/power.hpp"
 
 namespace lithos::daemon {
 
@@ -40,7 +41,13 @@ struct Trace {
   TraceHeader header;
   std::vector<sched::EngineEvent> events;
 };
-// A whole trace as TraceWriter writes it.
+// The first bytes of a power governor's decision (power_trace_line).
+inline constexpr std::string_view kPowerRecordPrefix = "{\"e\":\"power\"";
+// One line for a decision of the power governor at `now_ns`, with the SM
+// clock and power NVML reported then.
+std::string power_trace_line(std::uint64_t now_ns, const sched::PowerDecision& d, const std::string& mode,
+                             int sm_clock_mhz, double power_w);
+// A whole trace as TraceWriter writes it (power records skipped).
 Result<Trace> parse_trace_file(std::string_view text, std::string_view source);
 
 // Appends events to a file, buffered; write errors are reported once and
@@ -59,6 +66,10 @@ class TraceWriter {
               const std::string& predictions = {});
   bool is_open() const { return f_ != nullptr; }
   void write(const std::vector<sched::EngineEvent>& events);
+  // A record outside the Engine's events (a line starting {"e":"power", a
+  // decision of the power governor): kept in the file, skipped by
+  // parse_trace_file.
+  void write_record(const std::string& line);
   void flush();
   void close();
   std::uint64_t lines() const { return lines_; }

@@ -1,6 +1,7 @@
 #include "sched/dvfs.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <utility>
 
@@ -10,6 +11,7 @@ namespace {
 // The H100's lowest graphics clock and its step between supported clocks.
 constexpr int kDefaultLowestMhz = 345;
 constexpr int kDefaultStepMhz = 15;
+constexpr std::size_t kMaxKernels = 65536;
 }  // namespace
 
 // Supported clocks are kept ascending and unique. Clocks above f_max (or not
@@ -33,34 +35,63 @@ void DvfsPolicy::observe(KernelId kernel, int clock_mhz, Duration duration) {
   if (clock_mhz <= 0) return;
   const double x = static_cast<double>(config_.f_max_mhz) / static_cast<double>(clock_mhz);
   const double y = static_cast<double>(duration.count());
-  Fit& f = fits_[kernel];
+  // A map of a bounded size: a flood of distinct kernels cannot grow it
+  // without end (those past the bound are never learnt, so run at f_max).
+  auto it = fits_.find(kernel);
+  if (it == fits_.end()) {
+    if (fits_.size() >= kMaxKernels) return;
+    it = fits_.emplace(kernel, Fit{}).first;
+  }
+  Fit& f = it->second;
   if (f.n == 0) {
-    f.first_mhz = clock_mhz;
-  } else if (clock_mhz != f.first_mhz) {
-    f.varied = true;
+    f.lo_mhz = f.hi_mhz = clock_mhz;
+  } else {
+    f.lo_mhz = std::min(f.lo_mhz, clock_mhz);
+    f.hi_mhz = std::max(f.hi_mhz, clock_mhz);
   }
   f.n += 1;
+  f.syy += y * y;
   f.sx += x;
   f.sy += y;
   f.sxx += x * x;
   f.sxy += x * y;
 }
 
-// Least squares d = a + c*x; s = c / (a + c), clamped to [0, 1] (noise can
-// push it slightly outside). A fit whose duration at f_max, a + c, is not
-// positive is meaningless; the kernel is then treated as fully clock-bound
-// (s = 1), the choice that never costs it speed.
+// Least squares d = a + c*x, then the upper bound of the header: s = (c +
+// z*se(c)) / (a + c), clamped to [0, 1]. A fit whose duration at f_max,
+// a + c, is not positive is meaningless; the kernel is then treated as
+// fully clock-bound (s = 1), the choice that never costs it speed.
 std::optional<double> DvfsPolicy::sensitivity(KernelId kernel) const {
   const auto it = fits_.find(kernel);
-  if (it == fits_.end() || !it->second.varied) return std::nullopt;
+  if (it == fits_.end()) return std::nullopt;
   const Fit& f = it->second;
+  const int spread = f.hi_mhz - f.lo_mhz;
+  if (spread <= 0 || spread < config_.min_spread_mhz || f.n < static_cast<double>(config_.min_samples)) {
+    return std::nullopt;
+  }
   const double cxx = f.sxx - f.sx * f.sx / f.n;  // > 0: the clocks differ
+  if (!(cxx > 0.0)) return std::nullopt;         // rounding of nearly equal clocks
   const double cxy = f.sxy - f.sx * f.sy / f.n;
+  const double cyy = f.syy - f.sy * f.sy / f.n;
   const double c = cxy / cxx;
   const double a = (f.sy - c * f.sx) / f.n;
   const double d0 = a + c;
   if (!(d0 > 0.0)) return 1.0;
-  return std::clamp(c / d0, 0.0, 1.0);
+  double se = 0.0;
+  if (f.n > 2.0) {
+    const double rss = std::max(cyy - c * cxy, 0.0);
+    se = std::sqrt(rss / (f.n - 2.0) / cxx);
+  }
+  const double s = (c + std::max(config_.confidence_z, 0.0) * se) / d0;
+  if (!std::isfinite(s)) return 1.0;
+  return std::clamp(s, 0.0, 1.0);
+}
+
+std::size_t DvfsPolicy::kernels_learned() const {
+  std::size_t n = 0;
+  for (const auto& [k, f] : fits_)
+    if (sensitivity(k).has_value()) ++n;
+  return n;
 }
 
 // Negative weights count as 0; when no weight is positive, the work counts

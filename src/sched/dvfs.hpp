@@ -7,6 +7,16 @@
 // duration d(f) = d0 * (1 + s * (f_max/f - 1)) is linear in x = f_max/f,
 // d = a + c*x with d0 = a + c and s = c / (a + c).
 //
+// Conservative learning (the value choose() uses errs high, towards f_max):
+// a kernel's sensitivity is known only once it has min_samples executions
+// whose clocks span at least min_spread_mhz (highest minus lowest; the
+// clock varies by itself under power load, so dry-run learns too). The
+// value is then the upper confidence bound of the fit,
+//   s = (c + z * se(c)) / (a + c),  clamped to [0, 1],
+// with se(c) = sqrt(RSS / (n - 2) / Sxx), the slope's standard error
+// (0 for n <= 2, an exact fit) and z = confidence_z (2: about 97.5% one
+// sided). A fit whose duration at f_max, a + c, is not positive gives 1.
+//
 // Choice: S = sum over in-flight work of w * s (w = that work's share of the
 // in-flight runtime), f = f_max / (1 + k/S) for a tolerated slowdown k,
 // rounded *up* to a supported clock so the slowdown stays within k. Any
@@ -19,6 +29,7 @@
 // an operator allows it, and reports them in advisory mode otherwise.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -36,6 +47,10 @@ struct DvfsConfig {
   double tolerated_slowdown = 0.05;  // k
   Duration min_interval = ms(500);
   int min_step_mhz = 30;
+  // Conservative learning (above).
+  int min_samples = 16;
+  int min_spread_mhz = 150;
+  double confidence_z = 2.0;
 };
 
 // One piece of in-flight work for the clock choice.
@@ -56,8 +71,12 @@ class DvfsPolicy {
 
   // Records one execution of `kernel` at `clock_mhz` taking `duration`.
   void observe(KernelId kernel, int clock_mhz, Duration duration);
-  // nullopt until the kernel was seen at two distinct clocks.
+  // The conservative sensitivity (above): nullopt until the kernel has
+  // min_samples executions over min_spread_mhz (and two distinct clocks).
   std::optional<double> sensitivity(KernelId kernel) const;
+  // Kernels whose sensitivity is known, and kernels observed at all.
+  std::size_t kernels_learned() const;
+  std::size_t kernels_seen() const { return fits_.size(); }
 
   // Pure choice for this in-flight work (no rate limit). Empty work: f_max.
   DvfsDecision choose(std::span<const DvfsWork> work) const;
@@ -71,9 +90,8 @@ class DvfsPolicy {
 
  private:
   struct Fit {
-    double n = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
-    int first_mhz = 0;
-    bool varied = false;
+    double n = 0, sx = 0, sy = 0, sxx = 0, sxy = 0, syy = 0;
+    int lo_mhz = 0, hi_mhz = 0;
   };
   DvfsConfig config_;
   std::vector<int> supported_;  // ascending

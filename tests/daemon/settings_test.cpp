@@ -49,6 +49,7 @@ std::string other_value(const Setting& s, const DaemonConfig& def) {
           {"socket", "/tmp/lithos-settings-test.sock"},
           {"policy", "mps"},
           {"mps", "off"},
+          {"power", "dry-run"},
           {"device", "1"},
           {"state_dir", "/tmp/lithos-settings-test-state"},
           {"trace", "/tmp/lithos-settings-test.jsonl"},

@@ -23,6 +23,16 @@ void teach(DvfsPolicy& p, KernelId k, double s) {
   p.observe(k, 990, at_clock(1e6, s, 990));
 }
 
+// The fit itself, without the conservative rule: two samples at two clocks
+// suffice and the value is the point estimate.
+DvfsConfig exact_fit() {
+  DvfsConfig cfg;
+  cfg.min_samples = 2;
+  cfg.min_spread_mhz = 0;
+  cfg.confidence_z = 0.0;
+  return cfg;
+}
+
 constexpr KernelId kCompute = 1;  // s = 1
 constexpr KernelId kMemory = 2;   // s = 0
 constexpr KernelId kHalf = 3;     // s = 0.5
@@ -64,7 +74,7 @@ TEST(Dvfs, RoundUpSupported) {
 
 TEST(Dvfs, SensitivityRecoveredAtSeveralClocks) {
   for (const double s : {0.0, 0.5, 1.0}) {
-    DvfsPolicy p;
+    DvfsPolicy p(exact_fit());
     for (const int f : {1980, 1500, 1200, 900, 600}) p.observe(7, f, at_clock(2.5e6, s, f));
     const std::optional<double> got = p.sensitivity(7);
     ASSERT_TRUE(got.has_value());
@@ -73,7 +83,7 @@ TEST(Dvfs, SensitivityRecoveredAtSeveralClocks) {
 }
 
 TEST(Dvfs, SensitivityNeedsTwoClocks) {
-  DvfsPolicy p;
+  DvfsPolicy p(exact_fit());
   EXPECT_FALSE(p.sensitivity(7).has_value());
   p.observe(7, 1980, us(100));
   p.observe(7, 1980, us(110));
@@ -87,7 +97,7 @@ TEST(Dvfs, SensitivityNeedsTwoClocks) {
 }
 
 TEST(Dvfs, SensitivityIsClampedToUnitInterval) {
-  DvfsPolicy p;
+  DvfsPolicy p(exact_fit());
   // 1 ms at f_max, 2.5 ms at half clock: c = 1.5 ms, a = -0.5 ms, s = 1.5 -> 1.
   p.observe(1, 1980, ms(1));
   p.observe(1, 990, us(2500));
@@ -107,7 +117,7 @@ TEST(Dvfs, ChooseEmptyWorkIsFmax) {
 }
 
 TEST(Dvfs, UnseenKernelForcesFmax) {
-  DvfsPolicy p;
+  DvfsPolicy p(exact_fit());
   teach(p, kMemory, 0.0);
   const std::vector<DvfsWork> w{{kMemory, 0.99}, {99, 0.01}};
   const DvfsDecision d = p.choose(w);
@@ -120,7 +130,7 @@ TEST(Dvfs, UnseenKernelForcesFmax) {
 }
 
 TEST(Dvfs, ChooseByHand) {
-  DvfsPolicy p;  // k = 0.05
+  DvfsPolicy p(exact_fit());  // k = 0.05
   teach(p, kCompute, 1.0);
   teach(p, kMemory, 0.0);
   teach(p, kHalf, 0.5);
@@ -162,7 +172,7 @@ TEST(Dvfs, ChooseByHand) {
   EXPECT_EQ(d.mhz, 345);
 
   // A larger tolerance: k = 0.25, S = 1 -> 1980 / 1.25 = 1584 -> 1590.
-  DvfsConfig cfg;
+  DvfsConfig cfg = exact_fit();
   cfg.tolerated_slowdown = 0.25;
   DvfsPolicy loose(cfg);
   teach(loose, kCompute, 1.0);
@@ -176,7 +186,7 @@ TEST(Dvfs, ChooseByHand) {
 TEST(Dvfs, ChooseRespectsTheSlowdownBound) {
   Rng rng(99);
   for (int round = 0; round < 300; ++round) {
-    DvfsConfig cfg;
+    DvfsConfig cfg = exact_fit();
     cfg.tolerated_slowdown = 0.01 + 0.3 * rng.uniform();
     if (rng.below(2) == 0) {
       for (int i = 0; i < 12; ++i) cfg.supported_mhz.push_back(300 + static_cast<int>(rng.below(1700)));
@@ -229,7 +239,7 @@ TEST(Dvfs, ChooseRespectsTheSlowdownBound) {
 }
 
 TEST(Dvfs, MaybeChangeRespectsIntervalAndStep) {
-  DvfsPolicy p;  // min_interval 500 ms, min_step 30 MHz
+  DvfsPolicy p(exact_fit());  // min_interval 500 ms, min_step 30 MHz
   teach(p, kCompute, 1.0);
   teach(p, kMemory, 0.0);
   const std::vector<DvfsWork> memory{{kMemory, 1.0}};
@@ -245,7 +255,7 @@ TEST(Dvfs, MaybeChangeRespectsIntervalAndStep) {
   EXPECT_EQ(p.maybe_change(time_at(ms(1200)), 1860, compute), 1890);
   EXPECT_EQ(p.maybe_change(time_at(ms(1800)), 1890, compute), std::nullopt);  // already there
 
-  DvfsConfig cfg;
+  DvfsConfig cfg = exact_fit();
   cfg.min_step_mhz = 0;
   DvfsPolicy any_step(cfg);
   teach(any_step, kCompute, 1.0);
