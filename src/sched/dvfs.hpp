@@ -25,8 +25,9 @@
 // current clock by at least min_step_mhz, because a clock change costs tens
 // of milliseconds.
 //
-// This is policy only: the power/ adapter applies clocks through NVML where
-// an operator allows it, and reports them in advisory mode otherwise.
+// This is policy only: PowerGovernor (power.hpp) runs it, and lithosd's
+// src/daemon/power.* sets the clocks through NVML where the operator allows
+// it (power = "on") or reports them (power = "dry-run").
 #pragma once
 
 #include <cstddef>

@@ -62,13 +62,15 @@ class DaemonPower : public ::testing::Test {
   void set_clock(int mhz) const { std::ofstream(clock_) << mhz << "\n"; }
   std::string clocks_log() const { return slurp(log_); }
 
-  void start_daemon(const std::string& mode, const std::vector<std::string>& extra_env = {}) {
+  void start_daemon(const std::string& mode, const std::vector<std::string>& extra_env = {},
+                    const std::vector<std::string>& extra_args = {}) {
     std::vector<std::string> env = {"LITHOS_NVML_LIBRARY=" LITHOS_FAKE_NVML, "FAKE_NVML_CLOCK_FILE=" + clock_,
                                     "FAKE_NVML_CLOCKS_LOG=" + log_};
     env.insert(env.end(), extra_env.begin(), extra_env.end());
-    daemon_ = Proc::spawn({LITHOS_EXE, "daemon", "--slot-map", LITHOS_FAKE_MAP, "--mps", "off", "--socket", sock_,
-                           "--state-dir", state_, "--power", mode},
-                          env, (dir_ / "daemon.log").string());
+    std::vector<std::string> argv = {LITHOS_EXE, "daemon", "--slot-map",  LITHOS_FAKE_MAP, "--mps",   "off",
+                                     "--socket", sock_,    "--state-dir", state_,          "--power", mode};
+    argv.insert(argv.end(), extra_args.begin(), extra_args.end());
+    daemon_ = Proc::spawn(argv, env, (dir_ / "daemon.log").string());
     ASSERT_GT(daemon_.pid, 0);
     ASSERT_TRUE(wait_until([&] { return status().is_object(); })) << daemon_.err();
   }
@@ -118,7 +120,8 @@ class DaemonPower : public ::testing::Test {
 // a clock below f_max for the client's work, reports it (status, metrics),
 // and never sets anything.
 TEST_F(DaemonPower, DryRunReportsAWouldSetClockAndNeverSetsOne) {
-  start_daemon("dry-run");
+  const std::string trace = (dir_ / "trace.jsonl").string();
+  start_daemon("dry-run", {}, {"--trace", trace});
   teach();
   const json p = power();
   EXPECT_EQ(p["mode"], "dry-run") << p.dump(1);
@@ -138,6 +141,21 @@ TEST_F(DaemonPower, DryRunReportsAWouldSetClockAndNeverSetsOne) {
   daemon_.signal(SIGTERM);
   EXPECT_EQ(daemon_.wait(), 0) << daemon_.err();
   EXPECT_FALSE(fs::exists(log_)) << clocks_log();  // no Set, no Reset
+  // Every decision is in the trace, the change below f_max among them, and
+  // the trace still replays (the power records are skipped).
+  std::size_t records = 0, below = 0;
+  std::ifstream in(trace);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("{\"e\":\"power\"", 0) != 0) continue;
+    const json r = json::parse(line);
+    ++records;
+    if (r["changed"].get<bool>() && r["chosen_mhz"].get<int>() < 1980) ++below;
+  }
+  EXPECT_GE(records, p["decisions"].get<std::size_t>());  // it decided on until it stopped
+  EXPECT_GE(records, 3u);
+  EXPECT_GE(below, 1u);
+  Proc replay = Proc::spawn({LITHOS_EXE, "daemon", "--replay", trace}, {}, (dir_ / "replay").string());
+  EXPECT_EQ(replay.wait(), 0) << replay.err() << slurp((dir_ / "replay").string());
 }
 
 // on: the cap is set (locked [345, chosen]) and reset when lithosd stops.
