@@ -206,6 +206,7 @@ TEST(Cli, DaemonHelpAndFlagsFollowTheSettingsTable) {
         v = s.key == "policy"   ? "mps"
             : s.key == "mps"    ? "off"
             : s.key == "device" ? "0"
+            : s.key == "power"  ? "dry-run"
                                 : "/tmp/lithos-cli-" + std::string(s.key);
         break;
       default: v = lithos::daemon::detail::json_number(s.hi); break;
