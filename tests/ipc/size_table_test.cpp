@@ -63,6 +63,26 @@ TEST(SizeTable, AFullTableRefusesNewKeysAndKeepsTheOthers) {
   EXPECT_EQ(size_lookup(*table, 1000, g0), 7U);
 }
 
+// An entry whose sequence is odd is being rewritten: a reader never takes
+// its fields (half of them may be the old entry's), and answers "none",
+// which leaves the launch on its allocation. Once the write ends (the
+// sequence even again), the new entry is read.
+TEST(SizeTable, AnEntryBeingWrittenIsNeverRead) {
+  auto table = std::make_unique<SizeTable>();
+  SizeTableWriter w(table.get());
+  const std::uint32_t g[3] = {16, 1, 1};
+  ASSERT_EQ(w.publish(42, g, 3), SizeTableWriter::Result::kAdded);
+  SizeEntry& e = table->entries[size_slot(42, g)];
+  ASSERT_EQ(e.kernel.load(), 42U);
+  // A writer stopped half-way: the sequence odd, the size new, the key old.
+  const std::uint32_t seq = e.seq.load();
+  e.seq.store(seq + 1);
+  e.tpcs.store(9);
+  EXPECT_EQ(size_lookup(*table, 42, g), 0U);
+  e.seq.store(seq + 2);
+  EXPECT_EQ(size_lookup(*table, 42, g), 9U);
+}
+
 // A reader racing a writer that keeps replacing the entries (clear, then
 // other keys in the same slots) sees, for a key, nothing or that key's own
 // size: never a size published for another key.
