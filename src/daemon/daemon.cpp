@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -141,9 +142,14 @@ Daemon::Daemon(DaemonOptions options) : options_(std::move(options)) {
     const std::size_t comma = rest.find(',');
     const std::string one = rest.substr(0, comma);
     rest = comma == std::string::npos ? "" : rest.substr(comma + 1);
-    unsigned x = 0, t = 0;
-    char tail = 0;
-    if (std::sscanf(one.c_str(), "%u:%u%c", &x, &t, &tail) == 2 && x > 0 && t > 0 && t <= ipc::kMaxTpcs)
+    const std::size_t colon = one.find(':');
+    if (colon == std::string::npos) continue;
+    std::uint32_t x = 0, t = 0;
+    const char* end = one.data() + one.size();
+    const auto rx = std::from_chars(one.data(), one.data() + colon, x);
+    const auto rt = std::from_chars(one.data() + colon + 1, end, t);
+    if (rx.ec == std::errc() && rx.ptr == one.data() + colon && rt.ec == std::errc() && rt.ptr == end && x > 0 &&
+        t > 0 && t <= ipc::kMaxTpcs)
       test_right_sizes_.emplace_back(x, t);
   }
 }

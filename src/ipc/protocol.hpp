@@ -315,7 +315,7 @@ struct ChannelLayout {
   ChannelHeader header;
   SpscRing<SubmitMsg, kRingSlots> submit;
   SpscRing<GrantMsg, kRingSlots> grant;
-  SizeTable sizes;  // written by the daemon only (size_table.hpp)
+  SizeTable sizes;                                                  // written by the daemon only (size_table.hpp)
   alignas(4096) std::atomic<std::uint64_t> completed[kMaxStreams];  // written by the GPU
 };
 

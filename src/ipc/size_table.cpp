@@ -64,7 +64,7 @@ std::uint32_t size_lookup(const SizeTable& t, std::uint64_t kernel, const std::u
       stable = e.seq.load(std::memory_order_relaxed) == s1;
       if (!stable) cpu_relax();
     }
-    if (!stable) return 0;  // a writer stuck half-way: no answer, the allocation
+    if (!stable) return 0;    // a writer stuck half-way: no answer, the allocation
     if (tpcs == 0) return 0;  // the probe's end: the key is not in the table
     if (same(k, g, kernel, grid)) return tpcs;
   }
@@ -75,8 +75,7 @@ SizeTableWriter::SizeTableWriter(SizeTable* t) : table_(t), keys_(kSizeTableSlot
 
 // Seqlock writer, as Channel::publish_allocation: the sequence goes odd,
 // the fields change, the sequence goes even past every value seen before.
-void SizeTableWriter::write(std::uint32_t slot, std::uint64_t kernel, const std::uint32_t grid[3],
-                            std::uint32_t tpcs) {
+void SizeTableWriter::write(std::uint32_t slot, std::uint64_t kernel, const std::uint32_t grid[3], std::uint32_t tpcs) {
   SizeEntry& e = table_->entries[slot];
   const std::uint32_t odd = e.seq.load(std::memory_order_relaxed) | 1U;
   e.seq.store(odd, std::memory_order_relaxed);

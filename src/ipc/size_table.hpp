@@ -24,7 +24,7 @@ namespace lithos::ipc {
 
 inline constexpr std::uint32_t kSizeTableSlots = 512;  // a power of two
 
-struct SizeEntry {  // 32 bytes
+struct SizeEntry {                     // 32 bytes
   std::atomic<std::uint32_t> seq{0};   // odd: being written
   std::atomic<std::uint32_t> tpcs{0};  // 0: empty (never written since the last clear)
   std::atomic<std::uint64_t> kernel{0};

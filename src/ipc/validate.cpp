@@ -154,8 +154,7 @@ Status validate_launch_shape(const SubmitMsg& m) {
       return bad("submit.unit", m.unit, "a running launch's TPC count exceeds " + std::to_string(kMaxTpcs));
   } else {
     if (m.unit == 0) return bad("submit.unit", 0, "must be >= 1");
-    if (m.unit > blocks)
-      return bad("submit.unit", m.unit, "exceeds the grid's " + std::to_string(blocks) + " blocks");
+    if (m.unit > blocks) return bad("submit.unit", m.unit, "exceeds the grid's " + std::to_string(blocks) + " blocks");
   }
   if (m.smem > kMaxSharedBytes)
     return bad("submit.smem", m.smem, "exceeds " + std::to_string(kMaxSharedBytes) + " bytes per block");

@@ -2387,8 +2387,7 @@ TEST_F(DaemonE2E, RightSizedHighPriorityLaunchesGoOutOnFewerTpcs) {
   Proc hp = client("svc", 3, 0, 0);
   gates_.clear();
   ASSERT_TRUE(reaches_gate(hp, 1)) << hp.err();
-  ASSERT_TRUE(wait_for([](const json& st) { return st["counters"]["right_sizes_published"] == 1; }))
-      << status().dump();
+  ASSERT_TRUE(wait_for([](const json& st) { return st["counters"]["right_sizes_published"] == 1; })) << status().dump();
   open_gate(hp, 1);
   ASSERT_EQ(hp.wait(), 0) << hp.err();
   const auto l = launches_of(hp);
@@ -2417,8 +2416,7 @@ TEST_F(DaemonE2E, RightSizedHighPriorityGraphNodesGetMasksOfTheirOwn) {
   grid_ = "32";
   Proc b = client("svc", 1, 0, 0);
   ASSERT_EQ(b.wait(), 0) << b.err();
-  ASSERT_TRUE(wait_for([](const json& st) { return st["counters"]["right_sizes_published"] == 2; }))
-      << status().dump();
+  ASSERT_TRUE(wait_for([](const json& st) { return st["counters"]["right_sizes_published"] == 2; })) << status().dump();
   grid_ = "4096";
   extra_env_ = {"CLIENT_GRAPH=2", "FAKE_GRAPH_NODE_DESCRIPTORS=1"};
   Proc g = client("svc", 1, 0, 0);

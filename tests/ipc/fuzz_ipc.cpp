@@ -96,8 +96,7 @@ class Model {
       cluster *= m.cluster[i];
     }
     // A running report's `unit` is the TPC count it used (0 to kMaxTpcs).
-    const bool unit_ok =
-        (m.flags & kSubmitRunning) != 0 ? m.unit <= kMaxTpcs : m.unit >= 1 && m.unit <= grid;
+    const bool unit_ok = (m.flags & kSubmitRunning) != 0 ? m.unit <= kMaxTpcs : m.unit >= 1 && m.unit <= grid;
     return grid <= 1099511627776.0 && block <= 1024 && cluster <= 16 && unit_ok && m.smem <= 228 * 1024;
   }
 
