@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -133,7 +134,25 @@ std::uint64_t Daemon::now_ns() {
 
 lithos::Time Daemon::to_time(std::uint64_t ns) { return lithos::Time(lithos::Duration(static_cast<std::int64_t>(ns))); }
 
-Daemon::Daemon(DaemonOptions options) : options_(std::move(options)) {}
+Daemon::Daemon(DaemonOptions options) : options_(std::move(options)) {
+  // The test hook for right-sizing (daemon.hpp): "X:T" pairs, the rest ignored.
+  const char* spec = std::getenv("LITHOS_TEST_RIGHT_SIZE");  // NOLINT(concurrency-mt-unsafe): nothing sets it
+  std::string rest = spec != nullptr ? spec : "";
+  while (!rest.empty()) {
+    const std::size_t comma = rest.find(',');
+    const std::string one = rest.substr(0, comma);
+    rest = comma == std::string::npos ? "" : rest.substr(comma + 1);
+    const std::size_t colon = one.find(':');
+    if (colon == std::string::npos) continue;
+    std::uint32_t x = 0, t = 0;
+    const char* end = one.data() + one.size();
+    const auto rx = std::from_chars(one.data(), one.data() + colon, x);
+    const auto rt = std::from_chars(one.data() + colon + 1, end, t);
+    if (rx.ec == std::errc() && rx.ptr == one.data() + colon && rt.ec == std::errc() && rt.ptr == end && x > 0 &&
+        t > 0 && t <= ipc::kMaxTpcs)
+      test_right_sizes_.emplace_back(x, t);
+  }
+}
 
 Daemon::~Daemon() {
   if (cache_.writer.joinable()) cache_.writer.join();
@@ -796,6 +815,10 @@ void Daemon::welcome(int sock, const ipc::Hello& hello_in, std::uint64_t now) {
   h.fallback[0].store(fb.word(0), std::memory_order_relaxed);
   h.fallback[1].store(fb.word(1), std::memory_order_relaxed);
   publish_allocation(*c);
+  c->sizes = ipc::SizeTableWriter(&c->channel.layout().sizes);
+  if (tenant < right_sizes_.size()) {
+    for (const RightSize& r : right_sizes_[tenant]) c->sizes.publish(r.kernel, r.grid, r.tpcs);
+  }
 
   w.status = ipc::WelcomeStatus::kOk;
   w.client_id = c->id;
@@ -1372,12 +1395,28 @@ Status Daemon::handle_submit(Client& c, const ipc::SubmitMsg& m, std::uint64_t n
   if ((m.flags & ipc::kSubmitRunning) != 0) {
     // Already on the GPU: account it on the tenant's allocation.
     // A graph ran on the lasting set (its descriptors keep it).
-    auto a =
-        log_->submit_running(s.queue, d, allocation_of(c.tenant, (m.flags & ipc::kSubmitGraph) != 0), to_time(now));
+    const sched::TpcSet alloc = allocation_of(c.tenant, (m.flags & ipc::kSubmitGraph) != 0);
+    // The TPCs it says it ran on (validated: at most ipc::kMaxTpcs): a
+    // right-sized launch, on that many of its allocation. The allocation
+    // may have changed since the client read it, so a count above its size
+    // now is taken as all of it. Kept with the launch for the Engine's
+    // accounting of right-sized hp launches.
+    const auto size = static_cast<std::uint32_t>(alloc.count());
+    std::uint32_t used = ipc::running_tpcs(m);
+    if (used == 0 || used > size) used = size;
+    if (used < size) ++counters_.narrowed_reports;
+    auto a = log_->submit_running(s.queue, d, alloc, to_time(now));
     if (!a) return a.status();
-    s.inflight.push_back({m.seq, a->atom, now});
+    s.inflight.push_back({m.seq, a->atom, now, used});
     add_inflight(c, s, m.stream, 1);
     ++counters_.running_launches;
+    // fed by the Engine's hp right-size choices: publish_right_size(tenant,
+    // kernel, grid, tpcs) once the Engine has chosen a size for a kernel; for
+    // now only the test hook (LITHOS_TEST_RIGHT_SIZE) publishes here.
+    if (!test_right_sizes_.empty() && (m.flags & ipc::kSubmitGraph) == 0) {
+      for (const auto& [x, t] : test_right_sizes_)
+        if (m.grid[0] == x) publish_right_size(c.tenant, m.kernel, m.grid, t);
+    }
     return Status::ok();
   }
   auto id = log_->submit(s.queue, d, to_time(now));
@@ -1386,6 +1425,39 @@ Status Daemon::handle_submit(Client& c, const ipc::SubmitMsg& m, std::uint64_t n
   s.launches.push_back(id.value());
   add_pending(c, 1);
   return Status::ok();
+}
+
+bool Daemon::publish_right_size(sched::TenantId tenant, std::uint64_t kernel, const std::uint32_t grid[3],
+                                std::uint32_t tpcs) {
+  if (tpcs == 0 || tenant >= options_.config.tenants.size()) return false;
+  if (right_sizes_.size() <= tenant) right_sizes_.resize(options_.config.tenants.size());
+  std::vector<RightSize>& sizes = right_sizes_[tenant];
+  auto it = std::find_if(sizes.begin(), sizes.end(), [&](const RightSize& r) {
+    return r.kernel == kernel && r.grid[0] == grid[0] && r.grid[1] == grid[1] && r.grid[2] == grid[2];
+  });
+  if (it != sizes.end() && it->tpcs == tpcs) return true;  // nothing new
+  if (it == sizes.end()) {
+    if (sizes.size() >= ipc::kSizeTableSlots) {
+      ++counters_.right_sizes_refused;
+      return false;
+    }
+    sizes.push_back({kernel, {grid[0], grid[1], grid[2]}, tpcs});
+  } else {
+    it->tpcs = tpcs;
+  }
+  for (auto& c : clients_) {
+    if (c->tenant != tenant) continue;
+    if (c->sizes.publish(kernel, grid, tpcs) == ipc::SizeTableWriter::Result::kFull) ++counters_.right_sizes_refused;
+  }
+  ++counters_.right_sizes_published;
+  return true;
+}
+
+void Daemon::clear_right_sizes(sched::TenantId tenant) {
+  if (tenant < right_sizes_.size()) right_sizes_[tenant].clear();
+  for (auto& c : clients_) {
+    if (c->tenant == tenant) c->sizes.clear();
+  }
 }
 
 bool Daemon::poll_completions(Client& c, std::uint64_t now) {
@@ -1723,6 +1795,9 @@ std::string Daemon::status_json(std::uint64_t now, std::optional<uid_t> viewer) 
                    {"clients_gone", counters_.clients_gone},
                    {"submits", counters_.submits},
                    {"running_launches", counters_.running_launches},
+                   {"narrowed_reports", counters_.narrowed_reports},
+                   {"right_sizes_published", counters_.right_sizes_published},
+                   {"right_sizes_refused", counters_.right_sizes_refused},
                    {"grants", counters_.grants},
                    {"grants_per_s", static_cast<double>(counters_.grants) / up},
                    {"completions", counters_.completions},

@@ -175,6 +175,12 @@ struct DaemonCounters {
   std::uint64_t spin_gaps_over_1ms = 0;
   std::uint64_t max_submit_depth = 0;
   std::uint64_t doorbells = 0;  // bytes clients wrote to wake the sleeping loop (ipc::kChannelDaemonIdle)
+  // Right-sizing of hp launches: sizes published into clients' right-size
+  // tables (ipc::SizeTable), sizes a full table refused, and hp reports
+  // that ran on fewer TPCs than their allocation.
+  std::uint64_t right_sizes_published = 0;
+  std::uint64_t right_sizes_refused = 0;
+  std::uint64_t narrowed_reports = 0;
 };
 
 class Daemon {
@@ -207,6 +213,18 @@ class Daemon {
   // Marks every channel "daemon gone" (a clean shutdown: clients fall back at once).
   void shutdown_clients();
 
+  // Right-sizing of a high-priority tenant's launches (docs/daemon.md,
+  // "Right-sizing"): `tpcs` (>= 1) for `kernel` (SubmitMsg::kernel) at
+  // `grid`, written into the right-size table of every client of `tenant`
+  // and of those that register later. A client's launch of that kernel at
+  // that grid then goes out on that many TPCs of its allocation and its
+  // report says so. False when refused (tpcs 0, an unknown tenant, or a
+  // full table: at most ipc::kSizeTableSlots sizes per tenant).
+  bool publish_right_size(sched::TenantId tenant, std::uint64_t kernel, const std::uint32_t grid[3],
+                          std::uint32_t tpcs);
+  // Forgets every size of `tenant` (its launches go back to the allocation).
+  void clear_right_sizes(sched::TenantId tenant);
+
   static std::uint64_t now_ns();
   // Connections waiting for their Hello, all uids together.
   static constexpr std::size_t kMaxConnecting = 256;
@@ -228,6 +246,9 @@ class Daemon {
       std::uint64_t key;  // be: the grant's marker; hp: the launch's seq
       sched::AtomId atom;
       std::uint64_t since_ns;
+      // hp: the TPCs of its allocation it ran on (its report's
+      // ipc::running_tpcs, at most the allocation's size; 0 for be atoms).
+      std::uint32_t tpcs = 0;
     };
     std::deque<InFlight> inflight;  // in stream order
   };
@@ -278,6 +299,7 @@ class Daemon {
     // its messages are read and dropped, kChannelFaulted tells it so.
     bool fault_read = false;
     bool faulted = false;
+    ipc::SizeTableWriter sizes;  // its channel's right-size table (publish_right_size)
   };
   struct Target {  // where a be launch's grants go
     std::uint32_t client;
@@ -448,6 +470,19 @@ class Daemon {
   } mps_query_;
   std::uint64_t mps_asked_episode_ = 0;  // the episode it was asked for (FaultMonitor::episodes)
   std::uint64_t turn_ns_ = 0;            // `now` of the turn in progress (step), for allocation_of
+
+  // Right sizes by tenant (publish_right_size), for the clients that
+  // register later.
+  struct RightSize {
+    std::uint64_t kernel = 0;
+    std::uint32_t grid[3] = {1, 1, 1};
+    std::uint32_t tpcs = 0;
+  };
+  std::vector<std::vector<RightSize>> right_sizes_;
+  // The test hook LITHOS_TEST_RIGHT_SIZE="X:T[,X:T...]": a high-priority
+  // launch reported with grid width X has its kernel published at T TPCs,
+  // standing in for the Engine's choices. Empty: off.
+  std::vector<std::pair<std::uint32_t, std::uint32_t>> test_right_sizes_;
 };
 
 }  // namespace lithos::daemon

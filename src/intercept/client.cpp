@@ -654,8 +654,15 @@ void describe(ipc::SubmitMsg& m, const LaunchInfo& li, const KernelStatics& k) n
 }
 }  // namespace
 
+std::uint32_t DaemonClient::right_size(std::uint64_t kernel, const sched::Dim3& grid) const noexcept {
+  const ipc::ChannelLayout* l = layout_;
+  if (l == nullptr || !connected()) return 0;
+  const std::uint32_t g[3] = {std::max(1U, grid.x), std::max(1U, grid.y), std::max(1U, grid.z)};
+  return ipc::size_lookup(l->sizes, kernel, g);
+}
+
 void DaemonClient::report_running(Stream stream, const LaunchInfo& li, std::uint64_t kernel, bool graph,
-                                  const KernelStatics& statics) noexcept {
+                                  const KernelStatics& statics, std::uint32_t tpcs) noexcept {
   if (!connected()) return;
   const DriverTable& d = driver();
   // A captured launch is recorded, not run: not reported. Asked of the
@@ -680,6 +687,7 @@ void DaemonClient::report_running(Stream stream, const LaunchInfo& li, std::uint
   m.seq = s.seq.fetch_add(1, std::memory_order_seq_cst) + 1;
   m.kernel = kernel;
   if (!graph) describe(m, li, statics);
+  ipc::set_running_tpcs(m, std::min(tpcs, ipc::kMaxTpcs));
   // A marker here for the first launch after the stream was quiet for
   // kMarkerGapNs (its last marker landed and is as old): a lone launch or
   // graph is closed at once. A launch in a burst leaves the stream dirty:

@@ -126,8 +126,13 @@ class DaemonClient {
   // Reports a launch already made on `stream` (graph: a CUDA-graph launch),
   // and writes or schedules its completion marker.
   // `statics`: the kernel's (KernelInfo::identity; unused for a graph).
+  // `tpcs`: how many TPCs of the allocation it used (0: all of it).
   void report_running(Stream stream, const LaunchInfo& li, std::uint64_t kernel, bool graph,
-                      const KernelStatics& statics) noexcept;
+                      const KernelStatics& statics, std::uint32_t tpcs = 0) noexcept;
+  // The TPC count lithosd published for `kernel` (SubmitMsg::kernel) at
+  // `grid` in this client's right-size table (ipc::SizeTable), 0: none (or
+  // not connected). Lock-free; for the launches made at once.
+  std::uint32_t right_size(std::uint64_t kernel, const sched::Dim3& grid) const noexcept;
 
   // Best effort.
   struct Ticket {

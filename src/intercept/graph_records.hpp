@@ -8,17 +8,29 @@
 // function may throw only out of memory; callers count that.
 #pragma once
 
+#include <cstdint>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <unordered_map>
+#include <vector>
 
 #include "gpu/qmd.hpp"
 #include "sched/launch_fit.hpp"
 #include "sched/tpc_set.hpp"
+#include "sched/types.hpp"
 
 namespace lithos::intercept {
 
 struct GpuView;
+
+// A kernel node of a graph as lithosd's right-size table knows it: the
+// kernel's identity (KernelInfo::id_of, as launches report it) and its grid.
+struct GraphNodeKey {
+  std::uint64_t kernel = 0;
+  sched::Dim3 grid;
+};
+using GraphNodeKeys = std::shared_ptr<const std::vector<GraphNodeKey>>;
 
 class GraphExecRecords {
  public:
@@ -29,6 +41,9 @@ class GraphExecRecords {
     sched::LaunchNeeds needs;       // of its kernel nodes (at instantiate)
     sched::TpcSet tpcs;             // the set chosen when its descriptors were built (has_mask)
     const GpuView* view = nullptr;  // the slot map they were built with (has_mask)
+    // Its kernel nodes (at instantiate, for a tenant of lithosd; null:
+    // none kept), for the per-node right sizes of descriptors built later.
+    GraphNodeKeys nodes;
   };
 
   void put(const void* exec, const Record& r) {

@@ -54,6 +54,10 @@ Runtime::Runtime(RealDriver& driver, DaemonLink& link, Atomizer& atomizer, Defer
 }
 
 namespace {
+// The kernel nodes of the graph this thread is instantiating, from
+// begin_graph to end_graph_instantiate (kept with the exec there).
+thread_local GraphNodeKeys t_graph_nodes;
+
 std::atomic<bool>& disabled_flag() noexcept {
   static std::atomic<bool> flag{[] {
     try {
@@ -544,8 +548,10 @@ void Runtime::begin_launch(HookId id, Stream stream, const LaunchInfo& launch, c
   f.descriptors = 0;
   f.needs = {};
   f.view = nullptr;
+  f.narrowed = 0;
   SkipReason why = SkipReason::kNotRequested;
-  const auto choice = choose(stream, grant, &why);
+  auto choice = choose(stream, grant, &why);
+  if (grant == nullptr) right_size_launch(launch, &choice);
   f.has_mask = choice.has_value();
   if (choice) {
     f.mask = choice->slots;
@@ -623,8 +629,93 @@ void Runtime::after_launch(Stream stream, const LaunchInfo& launch, bool graph, 
   DaemonClient& dc = link_.current();
   if (made_at_once(dc, runs_free)) {
     const LaunchIdentity id = kernels_.identity(launch.function, !graph);
-    dc.report_running(stream, launch, id.kernel, graph, id.statics);
+    dc.report_running(stream, launch, id.kernel, graph, id.statics, graph ? 0 : t_frame.narrowed);
   }
+}
+
+bool Runtime::right_size_base(bool lasting, sched::TpcSet* base, const GpuView** view) noexcept {
+  DaemonClient& dc = link_.current();
+  if (!dc.high() || !dc.connected()) return false;
+  const GpuView* here = view_here();
+  sched::TpcSet a;
+  if (here == nullptr || !dc.allocation(&a, lasting)) return false;
+  a &= here->live;
+  if (a.empty()) return false;
+  *base = a;
+  *view = here;
+  return true;
+}
+
+// The rule: the t lowest-numbered TPCs of the allocation, if the launch's
+// needs (cluster, cooperative residency) are met there as they are; else
+// the allocation, as without a right size (the rule never widens a
+// narrowed set: widening would give TPCs the daemon did not count).
+void Runtime::right_size_launch(const LaunchInfo& launch, std::optional<Choice>* choice) noexcept {
+  DaemonClient& dc = link_.current();
+  if (!dc.high() || !dc.connected() || launch.multi_device) return;
+  const std::uint32_t t = dc.right_size(kernels_.identity(launch.function, true).kernel, launch.grid);
+  if (t == 0) return;
+  sched::TpcSet base;
+  const GpuView* v = nullptr;
+  if (!right_size_base(false, &base, &v) || static_cast<int>(t) >= base.count()) return;
+  const sched::TpcSet narrowed = base.take_lowest(static_cast<int>(t));
+  const sched::LaunchNeeds needs = launch_needs(launch, narrowed, v);
+  if (needs.any() && sched::fit_tpcs(v->topology, needs, narrowed, v->live).action != sched::FitAction::kAsIs) return;
+  *choice = Choice{slots_for(*v, narrowed), narrowed, v};
+  t_frame.narrowed = t;
+  counters_.bump(counters_.rightsized_launches);
+}
+
+void Runtime::right_size_graph(const std::vector<GraphNodeKey>& nodes) noexcept {
+  ThreadFrame& f = t_frame;
+  f.node_sizes = 0;
+  DaemonClient& dc = link_.current();
+  if (nodes.empty() || !dc.high() || !dc.connected()) return;
+  // More kernel nodes than fit: a descriptor could match a node not kept,
+  // so none is narrowed (the lasting set, as without right sizes).
+  if (nodes.size() > kMaxNodeSizes) return;
+  sched::TpcSet base;
+  const GpuView* v = nullptr;
+  if (!right_size_base(true, &base, &v)) return;
+  bool any = false;
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    const std::uint32_t t = dc.right_size(nodes[i].kernel, nodes[i].grid);
+    t_node_sizes[i] = {std::max(1U, nodes[i].grid.x), t};
+    any = any || t != 0;
+  }
+  if (!any) return;
+  f.node_sizes = static_cast<std::uint32_t>(nodes.size());
+  f.node_base = base;
+  f.node_view = v;
+}
+
+// A descriptor of a graph matches the kernel nodes of its grid width; with
+// several, the largest right size wins, and a node without one (or no node
+// at all) leaves the descriptor on the lasting set.
+bool Runtime::node_set(const std::uint8_t* qmd, gpu::QmdVersion v, const sched::LaunchNeeds& needs,
+                       sched::TpcSet* out) noexcept {
+  const ThreadFrame& f = t_frame;
+  const auto width = gpu::qmd_grid_width(qmd, v);
+  std::uint32_t t = 0;
+  bool matched = false;
+  bool keep = false;
+  if (width) {
+    for (std::uint32_t i = 0; i < f.node_sizes && i < kMaxNodeSizes; ++i) {
+      if (t_node_sizes[i].grid_x != *width) continue;
+      matched = true;
+      if (t_node_sizes[i].tpcs == 0) keep = true;
+      t = std::max(t, t_node_sizes[i].tpcs);
+    }
+  }
+  counters_.bump(matched ? counters_.graph_nodes_matched : counters_.graph_nodes_unmatched);
+  if (!matched || keep || t == 0 || f.node_view == nullptr || static_cast<int>(t) >= f.node_base.count()) return false;
+  const sched::TpcSet narrowed = f.node_base.take_lowest(static_cast<int>(t));
+  if (needs.any() &&
+      sched::fit_tpcs(f.node_view->topology, needs, narrowed, f.node_view->live).action != sched::FitAction::kAsIs)
+    return false;
+  *out = narrowed;
+  counters_.bump(counters_.graph_nodes_rightsized);
+  return true;
 }
 
 bool Runtime::safe_mask(const GpuView* v, const sched::TpcSet& tpcs, const sched::LaunchNeeds& needs,
@@ -695,7 +786,8 @@ void Runtime::on_descriptor(std::uint8_t* qmd) noexcept {
       break;
     }
   }
-  if (!apply) return;
+  const bool by_node = f.kind == CallKind::kGraph && f.node_sizes > 0;
+  if (!apply && !by_node) return;
   const gpu::QmdVersion v = gpu::qmd_detect(qmd);
   qmd_version_.store(static_cast<int>(v), std::memory_order_relaxed);
   if (v == gpu::QmdVersion::kUnknown) {
@@ -718,6 +810,16 @@ void Runtime::on_descriptor(std::uint8_t* qmd) noexcept {
   if (gpu::qmd_cluster_tested_on_hardware(v)) {
     gpu::QmdCluster c;
     if (gpu::qmd_cluster_dims(qmd, v, &c) && c.count() > 1) needs |= sched::cluster_needs({c.x, c.y, c.z});
+  }
+  if (by_node) {
+    // A high-priority graph's kernel node with a right size of its own.
+    if (sched::TpcSet narrowed; node_set(qmd, v, needs, &narrowed)) {
+      apply = true;
+      tpcs = narrowed;
+      view = f.node_view;
+      mask = slots_for(*view, narrowed);
+    }
+    if (!apply) return;
   }
   if (!safe_mask(view, tpcs, needs, &mask)) return;  // only the whole GPU is safe: leave the descriptor unmasked
   try {
@@ -755,6 +857,8 @@ Runtime::GraphCall Runtime::begin_graph(CUgraphExec_st* exec, Stream stream, con
   f.descriptors = 0;
   f.has_mask = false;
   f.needs = {};
+  f.node_sizes = 0;
+  t_graph_nodes.reset();
   if (!backend_.load(std::memory_order_acquire)->writes_masks()) return call;
   // A tenant of lithosd registers before its first graph is built, as it
   // does before its first kernel launch: a graph instantiated first would
@@ -770,7 +874,23 @@ Runtime::GraphCall Runtime::begin_graph(CUgraphExec_st* exec, Stream stream, con
     f.tpcs = choice->tpcs;
     f.view = choice->view;
   }
-  if (graph != nullptr) f.needs = graph_needs(graph);  // kept with the exec by end_graph_instantiate
+  if (graph != nullptr) {
+    // Kept with the exec by end_graph_instantiate; a tenant of lithosd keeps
+    // its kernel nodes too, for their right sizes.
+    if (link_.current().wanted()) {
+      try {
+        auto keys = std::make_shared<std::vector<GraphNodeKey>>();
+        f.needs = graph_needs(graph, keys.get());
+        t_graph_nodes = std::move(keys);
+      } catch (...) {
+        counters_.bump(counters_.internal_errors);
+        f.needs.resident_sms = sched::LaunchNeeds::kAllSms;
+      }
+    } else {
+      f.needs = graph_needs(graph);
+    }
+    if (t_graph_nodes) right_size_graph(*t_graph_nodes);
+  }
   if (exec != nullptr) {
     try {
       if (const auto r = graphs_.find(exec)) {
@@ -778,7 +898,9 @@ Runtime::GraphCall Runtime::begin_graph(CUgraphExec_st* exec, Stream stream, con
         call.built = r->built;
         call.had_mask = r->has_mask;
         call.mask = r->mask;
+        call.nodes = r->nodes;
         f.needs = r->needs;
+        if (!r->built && r->nodes) right_size_graph(*r->nodes);  // this call builds its descriptors
       }
     } catch (...) {
       counters_.bump(counters_.internal_errors);
@@ -787,7 +909,7 @@ Runtime::GraphCall Runtime::begin_graph(CUgraphExec_st* exec, Stream stream, con
   return call;
 }
 
-sched::LaunchNeeds Runtime::graph_needs(void* graph) noexcept {
+sched::LaunchNeeds Runtime::graph_needs(void* graph, std::vector<GraphNodeKey>* keys) noexcept {
   const DriverTable& drv = driver();
   const auto get_nodes = drv.cuGraphGetNodes;
   const auto node_type = drv.cuGraphNodeGetType;
@@ -847,6 +969,7 @@ sched::LaunchNeeds Runtime::graph_needs(void* graph) noexcept {
           n1 |= sched::cooperative_needs(info.grid.count(), kernels_.blocks_per_sm(fn, info.block.count(), info.smem));
         }
         needs |= n1;
+        if (keys != nullptr) keys->push_back({kernels_.id_of(fn), info.grid});
       }
     }
   } catch (...) {
@@ -860,7 +983,7 @@ void Runtime::end_graph_instantiate(bool ok, CUgraphExec_st* exec) noexcept {
   if (!ok || exec == nullptr || !backend_.load(std::memory_order_acquire)->writes_masks()) return;
   const ThreadFrame& f = t_frame;
   try {
-    graphs_.put(exec, {f.descriptors > 0, f.has_mask, f.mask, f.needs, f.tpcs, f.view});
+    graphs_.put(exec, {f.descriptors > 0, f.has_mask, f.mask, f.needs, f.tpcs, f.view, std::move(t_graph_nodes)});
   } catch (...) {
     counters_.bump(counters_.internal_errors);
   }
@@ -871,7 +994,7 @@ void Runtime::end_graph_launch(bool ok, CUgraphExec_st* exec, const GraphCall& c
   const ThreadFrame& f = t_frame;
   if (f.descriptors > 0) {
     try {
-      graphs_.put(exec, {true, f.has_mask, f.mask, f.needs, f.tpcs, f.view});
+      graphs_.put(exec, {true, f.has_mask, f.mask, f.needs, f.tpcs, f.view, call.nodes});
     } catch (...) {
       counters_.bump(counters_.internal_errors);
     }

@@ -131,6 +131,7 @@ class Runtime {
     bool built = false;  // its descriptors were built before this call
     bool had_mask = false;
     gpu::SlotMask mask{};
+    GraphNodeKeys nodes;  // the exec's kernel nodes, kept at instantiate (null: none)
   };
   // `graph` (instantiate only): the CUgraph being instantiated, whose kernel
   // nodes' needs are merged (cooperative nodes cannot be told apart in the
@@ -235,8 +236,26 @@ class Runtime {
   // descriptors), so a high-priority tenant of lithosd gets its lasting set.
   // `grant`: exactly that set (a best-effort launch lithosd granted).
   std::optional<Choice> choose(Stream stream, const Grant* grant, SkipReason* why, bool lasting = false) noexcept;
-  // The merged needs of a graph's kernel nodes (child graphs included).
-  sched::LaunchNeeds graph_needs(void* graph) noexcept;
+  // The merged needs of a graph's kernel nodes (child graphs included);
+  // `keys` (not null): each kernel node's identity and grid too.
+  sched::LaunchNeeds graph_needs(void* graph, std::vector<GraphNodeKey>* keys = nullptr) noexcept;
+  // Right-sizing (docs/daemon.md, "Right-sizing"). The set a high-priority
+  // tenant's launches are narrowed from: its allocation (`lasting`: the
+  // lasting set) on the launch's GPU, every live TPC when that is the whole
+  // GPU; false when this is no such tenant or nothing is published.
+  bool right_size_base(bool lasting, sched::TpcSet* base, const GpuView** view) noexcept;
+  // An eager launch of such a tenant: a right size of t TPCs in lithosd's
+  // table narrows *choice to the t lowest TPCs of the allocation, when the
+  // launch cannot hang there (sched::fit_tpcs keeps it as is); sets
+  // ThreadFrame::narrowed for its report.
+  void right_size_launch(const LaunchInfo& launch, std::optional<Choice>* choice) noexcept;
+  // A graph of such a tenant about to build its descriptors: each kernel
+  // node's right size into t_node_sizes, for on_descriptor.
+  void right_size_graph(const std::vector<GraphNodeKey>& nodes) noexcept;
+  // In on_descriptor, for a graph descriptor (ThreadFrame::node_sizes): the
+  // narrowed set of the node it matches by grid width; false: none.
+  bool node_set(const std::uint8_t* qmd, gpu::QmdVersion v, const sched::LaunchNeeds& needs,
+                sched::TpcSet* out) noexcept;
   // The descriptor mask enabling exactly `tpcs` (every TPC live) on `v`'s
   // GPU, cached per thread for the last set asked.
   static gpu::SlotMask slots_for(const GpuView& v, const sched::TpcSet& tpcs) noexcept;

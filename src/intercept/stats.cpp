@@ -85,6 +85,10 @@ StatsSnapshot Counters::snapshot() const noexcept {
   s.green_routed = load(green_routed);
   s.internal_errors = load(internal_errors);
   s.cooperative_launches = load(cooperative_launches);
+  s.rightsized_launches = load(rightsized_launches);
+  s.graph_nodes_matched = load(graph_nodes_matched);
+  s.graph_nodes_unmatched = load(graph_nodes_unmatched);
+  s.graph_nodes_rightsized = load(graph_nodes_rightsized);
   s.cluster_descriptors = load(cluster_descriptors);
   s.widened_cluster = load(widened_cluster);
   s.widened_cooperative = load(widened_cooperative);
@@ -221,6 +225,10 @@ std::string stats_json(const StatsHeader& h, const StatsSnapshot& s) {
          ",\"cluster_descriptors\":" + num(s.cluster_descriptors) + ",\"widened_cluster\":" + num(s.widened_cluster) +
          ",\"widened_cooperative\":" + num(s.widened_cooperative) + ",\"whole_by_rule\":" + num(s.whole_by_rule) +
          ",\"green_unrouted\":" + num(s.green_unrouted) + "}";
+  out += ",\"right_size\":{\"launches\":" + num(s.rightsized_launches) +
+         ",\"graph_nodes_matched\":" + num(s.graph_nodes_matched) +
+         ",\"graph_nodes_unmatched\":" + num(s.graph_nodes_unmatched) +
+         ",\"graph_nodes_rightsized\":" + num(s.graph_nodes_rightsized) + "}";
   if (!h.daemon_json.empty()) out += ",\"daemon\":" + h.daemon_json;
   out += ",\"interposition_failed\":" + std::string(stats_interposition_failed(h, s) ? "true" : "false");
   out += "}\n";

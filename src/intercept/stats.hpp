@@ -51,6 +51,13 @@ struct StatsSnapshot {
   std::uint64_t widened_cooperative = 0;   // masks widened until a cooperative grid is resident
   std::uint64_t whole_by_rule = 0;         // launches left on the whole GPU by the rule (no mask written)
   std::uint64_t green_unrouted = 0;        // green-context launches kept off a partition that could hang them
+  // Right-sizing of a high-priority tenant's launches (lithosd's right-size
+  // table): eager launches narrowed; graph descriptors whose grid width
+  // matched one of the graph's kernel nodes, matched none, and were narrowed.
+  std::uint64_t rightsized_launches = 0;
+  std::uint64_t graph_nodes_matched = 0;
+  std::uint64_t graph_nodes_unmatched = 0;
+  std::uint64_t graph_nodes_rightsized = 0;
 
   // Sum of calls over the kernel-launch hooks.
   std::uint64_t kernel_launches() const;
@@ -98,6 +105,10 @@ struct Counters {
   std::atomic<std::uint64_t> green_routed{0};
   std::atomic<std::uint64_t> internal_errors{0};
   std::atomic<std::uint64_t> cooperative_launches{0};
+  std::atomic<std::uint64_t> rightsized_launches{0};
+  std::atomic<std::uint64_t> graph_nodes_matched{0};
+  std::atomic<std::uint64_t> graph_nodes_unmatched{0};
+  std::atomic<std::uint64_t> graph_nodes_rightsized{0};
   std::atomic<std::uint64_t> cluster_descriptors{0};
   std::atomic<std::uint64_t> widened_cluster{0};
   std::atomic<std::uint64_t> widened_cooperative{0};

@@ -31,7 +31,27 @@ struct ThreadFrame {
   sched::TpcSet tpcs;             // the set `mask` enables
   sched::LaunchNeeds needs;       // what the launch (or graph) needs of a set not to hang
   const GpuView* view = nullptr;  // the slot map `mask` was made with (has_mask)
+  // kLaunch of a high-priority tenant: the TPCs lithosd's right-size table
+  // narrowed it to (0: its whole allocation), for its report.
+  std::uint32_t narrowed = 0;
+  // kGraph of a high-priority tenant: entries of t_node_sizes in use (0: no
+  // per-node sizes), and the set they narrow (its lasting set, or every
+  // live TPC when that is the whole GPU) on `node_view`'s GPU.
+  std::uint32_t node_sizes = 0;
+  sched::TpcSet node_base;
+  const GpuView* node_view = nullptr;
 };
+
+// The kernel nodes of the graph whose descriptors this thread is building
+// (ThreadFrame::node_sizes of them): a descriptor is matched to them by its
+// grid width (gpu::qmd_grid_width) in the descriptor callback, which may not
+// call the driver nor allocate, so they are gathered before the real call.
+struct NodeSize {
+  std::uint32_t grid_x = 0;
+  std::uint32_t tpcs = 0;  // 0: no right size: the node's descriptor keeps the lasting set
+};
+inline constexpr std::uint32_t kMaxNodeSizes = 64;
+extern constinit thread_local NodeSize t_node_sizes[kMaxNodeSizes] __attribute__((tls_model("initial-exec")));
 
 // This thread's frame. initial-exec TLS: liblithos.so is loaded at start-up
 // (LD_PRELOAD), so its TLS is static and costs one %fs-relative load;

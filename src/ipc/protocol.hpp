@@ -27,17 +27,21 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "ipc/size_table.hpp"
+
 namespace lithos::ipc {
 
 inline constexpr std::uint32_t kMagic = 0x4c495448;  // "LITH"
 // 4: Welcome::gpu; 5: Welcome::slot_map; 6: ChannelHeader's client-written
-// line (client_beat_ns, client_fault)
-inline constexpr std::uint32_t kVersion = 6;
+// line (client_beat_ns, client_fault); 7: ChannelLayout::sizes (the right-size
+// table), SubmitMsg::unit of a kSubmitRunning report (the TPCs it used)
+inline constexpr std::uint32_t kVersion = 7;
 inline constexpr std::uint32_t kMaxStreams = 256;  // completion slots per client
 inline constexpr std::uint32_t kRingSlots = 1024;  // messages per ring (power of two)
 inline constexpr std::size_t kNameBytes = 64;
 inline constexpr std::size_t kGpuBytes = 48;        // "GPU-" and a UUID (40 characters), NUL-terminated
 inline constexpr std::size_t kSlotMapBytes = 4096;  // a slot map's text (an H100's: ~1.5 KiB), NUL-terminated
+inline constexpr std::uint32_t kMaxTpcs = 128;      // logical TPCs two set words hold (GrantMsg::tpcs)
 
 // ---- registration (socket) --------------------------------------------------
 
@@ -139,7 +143,10 @@ struct SubmitMsg {  // 64 bytes
   std::uint32_t smem = 0;  // static + dynamic shared memory per block, bytes
   std::uint8_t regs = 0;   // registers per thread (0 = unknown; a thread has at most 255)
   std::uint8_t cluster[3] = {1, 1, 1};
-  std::uint32_t unit = 1;    // atom boundaries must be multiples of this many blocks (clusters)
+  // Atom boundaries must be multiples of this many blocks (clusters). In a
+  // kSubmitRunning report instead: how many TPCs the launch used, 0 for the
+  // whole allocation (running_tpcs).
+  std::uint32_t unit = 1;
   std::uint32_t marker = 0;  // kSubmitRunning: the completion-slot value written after it (0: none)
 };
 static_assert(sizeof(SubmitMsg) == 64);
@@ -158,6 +165,12 @@ inline void pinned_tpcs(const SubmitMsg& m, std::uint64_t* w0, std::uint64_t* w1
   *w0 = std::uint64_t{m.grid[0]} | (std::uint64_t{m.grid[1]} << 32);
   *w1 = std::uint64_t{m.grid[2]} | (std::uint64_t{m.block[0]} << 32);
 }
+
+// A kSubmitRunning report's TPC count: the launch went out on that many TPCs
+// of the tenant's allocation (narrowed by the right-size table), 0: on the
+// whole allocation. At most kMaxTpcs (SubmitValidator).
+inline void set_running_tpcs(SubmitMsg& m, std::uint32_t tpcs) { m.unit = tpcs; }
+inline std::uint32_t running_tpcs(const SubmitMsg& m) { return m.unit; }
 
 // Daemon -> client.
 enum class GrantType : std::uint16_t {
@@ -302,6 +315,7 @@ struct ChannelLayout {
   ChannelHeader header;
   SpscRing<SubmitMsg, kRingSlots> submit;
   SpscRing<GrantMsg, kRingSlots> grant;
+  SizeTable sizes;                                                  // written by the daemon only (size_table.hpp)
   alignas(4096) std::atomic<std::uint64_t> completed[kMaxStreams];  // written by the GPU
 };
 

@@ -148,8 +148,14 @@ Status validate_launch_shape(const SubmitMsg& m) {
     return bad("submit.cluster",
                std::to_string(m.cluster[0]) + "x" + std::to_string(m.cluster[1]) + "x" + std::to_string(m.cluster[2]),
                "exceeds 16 blocks");
-  if (m.unit == 0) return bad("submit.unit", 0, "must be >= 1");
-  if (m.unit > blocks) return bad("submit.unit", m.unit, "exceeds the grid's " + std::to_string(blocks) + " blocks");
+  if ((m.flags & kSubmitRunning) != 0) {
+    // A report: `unit` is the TPC count it ran on (running_tpcs; 0: the allocation).
+    if (m.unit > kMaxTpcs)
+      return bad("submit.unit", m.unit, "a running launch's TPC count exceeds " + std::to_string(kMaxTpcs));
+  } else {
+    if (m.unit == 0) return bad("submit.unit", 0, "must be >= 1");
+    if (m.unit > blocks) return bad("submit.unit", m.unit, "exceeds the grid's " + std::to_string(blocks) + " blocks");
+  }
   if (m.smem > kMaxSharedBytes)
     return bad("submit.smem", m.smem, "exceeds " + std::to_string(kMaxSharedBytes) + " bytes per block");
   return Status::ok();

@@ -48,7 +48,8 @@ std::string valid_utf8(std::string_view s);
 //    starts afresh at each kStreamOpen: the client numbers per stream);
 //    grid dims >= 1, product <= 2^40; block dims >= 1, product <= 1024;
 //    cluster dims >= 1, product <= 16, each grid dim a multiple of the
-//    cluster's; 1 <= unit <= grid blocks; smem <= 228 KiB;
+//    cluster's; 1 <= unit <= grid blocks (kSubmitRunning: unit is the TPC
+//    count the launch used, 0 <= unit <= kMaxTpcs); smem <= 228 KiB;
 //  - nothing after kGoodbye.
 // A rejected message changes no state.
 class SubmitValidator {

@@ -24,6 +24,10 @@
 // the exec after instantiating it (cuGraphExecMemsetNodeSetParams);
 // CLIENT_GRAPH_FLAGS=N instantiates with those flags; CLIENT_GRAPH_UPLOAD=1
 // uploads the exec (cuGraphUpload) before its first launch. With
+// FAKE_GRAPH_NODE_DESCRIPTORS=1 (the fake builds one descriptor per kernel
+// node) it prints, after instantiating,
+//   {"node_tpcs":["0","0,1",...]}   each kernel node descriptor's TPCs
+// (as "tpcs" below). With
 // CLIENT_GRAPH 2 or 3 it synchronises the stream at the end and prints, before the statistics,
 //   {"ops":"K16,M,K32,K8,G,..."}   the stream operations the fake GPU saw
 // (K<grid x>: cuLaunchKernelEx, M: memset, G: graph launch, W: event wait).
@@ -220,6 +224,18 @@ int main(int argc, char** argv) {
     if (instantiate(&exec, reinterpret_cast<CUgraph>(graph), flags != nullptr ? std::strtoull(flags, nullptr, 0) : 0) !=
         CUDA_SUCCESS)
       return fail("instantiate failed");
+    if (std::getenv("FAKE_GRAPH_NODE_DESCRIPTORS") != nullptr) {
+      // The mask of each kernel node's descriptor, in the fake's node order.
+      using ExecQmdsFn = int (*)(CUgraphExec, std::uint8_t*, int);
+      auto exec_qmds = reinterpret_cast<ExecQmdsFn>(::dlsym(drv, "fake_exec_descriptors"));
+      if (exec_qmds == nullptr) return fail("the fake driver lacks fake_exec_descriptors");
+      std::vector<std::uint8_t> q(384 * 16);
+      const int n = std::min(exec_qmds(exec, q.data(), 16), 16);
+      std::string list;
+      for (int i = 0; i < n; ++i) list += std::string(i > 0 ? "," : "") + "\"" + last_tpcs(q.data() + 384 * i) + "\"";
+      std::printf("{\"node_tpcs\":[%s]}\n", list.c_str());
+      std::fflush(stdout);
+    }
     if (std::getenv("CLIENT_GRAPH_UPLOAD") != nullptr) {
       using UploadFn = CUresult (*)(CUgraphExec, CUstream);
       auto upload = reinterpret_cast<UploadFn>(::dlsym(drv, ptsz ? "cuGraphUpload_ptsz" : "cuGraphUpload"));

@@ -167,7 +167,7 @@ class DaemonE2E : public ::testing::Test {
     }
     if (!spec.empty()) env.push_back("CLIENT_GATES=" + spec);
     Proc p = Proc::spawn({LITHOS_CLIENT_APP, std::to_string(launches), std::to_string(pause_ms),
-                          std::to_string(hold_ms), "4096", std::to_string(sync_every), std::to_string(hang_after)},
+                          std::to_string(hold_ms), grid_, std::to_string(sync_every), std::to_string(hang_after)},
                          env, (dir_ / (tenant + "-" + std::to_string(n) + ".out")).string());
     p.gates = std::move(gates);
     EXPECT_GT(p.pid, 0);
@@ -292,6 +292,7 @@ class DaemonE2E : public ::testing::Test {
   bool defer_ = false;                      // clients queue best-effort launches (LITHOS_DEFER_LAUNCHES)
   bool params_ = false;                     // clients pass a parameter per launch (CLIENT_PARAMS)
   bool client_map_ = true;                  // clients get LITHOS_SLOT_MAP (the fake GPU's map)
+  std::string grid_ = "4096";               // the next clients' grid width (client_app GRID)
   std::vector<std::string> extra_env_;      // more NAME=VALUE for the next clients
   std::vector<int> gates_;                  // the next clients' gates (launch indices, kAfterLast)
   std::vector<pid_t> spawned_;              // every client, killed at the end if still running
@@ -2372,4 +2373,60 @@ TEST_F(DaemonE2E, HighPriorityGraphsAreBuiltOnTheLastingSet) {
   EXPECT_EQ(stats_of(graph)["graph_launches"], 2) << stats_of(graph).dump();
   be.signal(SIGKILL);
   be.wait(5);
+}
+
+// Right-sizing of a high-priority tenant's eager launches: once lithosd has
+// published a size for a kernel (here its test hook, standing in for the
+// Engine's choice, after the first launch's report), the next launches of
+// that kernel go out on that many TPCs of the allocation, lowest first, and
+// their reports say so.
+TEST_F(DaemonE2E, RightSizedHighPriorityLaunchesGoOutOnFewerTpcs) {
+  daemon_env_ = {"LITHOS_TEST_RIGHT_SIZE=4096:1"};
+  start_daemon();
+  gates_ = {1};
+  Proc hp = client("svc", 3, 0, 0);
+  gates_.clear();
+  ASSERT_TRUE(reaches_gate(hp, 1)) << hp.err();
+  ASSERT_TRUE(wait_for([](const json& st) { return st["counters"]["right_sizes_published"] == 1; })) << status().dump();
+  open_gate(hp, 1);
+  ASSERT_EQ(hp.wait(), 0) << hp.err();
+  const auto l = launches_of(hp);
+  ASSERT_EQ(l.size(), 3U);
+  EXPECT_EQ(l[0]["tpcs"], "all") << l[0].dump();  // the allocation: every TPC (no other hp tenant)
+  EXPECT_EQ(l[1]["tpcs"], "0") << l[1].dump();    // one TPC: the allocation's lowest
+  EXPECT_EQ(l[2]["tpcs"], "0") << l[2].dump();
+  EXPECT_EQ(stats_of(hp)["right_size"]["launches"], 2) << stats_of(hp).dump();
+  EXPECT_TRUE(wait_for([](const json& st) {
+    return st["counters"]["running_launches"] == 3 && st["counters"]["narrowed_reports"] == 2;
+  })) << status().dump();
+}
+
+// Right-sizing of a high-priority tenant's CUDA graph, per kernel node: the
+// fake driver builds one descriptor per kernel node (grid widths 32, 8 in a
+// child graph, 16); the nodes whose kernel and grid have a size get their
+// own masks, the one without keeps the lasting set (the whole GPU here).
+TEST_F(DaemonE2E, RightSizedHighPriorityGraphNodesGetMasksOfTheirOwn) {
+  daemon_env_ = {"LITHOS_TEST_RIGHT_SIZE=16:1,32:2"};
+  start_daemon();
+  // Eager launches of the graph's kernel at its nodes' grids: the hook
+  // publishes their sizes for the tenant, which later clients get too.
+  grid_ = "16";
+  Proc a = client("svc", 1, 0, 0);
+  ASSERT_EQ(a.wait(), 0) << a.err();
+  grid_ = "32";
+  Proc b = client("svc", 1, 0, 0);
+  ASSERT_EQ(b.wait(), 0) << b.err();
+  ASSERT_TRUE(wait_for([](const json& st) { return st["counters"]["right_sizes_published"] == 2; })) << status().dump();
+  grid_ = "4096";
+  extra_env_ = {"CLIENT_GRAPH=2", "FAKE_GRAPH_NODE_DESCRIPTORS=1"};
+  Proc g = client("svc", 1, 0, 0);
+  ASSERT_EQ(g.wait(), 0) << g.err();
+  json nodes;
+  for (const json& j : g.lines())
+    if (j.contains("node_tpcs")) nodes = j["node_tpcs"];
+  EXPECT_EQ(nodes, json::array({"0,1", "all", "0"})) << nodes.dump();
+  const json rs = stats_of(g)["right_size"];
+  EXPECT_EQ(rs["graph_nodes_matched"], 3) << rs.dump();
+  EXPECT_EQ(rs["graph_nodes_unmatched"], 0) << rs.dump();
+  EXPECT_EQ(rs["graph_nodes_rightsized"], 2) << rs.dump();
 }

@@ -480,6 +480,8 @@ class Run {
         // Launched at once; a marker after it now and then (the client
         // writes one after a quiet stream's first launch).
         m.flags |= ipc::kSubmitRunning;
+        // The TPCs it ran on (0: its allocation; above the allocation's size too).
+        ipc::set_running_tpcs(m, m.unit % (ipc::kMaxTpcs + 1));
         const bool marker = (fl & 0x80U) != 0 && i == count - 1;
         if (marker) m.marker = static_cast<std::uint32_t>(m.seq);
         c.gpu[s].push_back({m.seq, marker});

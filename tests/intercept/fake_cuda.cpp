@@ -124,8 +124,10 @@ const unsigned char kDescriptorTableId[16] = {0x2c, 0x8e, 0x0a, 0xd8, 0x07, 0x10
                                               0x90, 0xdd, 0x54, 0x71, 0x9f, 0xe5, 0xf7, 0x4b};
 
 // Builds one descriptor, lets the subscribers edit it, keeps a copy.
-void build_descriptor(std::uint8_t* out) {
+// `grid_x` (not 0): its GRID_WIDTH (V04_00: u32 at byte 128).
+void build_descriptor(std::uint8_t* out, std::uint32_t grid_x = 0) {
   std::uint8_t qmd[384] = {};
+  std::memcpy(qmd + 128, &grid_x, sizeof grid_x);
   const char* v = std::getenv("FAKE_QMD_VERSION");
   qmd[72] = v != nullptr ? static_cast<std::uint8_t>(std::strtoul(v, nullptr, 0)) : 0x40;
   // FAKE_QMD_CLUSTER=<n>: every descriptor carries an n x 1 x 1 cluster
@@ -217,15 +219,29 @@ std::uintptr_t g_next_exec = 0x5000;
 
 // FAKE_GRAPH_BUILD_AT_LAUNCH=1: an exec's descriptors are built at its
 // first launch instead (as the H100 does for an exec not uploaded).
-CUresult instantiate(CUgraphExec* out) {
+// FAKE_GRAPH_NODE_DESCRIPTORS=1: one descriptor per kernel node of the graph
+// (child graphs included, in cuGraphGetNodes order), carrying the node's
+// grid width, kept for fake_exec_descriptors; otherwise one in all.
+std::vector<std::uint32_t> kernel_grids(CUgraph g);
+std::map<std::uintptr_t, std::vector<std::uint8_t>> g_node_qmds;  // by exec (g_graph_mutex)
+CUresult instantiate(CUgraphExec* out, CUgraph graph = nullptr) {
   std::vector<std::uint8_t> q;
-  if (!env_on("FAKE_GRAPH_BUILD_AT_LAUNCH")) {
+  std::vector<std::uint8_t> nodes;
+  if (env_on("FAKE_GRAPH_NODE_DESCRIPTORS")) {
+    for (const std::uint32_t x : kernel_grids(graph)) {
+      std::uint8_t one[384];
+      build_descriptor(one, x);
+      nodes.insert(nodes.end(), one, one + 384);
+    }
+    if (!nodes.empty()) q.assign(nodes.end() - 384, nodes.end());
+  } else if (!env_on("FAKE_GRAPH_BUILD_AT_LAUNCH")) {
     q.resize(384);
     build_descriptor(q.data());
   }
   const std::lock_guard<std::mutex> lock(g_graph_mutex);
   const std::uintptr_t id = g_next_exec += 0x10;
   g_execs[id] = q;
+  g_node_qmds[id] = nodes;
   if (out != nullptr) *out = reinterpret_cast<CUgraphExec>(id);
   return result();
 }
@@ -285,6 +301,16 @@ FAKE_API int fake_ops(char* out, size_t n) {
 FAKE_API const FakeCall* fake_last_call() { return &t_last_call; }
 FAKE_API const std::uint8_t* fake_last_qmd() { return t_have_qmd ? t_last_qmd : nullptr; }
 FAKE_API unsigned long fake_descriptors() { return g_descriptors.load(); }
+// The descriptors built for `exec`'s kernel nodes (FAKE_GRAPH_NODE_DESCRIPTORS),
+// at most `max` of 384 bytes each into `out`; returns how many it has.
+FAKE_API int fake_exec_descriptors(CUgraphExec exec, std::uint8_t* out, int max) {
+  const std::lock_guard<std::mutex> lock(g_graph_mutex);
+  const auto it = g_node_qmds.find(reinterpret_cast<std::uintptr_t>(exec));
+  if (it == g_node_qmds.end()) return 0;
+  const int n = static_cast<int>(it->second.size() / 384);
+  for (int i = 0; i < n && i < max; ++i) std::memcpy(out + 384 * i, it->second.data() + 384 * i, 384);
+  return n;
+}
 FAKE_API unsigned long fake_calls() { return g_calls.load(); }
 FAKE_API void fake_set_result(int r) { g_result.store(r); }
 FAKE_API int fake_subscribers() {
@@ -462,11 +488,11 @@ FAKE_API CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gx, unsig
 }
 FAKE_API CUresult cuGraphInstantiate(CUgraphExec* e, CUgraph g, CUgraphNode* err, char* log, size_t n) {
   record("cuGraphInstantiate", e, g, err, log, n);
-  return instantiate(e);
+  return instantiate(e, g);
 }
 FAKE_API CUresult cuGraphInstantiateWithFlags(CUgraphExec* e, CUgraph g, unsigned long long flags) {
   record("cuGraphInstantiateWithFlags", e, g, flags);
-  return instantiate(e);
+  return instantiate(e, g);
 }
 FAKE_API CUresult cuGraphLaunch(CUgraphExec e, CUstream s) {
   record("cuGraphLaunch", e, s);
@@ -975,3 +1001,29 @@ FAKE_API CUresult cuModuleUnload(CUmodule m) {
   record("cuModuleUnload", m);
   return result();
 }
+
+namespace {
+// The grid widths of graph g's kernel nodes, child graphs included.
+std::vector<std::uint32_t> kernel_grids(CUgraph g) {
+  std::vector<std::uint32_t> out;
+  size_t n = 0;
+  if (g == nullptr || cuGraphGetNodes(g, nullptr, &n) != CUDA_SUCCESS || n == 0) return out;
+  std::vector<CUgraphNode> nodes(n);
+  if (cuGraphGetNodes(g, nodes.data(), &n) != CUDA_SUCCESS) return out;
+  for (CUgraphNode node : nodes) {
+    CUgraphNodeType type{};
+    if (cuGraphNodeGetType(node, &type) != CUDA_SUCCESS) continue;
+    if (type == CU_GRAPH_NODE_TYPE_GRAPH) {
+      CUgraph child = nullptr;
+      if (cuGraphChildGraphNodeGetGraph(node, &child) == CUDA_SUCCESS) {
+        const auto more = kernel_grids(child);
+        out.insert(out.end(), more.begin(), more.end());
+      }
+    } else if (type == CU_GRAPH_NODE_TYPE_KERNEL) {
+      CUDA_KERNEL_NODE_PARAMS p{};
+      if (cuGraphKernelNodeGetParams_v2(node, &p) == CUDA_SUCCESS) out.push_back(p.gridDimX);
+    }
+  }
+  return out;
+}
+}  // namespace

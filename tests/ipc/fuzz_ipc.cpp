@@ -95,8 +95,9 @@ class Model {
       block *= m.block[i];
       cluster *= m.cluster[i];
     }
-    return grid <= 1099511627776.0 && block <= 1024 && cluster <= 16 && m.unit >= 1 && m.unit <= grid &&
-           m.smem <= 228 * 1024;
+    // A running report's `unit` is the TPC count it used (0 to kMaxTpcs).
+    const bool unit_ok = (m.flags & kSubmitRunning) != 0 ? m.unit <= kMaxTpcs : m.unit >= 1 && m.unit <= grid;
+    return grid <= 1099511627776.0 && block <= 1024 && cluster <= 16 && unit_ok && m.smem <= 228 * 1024;
   }
 
   bool open(std::uint32_t s) const { return s < kMaxStreams && open_[s]; }

@@ -345,6 +345,27 @@ TEST(IpcValidateSubmit, Unit) {
   EXPECT_TRUE(v.check(m).is_ok());
 }
 
+// A running (hp) launch's report carries the TPCs it used in `unit`
+// (running_tpcs): 0 (its whole allocation) to kMaxTpcs, whatever its grid.
+TEST(IpcValidateSubmit, ARunningReportCarriesItsTpcCount) {
+  SubmitValidator v = with_open_stream();
+  SubmitMsg m = launch(0, 1);
+  m.flags = kSubmitRunning;
+  m.grid[0] = 1;
+  set_running_tpcs(m, 0);
+  EXPECT_TRUE(v.check(m).is_ok());
+  m.seq = 2;
+  set_running_tpcs(m, 4);  // more TPCs than blocks: not a unit
+  EXPECT_TRUE(v.check(m).is_ok());
+  EXPECT_EQ(running_tpcs(m), 4U);
+  m.seq = 3;
+  set_running_tpcs(m, kMaxTpcs);
+  EXPECT_TRUE(v.check(m).is_ok());
+  m.seq = 4;
+  set_running_tpcs(m, kMaxTpcs + 1);
+  expect_rejected(v.check(m), {"submit.unit", "129", "TPC count"});
+}
+
 TEST(IpcValidateSubmit, SharedMemory) {
   SubmitValidator v = with_open_stream();
   SubmitMsg m = launch(0, 1);
