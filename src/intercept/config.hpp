@@ -42,6 +42,12 @@
 //   LITHOS_GRAPH_REPLAY=0|1 best effort under lithosd: replay CUDA graphs
 //                          node by node, each kernel a granted launch
 //                          (graph_replay.hpp; default 1)
+//   LITHOS_HP_SAMPLE_FIRST=K, LITHOS_HP_SAMPLE_EVERY=N, LITHOS_HP_SAMPLE_PER_S=R,
+//   LITHOS_HP_SAMPLE_MAX_MS=T  high priority under lithosd: time the first K
+//                          launches of each function one by one (default 8),
+//                          then one in N (default 64; 0: none), at most R a
+//                          second (default 200; 0: timing off); a launch
+//                          that took over T ms is no sample (default 1000)
 //   LITHOS_HW_PRIORITY=0|1 under lithosd: set the stream priority the engine
 //                          decided on each launch's stream before launching
 //                          (client.hpp; default 1)
@@ -96,6 +102,10 @@ struct Config {
   bool hw_priority = true;           // LITHOS_HW_PRIORITY
   bool graph_replay = true;          // LITHOS_GRAPH_REPLAY
   bool submit_ahead = false;         // LITHOS_SUBMIT_AHEAD
+  std::uint32_t hp_sample_first = 8;     // LITHOS_HP_SAMPLE_FIRST
+  std::uint32_t hp_sample_every = 64;    // LITHOS_HP_SAMPLE_EVERY
+  std::uint32_t hp_sample_per_s = 200;   // LITHOS_HP_SAMPLE_PER_S
+  std::uint32_t hp_sample_max_ms = 1000; // LITHOS_HP_SAMPLE_MAX_MS
   // One line per ignored, malformed variable ("LITHOS_TPCS='x': ...").
   std::vector<std::string> problems;
 
