@@ -1003,7 +1003,8 @@ TEST_F(DaemonE2E, GraphLaunchesBackToBackShareTheirMarkers) {
 // every 50 us of launching), and the daemon still sees every launch end.
 TEST_F(DaemonE2E, LaunchesInABurstLeaveTheirMarkersToTheTracker) {
   start_daemon();
-  extra_env_ = {"CLIENT_BURST=200"};
+  // Untimed (LITHOS_HP_SAMPLE_PER_S=0): the shared completions alone teach.
+  extra_env_ = {"CLIENT_BURST=200", "LITHOS_HP_SAMPLE_PER_S=0"};
   gates_ = {kAfterLast};
   Proc c = client("svc", 400, 30, 0);  // two bursts of two hundred launches
   ASSERT_TRUE(reaches_gate(c)) << c.err();
