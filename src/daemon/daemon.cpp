@@ -1322,8 +1322,8 @@ Status Daemon::handle_submit(Client& c, const ipc::SubmitMsg& m, std::uint64_t n
     case ipc::SubmitType::kSample: {
       // Validated (an open stream, a reported seq, a duration in bounds);
       // whether that launch was timed, and of that kernel, is ours to know.
-      const auto it = std::find_if(s.timed.begin(), s.timed.end(),
-                                   [&](const Stream::Timed& t) { return t.seq == m.seq; });
+      const auto it =
+          std::find_if(s.timed.begin(), s.timed.end(), [&](const Stream::Timed& t) { return t.seq == m.seq; });
       if (it == s.timed.end() || it->kernel != m.kernel) {
         ++counters_.hp_samples_unmatched;
         return Status::ok();
@@ -1373,8 +1373,8 @@ Status Daemon::handle_submit(Client& c, const ipc::SubmitMsg& m, std::uint64_t n
       // What its sample will be learnt as: its key, and the TPCs it could
       // use of those it ran on (as Engine::atom_finished counts them).
       const sched::InflightAtom& at = engine_->state().atoms[a->atom];
-      const int used = std::min(at.tpcs.count(), sched::occupancy_tpc_bound(engine_->state().config.device,
-                                                                            at.blocks, at.blocks_per_tpc));
+      const int used = std::min(
+          at.tpcs.count(), sched::occupancy_tpc_bound(engine_->state().config.device, at.blocks, at.blocks_per_tpc));
       if (s.timed.size() >= kTimedPerStream) s.timed.pop_front();
       s.timed.push_back({m.seq, m.kernel, at.key, at.blocks, at.blocks_per_tpc, std::max(used, 1)});
     }

@@ -92,20 +92,20 @@ struct Config {
   bool atom_time_all = false;      // LITHOS_ATOM_TIME
   std::string atom_report;         // LITHOS_ATOM_REPORT ("" = none; "%p" = pid)
   // lithosd (client.hpp).
-  std::string daemon_socket;         // LITHOS_DAEMON ("" = no daemon)
-  std::string tenant;                // LITHOS_TENANT
-  double grant_timeout_ms = 500;     // LITHOS_GRANT_TIMEOUT_MS
-  std::int64_t daemon_uid = -1;      // LITHOS_DAEMON_UID (-1: none)
-  double register_wait_ms = 5;       // LITHOS_REGISTER_WAIT_MS
-  bool defer_launches = true;        // LITHOS_DEFER_LAUNCHES
-  std::uint32_t defer_depth = 1024;  // LITHOS_DEFER_DEPTH
-  bool hw_priority = true;           // LITHOS_HW_PRIORITY
-  bool graph_replay = true;          // LITHOS_GRAPH_REPLAY
-  bool submit_ahead = false;         // LITHOS_SUBMIT_AHEAD
-  std::uint32_t hp_sample_first = 8;     // LITHOS_HP_SAMPLE_FIRST
-  std::uint32_t hp_sample_every = 64;    // LITHOS_HP_SAMPLE_EVERY
-  std::uint32_t hp_sample_per_s = 200;   // LITHOS_HP_SAMPLE_PER_S
-  std::uint32_t hp_sample_max_ms = 1000; // LITHOS_HP_SAMPLE_MAX_MS
+  std::string daemon_socket;              // LITHOS_DAEMON ("" = no daemon)
+  std::string tenant;                     // LITHOS_TENANT
+  double grant_timeout_ms = 500;          // LITHOS_GRANT_TIMEOUT_MS
+  std::int64_t daemon_uid = -1;           // LITHOS_DAEMON_UID (-1: none)
+  double register_wait_ms = 5;            // LITHOS_REGISTER_WAIT_MS
+  bool defer_launches = true;             // LITHOS_DEFER_LAUNCHES
+  std::uint32_t defer_depth = 1024;       // LITHOS_DEFER_DEPTH
+  bool hw_priority = true;                // LITHOS_HW_PRIORITY
+  bool graph_replay = true;               // LITHOS_GRAPH_REPLAY
+  bool submit_ahead = false;              // LITHOS_SUBMIT_AHEAD
+  std::uint32_t hp_sample_first = 8;      // LITHOS_HP_SAMPLE_FIRST
+  std::uint32_t hp_sample_every = 64;     // LITHOS_HP_SAMPLE_EVERY
+  std::uint32_t hp_sample_per_s = 200;    // LITHOS_HP_SAMPLE_PER_S
+  std::uint32_t hp_sample_max_ms = 1000;  // LITHOS_HP_SAMPLE_MAX_MS
   // One line per ignored, malformed variable ("LITHOS_TPCS='x': ...").
   std::vector<std::string> problems;
 

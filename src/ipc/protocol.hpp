@@ -174,7 +174,9 @@ inline void set_sample_ns(SubmitMsg& m, std::uint64_t ns) {
   m.grid[0] = static_cast<std::uint32_t>(ns);
   m.grid[1] = static_cast<std::uint32_t>(ns >> 32);
 }
-inline std::uint64_t sample_ns(const SubmitMsg& m) { return std::uint64_t{m.grid[0]} | (std::uint64_t{m.grid[1]} << 32); }
+inline std::uint64_t sample_ns(const SubmitMsg& m) {
+  return std::uint64_t{m.grid[0]} | (std::uint64_t{m.grid[1]} << 32);
+}
 
 // Daemon -> client.
 enum class GrantType : std::uint16_t {

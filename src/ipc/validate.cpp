@@ -188,8 +188,8 @@ Status SubmitValidator::check(const SubmitMsg& m) {
                    "a sample names a launch reported on the stream (1.." + std::to_string(last_seq_[s]) + ")");
       const std::uint64_t ns = sample_ns(m);
       if (ns == 0 || ns > kMaxSampleNs)
-        return bad("submit.grid", std::to_string(ns) + " ns", "a sample's duration must be 1.." +
-                                                                  std::to_string(kMaxSampleNs) + " ns");
+        return bad("submit.grid", std::to_string(ns) + " ns",
+                   "a sample's duration must be 1.." + std::to_string(kMaxSampleNs) + " ns");
       return Status::ok();
     }
     case SubmitType::kLaunch: break;

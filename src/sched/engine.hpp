@@ -283,8 +283,8 @@ class Engine {
   // learn it; from then on a high-priority completion of that key that
   // only shared a burst's busy time teaches them nothing. Unknown tenants
   // are ignored.
-  void observe_hp_sample(TenantId tenant, const PredictionKey& key, std::uint64_t blocks, int blocks_per_tpc,
-                         int tpcs, Duration ran);
+  void observe_hp_sample(TenantId tenant, const PredictionKey& key, std::uint64_t blocks, int blocks_per_tpc, int tpcs,
+                         Duration ran);
   // The predictor's error over those samples alone (predicted before each
   // was learnt), and their mean duration.
   struct HpSampleStats {

@@ -87,8 +87,8 @@ std::vector<AtomId> EngineLog::close_queue(QueueId queue, Time now) {
   return engine_.close_queue(queue, now);
 }
 
-void EngineLog::observe_hp_sample(TenantId tenant, const PredictionKey& key, std::uint64_t blocks,
-                                  int blocks_per_tpc, int tpcs, Duration ran) {
+void EngineLog::observe_hp_sample(TenantId tenant, const PredictionKey& key, std::uint64_t blocks, int blocks_per_tpc,
+                                  int tpcs, Duration ran) {
   if (recording_) {
     EngineEvent e;
     e.kind = EngineEvent::Kind::kHpSample;

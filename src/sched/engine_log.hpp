@@ -67,8 +67,8 @@ class EngineLog {
   void sync(QueueId queue);
   void dispatch(Time now, std::vector<AtomDispatch>& out);
   Completion atom_finished(AtomId id, Time start, Time end);
-  void observe_hp_sample(TenantId tenant, const PredictionKey& key, std::uint64_t blocks, int blocks_per_tpc,
-                         int tpcs, Duration ran);
+  void observe_hp_sample(TenantId tenant, const PredictionKey& key, std::uint64_t blocks, int blocks_per_tpc, int tpcs,
+                         Duration ran);
 
   Engine& engine() { return engine_; }
   bool recording() const { return recording_; }

@@ -835,10 +835,11 @@ TEST_F(DaemonE2E, HighPriorityLaunchesAreTimedOneByOne) {
   ASSERT_EQ(human.wait(), 0) << human.err();
   const std::string text = read_all(human.out);
   EXPECT_NE(text.find("predictor (high, timed launches): 5 samples (mean 300.0 us)"), std::string::npos) << text;
-  Proc prom =
-      Proc::spawn({LITHOS_EXE, "status", "--socket", sock_, "--prometheus"}, {}, (dir_ / "status-timed-prom.txt").string());
+  Proc prom = Proc::spawn({LITHOS_EXE, "status", "--socket", sock_, "--prometheus"}, {},
+                          (dir_ / "status-timed-prom.txt").string());
   ASSERT_EQ(prom.wait(), 0) << prom.err();
-  EXPECT_NE(read_all(prom.out).find("\nlithos_predictor_hp_samples_total 5\n"), std::string::npos) << read_all(prom.out);
+  EXPECT_NE(read_all(prom.out).find("\nlithos_predictor_hp_samples_total 5\n"), std::string::npos)
+      << read_all(prom.out);
 }
 
 // The bound on timing: the first FIRST launches of a kernel, then one in
@@ -856,8 +857,8 @@ TEST_F(DaemonE2E, TimingHighPriorityLaunchesIsBounded) {
   const auto l = launches_of(b);
   ASSERT_EQ(l.size(), 40U);
   // Seconds of CLOCK_MONOTONIC the launches spanned (the cap's windows).
-  const std::uint64_t windows =
-      l.back()["t_ns"].get<std::uint64_t>() / 1'000'000'000ULL - l.front()["t_ns"].get<std::uint64_t>() / 1'000'000'000ULL + 1;
+  const std::uint64_t windows = l.back()["t_ns"].get<std::uint64_t>() / 1'000'000'000ULL -
+                                l.front()["t_ns"].get<std::uint64_t>() / 1'000'000'000ULL + 1;
   EXPECT_LE(t["timed"].get<std::uint64_t>(), 4 * (windows + 1)) << t.dump();
   EXPECT_GE(t["timed"].get<std::uint64_t>(), 1U) << t.dump();
   EXPECT_EQ(t["timed"].get<std::uint64_t>() + t["capped"].get<std::uint64_t>(), 40U) << t.dump();
