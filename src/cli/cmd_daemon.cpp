@@ -382,6 +382,15 @@ void print_human(std::FILE* f, const nlohmann::json& j) {
         static_cast<unsigned long long>(p.value("observations", 0ULL)), 100.0 * p.value("miss_share", 0.0),
         p.value("mean_abs_error_us", 0.0), p.value("p99_abs_error_us", 0.0));
   }
+  if (const auto& ht = j["predictor"].value("high_timed", nlohmann::json::object()); ht.value("samples", 0ULL) > 0) {
+    std::fprintf(f,
+                 "predictor (high, timed launches): %llu samples (mean %.1f us), %.1f%% off by more than 50 us, "
+                 "mean |error| %.1f us, P99 %.1f us; %llu samples named no timed launch\n",
+                 static_cast<unsigned long long>(ht.value("samples", 0ULL)), ht.value("mean_sample_us", 0.0),
+                 100.0 * ht.value("miss_share", 0.0), ht.value("mean_abs_error_us", 0.0),
+                 ht.value("p99_abs_error_us", 0.0),
+                 static_cast<unsigned long long>(k.value("hp_samples_unmatched", 0ULL)));
+  }
   const auto& pc = j["predictor"].value("cache", nlohmann::json::object());
   if (!pc.value("path", std::string()).empty()) {
     const std::string err = pc.value("error", std::string());

@@ -28,6 +28,7 @@
 #include "ipc/cuda_faults.hpp"
 #include "ipc/safe_file.hpp"
 #include "ipc/socket.hpp"
+#include "sched/occupancy.hpp"
 #include "sched/policies/catalog.hpp"
 #include "sched/policies/settings_table.hpp"
 
@@ -1334,7 +1335,10 @@ bool Daemon::drain_submits(Client& c, std::uint64_t now) {
 }
 
 Status Daemon::handle_submit(Client& c, const ipc::SubmitMsg& m, std::uint64_t now) {
-  LITHOS_RETURN_IF_ERROR(c.validator.check(m));
+  if (Status st = c.validator.check(m); !st.is_ok()) {
+    if (m.type == ipc::SubmitType::kSample) ++counters_.hp_samples_rejected;
+    return st;
+  }
   ++counters_.submits;
   add_events(c, 1);
   if (m.stream >= c.streams.size()) c.streams.resize(m.stream + 1);  // validated: < kMaxStreams
@@ -1363,6 +1367,21 @@ Status Daemon::handle_submit(Client& c, const ipc::SubmitMsg& m, std::uint64_t n
     }
     case ipc::SubmitType::kSync: log_->sync(s.queue); return Status::ok();
     case ipc::SubmitType::kGoodbye: return Status::ok();  // the socket's end follows
+    case ipc::SubmitType::kSample: {
+      // Validated (an open stream, a reported seq, a duration in bounds);
+      // whether that launch was timed, and of that kernel, is ours to know.
+      const auto it =
+          std::find_if(s.timed.begin(), s.timed.end(), [&](const Stream::Timed& t) { return t.seq == m.seq; });
+      if (it == s.timed.end() || it->kernel != m.kernel) {
+        ++counters_.hp_samples_unmatched;
+        return Status::ok();
+      }
+      log_->observe_hp_sample(c.tenant, it->key, it->blocks, it->blocks_per_tpc, it->tpcs,
+                              std::chrono::nanoseconds(static_cast<std::int64_t>(ipc::sample_ns(m))));
+      s.timed.erase(it);
+      ++counters_.hp_samples;
+      return Status::ok();
+    }
     case ipc::SubmitType::kLaunch: break;
   }
   sched::LaunchDesc d;
@@ -1407,6 +1426,15 @@ Status Daemon::handle_submit(Client& c, const ipc::SubmitMsg& m, std::uint64_t n
     if (used < size) ++counters_.narrowed_reports;
     auto a = log_->submit_running(s.queue, d, alloc, to_time(now));
     if (!a) return a.status();
+    if ((m.flags & ipc::kSubmitTimed) != 0) {  // validated: not a graph
+      // What its sample will be learnt as: its key, and the TPCs it could
+      // use of those it ran on (as Engine::atom_finished counts them).
+      const sched::InflightAtom& at = engine_->state().atoms[a->atom];
+      const int usable = std::min(
+          at.tpcs.count(), sched::occupancy_tpc_bound(engine_->state().config.device, at.blocks, at.blocks_per_tpc));
+      if (s.timed.size() >= kTimedPerStream) s.timed.pop_front();
+      s.timed.push_back({m.seq, m.kernel, at.key, at.blocks, at.blocks_per_tpc, std::max(usable, 1)});
+    }
     s.inflight.push_back({m.seq, a->atom, now, used});
     add_inflight(c, s, m.stream, 1);
     ++counters_.running_launches;
@@ -1802,6 +1830,9 @@ std::string Daemon::status_json(std::uint64_t now, std::optional<uid_t> viewer) 
                    {"grants_per_s", static_cast<double>(counters_.grants) / up},
                    {"completions", counters_.completions},
                    {"shared_completions", counters_.shared_completions},
+                   {"hp_samples", counters_.hp_samples},
+                   {"hp_samples_unmatched", counters_.hp_samples_unmatched},
+                   {"hp_samples_rejected", counters_.hp_samples_rejected},
                    {"reclaimed_atoms", counters_.reclaimed_atoms},
                    {"loops", counters_.loops},
                    {"busy_loops", counters_.busy_loops},
@@ -1839,6 +1870,17 @@ std::string Daemon::status_json(std::uint64_t now, std::optional<uid_t> viewer) 
                                              {"miss_share", ps.miss_share},
                                              {"mean_abs_error_us", ps.mean_abs_error_us},
                                              {"p99_abs_error_us", ps.p99_abs_error_us}};
+  }
+  {
+    // The hp predictions checked against timed launches alone (exact, not
+    // a burst's shared busy time).
+    const sched::Engine::HpSampleStats hs = engine_->hp_sample_stats();
+    pred["high_timed"] = {{"samples", hs.errors.observations},
+                          {"predicted", hs.errors.predicted},
+                          {"miss_share", hs.errors.miss_share},
+                          {"mean_abs_error_us", hs.errors.mean_abs_error_us},
+                          {"p99_abs_error_us", hs.errors.p99_abs_error_us},
+                          {"mean_sample_us", hs.mean_sample_us}};
   }
   pred["entries"] = st.predictor.entries();
   pred["cache"] = {

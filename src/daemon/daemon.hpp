@@ -162,6 +162,12 @@ struct DaemonCounters {
   // Completions seen several at once under one marker value (hp bursts),
   // whose busy time was shared by their predictions (busy_share.hpp).
   std::uint64_t shared_completions = 0;
+  // Timed hp launches (ipc::SubmitType::kSample): samples learnt; samples
+  // that named no timed launch it still remembers (dropped); malformed
+  // samples (their client dropped, as for any malformed message).
+  std::uint64_t hp_samples = 0;
+  std::uint64_t hp_samples_unmatched = 0;
+  std::uint64_t hp_samples_rejected = 0;
   std::uint64_t reclaimed_atoms = 0;  // released because their client died
   std::uint64_t status_requests = 0;
   std::uint64_t loops = 0;
@@ -251,7 +257,20 @@ class Daemon {
       std::uint32_t tpcs = 0;
     };
     std::deque<InFlight> inflight;  // in stream order
+    // Its latest hp launches reported with kSubmitTimed (at most
+    // kTimedPerStream, oldest first), each waiting for its kSample: what
+    // the Engine learns the sample as.
+    struct Timed {
+      std::uint64_t seq;
+      std::uint64_t kernel;
+      sched::PredictionKey key;
+      std::uint64_t blocks;
+      int blocks_per_tpc;
+      int tpcs;
+    };
+    std::deque<Timed> timed;
   };
+  static constexpr std::size_t kTimedPerStream = 64;
   struct Client {
     std::uint32_t id = 0;
     int sock = -1;

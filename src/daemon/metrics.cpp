@@ -288,6 +288,12 @@ Result<std::string> prometheus_text(std::string_view status_json) {
   w.family("lithos_predictor_miss_ratio", "gauge", "Share of predictions off by more than 50 us.", miss);
   w.family("lithos_predictor_mean_abs_error_seconds", "gauge", "Mean absolute prediction error.", mean);
   w.family("lithos_predictor_p99_abs_error_seconds", "gauge", "99th percentile of the absolute prediction error.", p99);
+  const json ht = p.value("high_timed", json::object());
+  w.one("lithos_predictor_hp_samples_total", "counter", "High-priority launches timed one by one and learnt.",
+        num(ht, "samples"));
+  w.one("lithos_predictor_hp_timed_miss_ratio", "gauge",
+        "Share of high-priority predictions off by more than 50 us, checked against timed launches alone.",
+        num(ht, "miss_share"));
   w.one("lithos_predictor_entries", "gauge", "Kernels (and ordinals) the predictor knows.", num(p, "entries"));
   return w.take();
 }

@@ -29,6 +29,7 @@ constexpr std::pair<Kind, const char*> kKinds[] = {
     {Kind::kAtomFinished, "atom_finished"},
     {Kind::kSync, "sync"},
     {Kind::kCloseQueue, "close_queue"},
+    {Kind::kHpSample, "hp_sample"},
 };
 
 std::int64_t ns(Time t) { return since_start(t).count(); }
@@ -205,6 +206,15 @@ std::string trace_line(const sched::EngineEvent& e) {
       j["queue"] = e.id;
       j["t"] = ns(e.now);
       break;
+    case Kind::kHpSample:
+      j["tenant"] = e.id;
+      j["kernel"] = e.sample.key.kernel;
+      j["ordinal"] = e.sample.key.ordinal;
+      j["blocks"] = e.sample.blocks;
+      j["per_tpc"] = e.sample.blocks_per_tpc;
+      j["tpcs"] = e.sample.tpcs;
+      j["ns"] = e.sample.ran.count();
+      break;
   }
   return j.dump();
 }
@@ -283,6 +293,15 @@ Result<sched::EngineEvent> parse_trace_line(std::string_view line) {
       case Kind::kCloseQueue:
         e.id = r.num<std::uint32_t>("queue");
         e.now = at(r.num<std::int64_t>("t"));
+        break;
+      case Kind::kHpSample:
+        e.id = r.num<std::uint32_t>("tenant");
+        e.sample.key.kernel = r.num<std::uint64_t>("kernel");
+        e.sample.key.ordinal = r.num<std::uint32_t>("ordinal");
+        e.sample.blocks = r.num<std::uint64_t>("blocks");
+        e.sample.blocks_per_tpc = r.num<int>("per_tpc");
+        e.sample.tpcs = r.num<int>("tpcs");
+        e.sample.ran = Duration(r.num<std::int64_t>("ns"));
         break;
     }
     return e;

@@ -133,6 +133,7 @@ Result<TraceScenario> trace_to_scenario(const Trace& trace, const std::string& n
           streams.erase(s);
         }
         break;
+      case Kind::kHpSample: break;  // the predictor's learning, not a launch
     }
   }
   for (auto& [q, s] : streams) out.dropped_launches += s.open.launches.size();

@@ -45,6 +45,14 @@ thread_local std::uint32_t t_slot = 0;
 thread_local std::uint32_t t_generation = ~0U;
 // This thread woke the sleeping daemon with its last submit (ring_if_idle).
 thread_local bool t_rang = false;
+// The timed launch this thread is making (DaemonClient::before_immediate):
+// its start event is recorded, its end is recorded by the report.
+struct ThreadSample {
+  const void* client = nullptr;  // null: none
+  std::uint32_t pair = 0;
+  std::uint32_t slot = 0;
+};
+thread_local ThreadSample t_sample;
 
 const char* priority_name(ipc::StreamPriority p) {
   switch (p) {
@@ -306,6 +314,7 @@ bool DaemonClient::connect_locked() noexcept {
   channels_.push_back(std::move(holder));
   generation_.fetch_add(1, std::memory_order_acq_rel);
   registered_once_.store(true, std::memory_order_release);
+  if (w.tenant_class == ipc::TenantClass::kHigh) make_sample_pool();
   state_.store(State::kConnected, std::memory_order_release);
   if (was) reconnects_.fetch_add(1, std::memory_order_relaxed);
   if (!was) registered_after_ns_.store(now_ns() - first_launch_ns_.load(std::memory_order_relaxed));
@@ -402,6 +411,7 @@ int DaemonClient::slot_of(Stream stream) noexcept {
       m.type = ipc::SubmitType::kStreamOpen;
       m.stream = free;
       if (!push(m, nullptr, /*spill=*/true)) return -1;
+      s.opened.fetch_add(1, std::memory_order_relaxed);
       s.open.store(true);
       it = slot_of_.emplace(key, free).first;
     }
@@ -594,11 +604,133 @@ bool DaemonClient::runs_free(sched::TpcSet* out) const noexcept {
   return allocation(out);
 }
 
-void DaemonClient::before_immediate(Stream stream) noexcept {
+void DaemonClient::before_immediate(Stream stream, const void* timed_key) noexcept {
+  if (timed_key != nullptr && sample_per_s_ != 0 && high() && connected()) start_sample(stream, timed_key);
   const ipc::StreamPriority p = immediate_priority_.load(std::memory_order_acquire);
   if (!hw_priority_ || p == ipc::StreamPriority::kKeep || !connected()) return;
   const int slot = slot_of(stream);
   if (slot >= 0) apply_priority(static_cast<std::uint32_t>(slot), p);
+}
+
+void DaemonClient::make_sample_pool() noexcept {
+  if (sample_per_s_ == 0) return;
+  const DriverTable& d = driver();
+  if (d.cuEventCreate == nullptr || d.cuEventRecord == nullptr || d.cuEventQuery == nullptr ||
+      d.cuEventElapsedTime == nullptr || d.cuCtxGetCurrent == nullptr)
+    return;
+  try {
+    const std::lock_guard<std::mutex> lock(sample_mu_);
+    if (sample_pool_made_) return;
+    sample_pool_made_ = true;  // once, whatever comes of it
+    InternalScope internal;
+    const RelaxedCaptureMode relaxed;  // the application may be capturing
+    CUcontext ctx = nullptr;
+    if (d.cuCtxGetCurrent(&ctx) != CUDA_SUCCESS || ctx == nullptr) return;
+    sample_ctx_ = ctx;
+    free_pairs_.reserve(kSamplePairs);
+    pending_samples_.reserve(kSamplePairs);
+    for (std::uint32_t i = 0; i < kSamplePairs; ++i) {
+      SamplePair& p = sample_pairs_[i];
+      CUevent a = nullptr, b = nullptr;
+      // Default flags: timing on (CU_EVENT_DISABLE_TIMING would refuse
+      // cuEventElapsedTime), no blocking sync (never waited on).
+      if (d.cuEventCreate(&a, CU_EVENT_DEFAULT) != CUDA_SUCCESS) break;
+      if (d.cuEventCreate(&b, CU_EVENT_DEFAULT) != CUDA_SUCCESS) {
+        if (d.cuEventDestroy != nullptr) (void)d.cuEventDestroy(a);
+        break;
+      }
+      p.start = a;
+      p.end = b;
+      free_pairs_.push_back(i);
+    }
+  } catch (...) {
+  }
+}
+
+void DaemonClient::free_pair(std::uint32_t pair) noexcept {
+  try {
+    const std::lock_guard<std::mutex> lock(sample_mu_);
+    free_pairs_.push_back(pair);  // reserved for every pair: never allocates
+  } catch (...) {
+  }
+}
+
+void DaemonClient::start_sample(Stream stream, const void* key) noexcept {
+  if (t_sample.client != nullptr) {
+    // The last launch this thread timed was not reported (it failed): its
+    // events are of no use.
+    auto* owner = static_cast<DaemonClient*>(const_cast<void*>(t_sample.client));
+    owner->samples_unreported_.fetch_add(1, std::memory_order_relaxed);
+    owner->free_pair(t_sample.pair);
+    t_sample.client = nullptr;
+  }
+  // Which launch of its function this is.
+  const auto k = reinterpret_cast<std::uintptr_t>(key);
+  std::uint64_t h = k * 0x9E3779B97F4A7C15ULL;
+  h ^= h >> 29;
+  const std::size_t i = static_cast<std::size_t>(h) & (kSampleKeys - 1);
+  if (std::uintptr_t cur = sample_keys_[i].load(std::memory_order_relaxed); cur != k) {
+    // A new function takes a free entry; one taken by another function is shared.
+    if (cur == 0) (void)sample_keys_[i].compare_exchange_strong(cur, k, std::memory_order_relaxed);
+  }
+  const std::uint32_t n = sample_counts_[i].fetch_add(1, std::memory_order_relaxed) + 1;
+  const bool picked = n <= sample_first_ || (sample_every_ != 0 && (n - sample_first_) % sample_every_ == 0);
+  if (!picked) return;
+  const DriverTable& d = driver();
+  std::uint32_t pair = 0;
+  {
+    const std::uint64_t sec = now_ns() / 1'000'000'000ULL;
+    const std::lock_guard<std::mutex> lock(sample_mu_);
+    if (sec != sample_window_s_) {
+      sample_window_s_ = sec;
+      sample_window_n_ = 0;
+    }
+    if (sample_window_n_ >= sample_per_s_) {
+      samples_capped_.fetch_add(1, std::memory_order_relaxed);
+      return;
+    }
+    if (free_pairs_.empty()) {
+      samples_no_event_.fetch_add(1, std::memory_order_relaxed);
+      return;
+    }
+    ++sample_window_n_;
+    pair = free_pairs_.back();
+    free_pairs_.pop_back();
+  }
+  InternalScope internal;
+  // The pool's events belong to the context the client registered in.
+  if (CUcontext ctx = nullptr; d.cuCtxGetCurrent(&ctx) != CUDA_SUCCESS || ctx != sample_ctx_) {
+    samples_no_event_.fetch_add(1, std::memory_order_relaxed);
+    free_pair(pair);
+    return;
+  }
+  const int slot = slot_of(stream);
+  if (slot < 0) {
+    samples_unreported_.fetch_add(1, std::memory_order_relaxed);
+    free_pair(pair);
+    return;
+  }
+  Slot& s = slots_[slot];
+  CUresult r = CUDA_SUCCESS;
+  {
+    // Never into a stream being captured (the event would become a node of
+    // its graph): looked at under the lock a capture's beginning takes.
+    const std::lock_guard<std::mutex> lock(s.marking);
+    CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
+    if (d.cuStreamIsCapturing == nullptr || d.cuStreamIsCapturing(stream.handle(), &cs) != CUDA_SUCCESS ||
+        cs != CU_STREAM_CAPTURE_STATUS_NONE) {
+      samples_captured_.fetch_add(1, std::memory_order_relaxed);
+      free_pair(pair);
+      return;
+    }
+    r = d.cuEventRecord(sample_pairs_[pair].start, stream.handle());
+  }
+  if (r != CUDA_SUCCESS) {
+    samples_failed_.fetch_add(1, std::memory_order_relaxed);
+    free_pair(pair);
+    return;
+  }
+  t_sample = {this, pair, static_cast<std::uint32_t>(slot)};
 }
 
 void DaemonClient::apply_priority(std::uint32_t slot, ipc::StreamPriority p) noexcept {
@@ -663,6 +795,23 @@ std::uint32_t DaemonClient::right_size(std::uint64_t kernel, const sched::Dim3& 
 
 void DaemonClient::report_running(Stream stream, const LaunchInfo& li, std::uint64_t kernel, bool graph,
                                   const KernelStatics& statics, std::uint32_t tpcs) noexcept {
+  // This thread's timed launch, if it is this one (before_immediate): given
+  // back unless the report below takes it.
+  struct Taken {
+    DaemonClient* me = nullptr;
+    std::uint32_t pair = 0, slot = 0;
+    ~Taken() {
+      if (me == nullptr) return;
+      me->samples_unreported_.fetch_add(1, std::memory_order_relaxed);
+      me->free_pair(pair);
+    }
+  } taken;
+  if (t_sample.client == this && !graph) {
+    taken.me = this;
+    taken.pair = t_sample.pair;
+    taken.slot = t_sample.slot;
+    t_sample.client = nullptr;
+  }
   if (!connected()) return;
   const DriverTable& d = driver();
   // A captured launch is recorded, not run: not reported. Asked of the
@@ -708,7 +857,111 @@ void DaemonClient::report_running(Stream stream, const LaunchInfo& li, std::uint
     if (tracker_idle_.load(std::memory_order_relaxed) != 0) wake_tracker();
   }
   s.last_launch_ns.store(now, std::memory_order_relaxed);
-  if (!push(m, &reported_, /*spill=*/true)) dropped_reports_.fetch_add(1, std::memory_order_relaxed);
+  bool timed = false;
+  if (taken.me != nullptr && taken.slot == static_cast<std::uint32_t>(slot)) {
+    InternalScope internal;
+    const std::lock_guard<std::mutex> lock(s.marking);  // as in start_sample: never into a capture
+    CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
+    if (d.cuStreamIsCapturing(stream.handle(), &cs) != CUDA_SUCCESS || cs != CU_STREAM_CAPTURE_STATUS_NONE) {
+      samples_captured_.fetch_add(1, std::memory_order_relaxed);
+      free_pair(taken.pair);
+      taken.me = nullptr;
+    } else if (d.cuEventRecord(sample_pairs_[taken.pair].end, stream.handle()) != CUDA_SUCCESS) {
+      samples_failed_.fetch_add(1, std::memory_order_relaxed);
+      free_pair(taken.pair);
+      taken.me = nullptr;
+    } else {
+      timed = true;
+      m.flags = static_cast<std::uint16_t>(m.flags | ipc::kSubmitTimed);
+    }
+  }
+  if (!push(m, &reported_, /*spill=*/true)) {
+    dropped_reports_.fetch_add(1, std::memory_order_relaxed);
+    return;  // taken (if timed) is given back
+  }
+  if (timed) {
+    try {
+      const std::lock_guard<std::mutex> lock(sample_mu_);
+      pending_samples_.push_back({taken.pair, static_cast<std::uint32_t>(slot),
+                                  s.opened.load(std::memory_order_relaxed), layout_, m.seq, kernel, now});
+      pending_samples_n_.store(pending_samples_.size(), std::memory_order_release);
+      taken.me = nullptr;
+      timed_.fetch_add(1, std::memory_order_relaxed);
+    } catch (...) {
+    }
+    if (tracker_idle_.load(std::memory_order_relaxed) != 0) wake_tracker();
+  }
+}
+
+bool DaemonClient::poll_samples() noexcept {
+  if (pending_samples_n_.load(std::memory_order_acquire) == 0) return false;
+  const DriverTable& d = driver();
+  InternalScope internal;
+  std::vector<PendingSample> done;  // completed (or to drop), with their durations in since_ns
+  std::vector<std::uint32_t> freed;
+  try {
+    const std::lock_guard<std::mutex> lock(sample_mu_);
+    const std::uint64_t now = now_ns();
+    std::size_t keep = 0;
+    for (std::size_t i = 0; i < pending_samples_.size(); ++i) {
+      PendingSample p = pending_samples_[i];
+      const SamplePair& ev = sample_pairs_[p.pair];
+      const CUresult q = d.cuEventQuery(ev.end);
+      if (q == CUDA_ERROR_NOT_READY) {
+        if (now - p.since_ns <= sample_max_ns_) {
+          pending_samples_[keep++] = p;
+          continue;
+        }
+        samples_too_long_.fetch_add(1, std::memory_order_relaxed);  // never waited for
+        freed.push_back(p.pair);
+        continue;
+      }
+      float ms = 0;
+      if (q != CUDA_SUCCESS || d.cuEventElapsedTime(&ms, ev.start, ev.end) != CUDA_SUCCESS || !(ms >= 0)) {
+        if (ipc::is_sticky_cuda_error(static_cast<std::uint32_t>(q))) report_fault(static_cast<std::uint32_t>(q));
+        samples_failed_.fetch_add(1, std::memory_order_relaxed);
+        freed.push_back(p.pair);
+        continue;
+      }
+      const double ns = static_cast<double>(ms) * 1e6;
+      freed.push_back(p.pair);
+      if (ns > static_cast<double>(sample_max_ns_)) {
+        samples_too_long_.fetch_add(1, std::memory_order_relaxed);
+        continue;
+      }
+      p.since_ns = std::max<std::uint64_t>(1, static_cast<std::uint64_t>(ns));
+      done.push_back(p);
+    }
+    pending_samples_.resize(keep);
+    pending_samples_n_.store(keep, std::memory_order_release);
+    for (const std::uint32_t f : freed) free_pairs_.push_back(f);
+  } catch (...) {
+    return true;
+  }
+  // Sent while the stream is still the one the launch was reported on (a
+  // sample of a closed or reopened stream would name another launch), under
+  // the lock that its closing and reopening take.
+  try {
+    const std::lock_guard<std::mutex> lock(slots_mu_);
+    for (const PendingSample& p : done) {
+      const Slot& s = slots_[p.slot];
+      if (layout_ != p.layout || !s.open.load(std::memory_order_acquire) ||
+          s.opened.load(std::memory_order_relaxed) != p.opened) {
+        samples_stale_.fetch_add(1, std::memory_order_relaxed);
+        continue;
+      }
+      ipc::SubmitMsg m;
+      m.type = ipc::SubmitType::kSample;
+      m.stream = p.slot;
+      m.seq = p.seq;
+      m.kernel = p.kernel;
+      ipc::set_sample_ns(m, std::min<std::uint64_t>(p.since_ns, ipc::kMaxSampleNs));
+      if (push(m, &samples_sent_, /*spill=*/true)) continue;
+      samples_stale_.fetch_add(1, std::memory_order_relaxed);
+    }
+  } catch (...) {
+  }
+  return pending_samples_n_.load(std::memory_order_acquire) != 0;
 }
 
 namespace {
@@ -937,6 +1190,7 @@ void DaemonClient::tracker() noexcept {
       flush_spill();
       busy = true;
     }
+    if (poll_samples()) busy = true;
     const std::uint64_t now = now_ns();
     for (std::uint32_t i = 0; i < ipc::kMaxStreams; ++i) {
       Slot& s = slots_[i];
@@ -1045,6 +1299,15 @@ DaemonClient::Stats DaemonClient::stats() const noexcept {
   s.failed_attempts = failed_attempts_.load();
   s.register_waits = register_waits_.load();
   s.register_wait_timeouts = register_wait_timeouts_.load();
+  s.timed = timed_.load();
+  s.samples_sent = samples_sent_.load();
+  s.samples_capped = samples_capped_.load();
+  s.samples_captured = samples_captured_.load();
+  s.samples_no_event = samples_no_event_.load();
+  s.samples_failed = samples_failed_.load();
+  s.samples_unreported = samples_unreported_.load();
+  s.samples_too_long = samples_too_long_.load();
+  s.samples_stale = samples_stale_.load();
   return s;
 }
 
@@ -1105,6 +1368,12 @@ std::string DaemonClient::stats_json(const std::function<std::string()>* process
       ",\"stream_priority\":{\"immediate\":\"" + priority_name(immediate_priority_.load()) +
       "\",\"enabled\":" + (hw_priority_ ? "true" : "false") + ",\"set\":" + num(s.priorities_set) +
       ",\"failed\":" + num(s.priority_failures) + "}";
+  out += ",\"timing\":{\"first\":" + num(sample_first_) + ",\"every\":" + num(sample_every_) +
+         ",\"per_s\":" + num(sample_per_s_) + ",\"timed\":" + num(s.timed) + ",\"sent\":" + num(s.samples_sent) +
+         ",\"capped\":" + num(s.samples_capped) + ",\"captured\":" + num(s.samples_captured) +
+         ",\"no_event\":" + num(s.samples_no_event) + ",\"failed\":" + num(s.samples_failed) +
+         ",\"unreported\":" + num(s.samples_unreported) + ",\"too_long\":" + num(s.samples_too_long) +
+         ",\"stale\":" + num(s.samples_stale) + "}";
   {
     const std::uint64_t after = registered_after_ns_.load();
     out += ",\"registration\":{\"wait_ms\":" + std::to_string(static_cast<double>(register_wait_ns_) / 1e6) +

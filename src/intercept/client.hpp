@@ -71,6 +71,7 @@
 #include "sched/tpc_set.hpp"
 
 struct CUstream_st;
+struct CUevent_st;
 struct CUctx_st;
 
 namespace lithos::intercept {
@@ -122,7 +123,15 @@ class DaemonClient {
   // for such launches (ipc::Welcome::immediate_priority), once per stream
   // (LITHOS_HW_PRIORITY=0: never). Grants carry their own (next_grant sets
   // it). Streams being captured are left alone.
-  void before_immediate(Stream stream) noexcept;
+  // `timed_key` (high priority, eager launches; null for graphs): the
+  // launched function. A sample of them is timed one by one (docs/daemon.md,
+  // "hp kernels timed"): the first `first` launches of each function, then
+  // one in `every`, at most `per_s` a second; a picked launch gets a timing
+  // event recorded here, just before it, and one after it in
+  // report_running. The client's thread polls them (cuEventQuery, never a
+  // wait) and sends the daemon each launch's run time (ipc::SubmitType::
+  // kSample). A stream being captured is never timed.
+  void before_immediate(Stream stream, const void* timed_key = nullptr) noexcept;
   // Reports a launch already made on `stream` (graph: a CUDA-graph launch),
   // and writes or schedules its completion marker.
   // `statics`: the kernel's (KernelInfo::identity; unused for a graph).
@@ -210,6 +219,14 @@ class DaemonClient {
     std::uint64_t launches_unregistered = 0;                  // launches (ready()) made while not registered
     std::uint64_t attempts = 0, failed_attempts = 0;          // registrations tried, and those that failed
     std::uint64_t register_waits = 0, register_wait_timeouts = 0;  // first-launch waits, and those that ran out
+    // Timed hp launches (before_immediate): picked and timed; samples sent;
+    // picked but over the per-second cap; not timed because the stream was
+    // being captured, no timing event was free (or the pool is of another
+    // context), an event call failed, the launch was not reported (failed,
+    // or its report dropped), it ran longer than the bound (or its events
+    // never completed within it), or its stream or channel was gone by then.
+    std::uint64_t timed = 0, samples_sent = 0, samples_capped = 0, samples_captured = 0, samples_no_event = 0;
+    std::uint64_t samples_failed = 0, samples_unreported = 0, samples_too_long = 0, samples_stale = 0;
   };
   Stats stats() const noexcept;
 
@@ -242,6 +259,7 @@ class DaemonClient {
   std::string stats_json(const std::function<std::string()>* process_members) const;
   struct Slot {
     std::atomic<bool> open{false};
+    std::atomic<std::uint32_t> opened{0};  // times the slot was opened (a timed launch's sample names its stream)
     Stream stream;
     std::atomic<std::uint64_t> seq{0};          // launches submitted on it
     std::atomic<std::uint64_t> last_marker{0};  // value of the last marker written (the largest)
@@ -371,6 +389,53 @@ class DaemonClient {
   Slot slots_[ipc::kMaxStreams];
   std::mutex grant_mu_;
   std::deque<ipc::GrantMsg> queued_[ipc::kMaxStreams];  // grants popped from the ring, per slot
+
+  // Timing hp launches one by one (before_immediate). Settings from the
+  // environment (Config::hp_sample_*); per_s == 0: off.
+  std::uint32_t sample_first_ = 8, sample_every_ = 64, sample_per_s_ = 200;
+  std::uint64_t sample_max_ns_ = 1'000'000'000;
+  // Launches per function so far, in a fixed table indexed by a hash of the
+  // function (functions that share an entry share its count: fewer samples,
+  // never more than the per-second cap).
+  static constexpr std::size_t kSampleKeys = 1024;
+  std::atomic<std::uintptr_t> sample_keys_[kSampleKeys] = {};
+  std::atomic<std::uint32_t> sample_counts_[kSampleKeys] = {};
+  // A pool of kSamplePairs timing-event pairs, made once in the context the
+  // client registered in (make_sample_pool), and the samples in flight.
+  static constexpr std::uint32_t kSamplePairs = 32;
+  struct SamplePair {
+    CUevent_st* start = nullptr;
+    CUevent_st* end = nullptr;
+  };
+  struct PendingSample {
+    std::uint32_t pair = 0;
+    std::uint32_t slot = 0;
+    std::uint32_t opened = 0;  // the slot's Slot::opened when reported
+    const ipc::ChannelLayout* layout = nullptr;
+    std::uint64_t seq = 0;
+    std::uint64_t kernel = 0;
+    std::uint64_t since_ns = 0;
+  };
+  std::mutex sample_mu_;  // guards what follows
+  bool sample_pool_made_ = false;
+  CUctx_st* sample_ctx_ = nullptr;
+  SamplePair sample_pairs_[kSamplePairs];
+  std::vector<std::uint32_t> free_pairs_;
+  std::vector<PendingSample> pending_samples_;
+  std::uint64_t sample_window_s_ = 0;
+  std::uint32_t sample_window_n_ = 0;
+  std::atomic<std::size_t> pending_samples_n_{0};  // pending_samples_.size(), read without the lock
+  std::atomic<std::uint64_t> timed_{0}, samples_sent_{0}, samples_capped_{0}, samples_captured_{0},
+      samples_no_event_{0}, samples_failed_{0}, samples_unreported_{0}, samples_too_long_{0}, samples_stale_{0};
+  // In the client's thread at registration: the pool, once.
+  void make_sample_pool() noexcept;
+  // In the launching thread: whether this launch of `key` is to be timed
+  // (counts and the per-second cap), then its start event.
+  void start_sample(Stream stream, const void* key) noexcept;
+  void free_pair(std::uint32_t pair) noexcept;
+  // In the client's thread: sends the samples whose events completed;
+  // true while some are still pending.
+  bool poll_samples() noexcept;
 
   // The client's thread (tracker()): started at the first launch.
   std::thread tracker_;

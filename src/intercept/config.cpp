@@ -220,6 +220,13 @@ Config config_from_env(const EnvLookup& lookup) {
   on_off("LITHOS_GRAPH_REPLAY", &c.graph_replay);
   on_off("LITHOS_SUBMIT_AHEAD", &c.submit_ahead);
   whole("LITHOS_DEFER_DEPTH", 1, 65536, "expected a whole number of launches between 1 and 65536", &c.defer_depth);
+  whole("LITHOS_HP_SAMPLE_FIRST", 0, 1000000, "expected a whole number of launches between 0 and 1000000",
+        &c.hp_sample_first);
+  whole("LITHOS_HP_SAMPLE_EVERY", 0, 1000000, "expected a whole number of launches between 0 and 1000000",
+        &c.hp_sample_every);
+  whole("LITHOS_HP_SAMPLE_PER_S", 0, 100000, "expected a whole number of samples a second between 0 and 100000",
+        &c.hp_sample_per_s);
+  whole("LITHOS_HP_SAMPLE_MAX_MS", 1, 10000, "expected milliseconds between 1 and 10000", &c.hp_sample_max_ms);
 
   if (const char* v = get("LITHOS_TEST_FAULT")) {
     if (std::strcmp(v, "launch") == 0)

@@ -42,6 +42,12 @@
 //   LITHOS_GRAPH_REPLAY=0|1 best effort under lithosd: replay CUDA graphs
 //                          node by node, each kernel a granted launch
 //                          (graph_replay.hpp; default 1)
+//   LITHOS_HP_SAMPLE_FIRST=K, LITHOS_HP_SAMPLE_EVERY=N, LITHOS_HP_SAMPLE_PER_S=R,
+//   LITHOS_HP_SAMPLE_MAX_MS=T  high priority under lithosd: time the first K
+//                          launches of each function one by one (default 8),
+//                          then one in N (default 64; 0: none), at most R a
+//                          second (default 200; 0: timing off); a launch
+//                          that took over T ms is no sample (default 1000)
 //   LITHOS_HW_PRIORITY=0|1 under lithosd: set the stream priority the engine
 //                          decided on each launch's stream before launching
 //                          (client.hpp; default 1)
@@ -86,16 +92,20 @@ struct Config {
   bool atom_time_all = false;      // LITHOS_ATOM_TIME
   std::string atom_report;         // LITHOS_ATOM_REPORT ("" = none; "%p" = pid)
   // lithosd (client.hpp).
-  std::string daemon_socket;         // LITHOS_DAEMON ("" = no daemon)
-  std::string tenant;                // LITHOS_TENANT
-  double grant_timeout_ms = 500;     // LITHOS_GRANT_TIMEOUT_MS
-  std::int64_t daemon_uid = -1;      // LITHOS_DAEMON_UID (-1: none)
-  double register_wait_ms = 5;       // LITHOS_REGISTER_WAIT_MS
-  bool defer_launches = true;        // LITHOS_DEFER_LAUNCHES
-  std::uint32_t defer_depth = 1024;  // LITHOS_DEFER_DEPTH
-  bool hw_priority = true;           // LITHOS_HW_PRIORITY
-  bool graph_replay = true;          // LITHOS_GRAPH_REPLAY
-  bool submit_ahead = false;         // LITHOS_SUBMIT_AHEAD
+  std::string daemon_socket;              // LITHOS_DAEMON ("" = no daemon)
+  std::string tenant;                     // LITHOS_TENANT
+  double grant_timeout_ms = 500;          // LITHOS_GRANT_TIMEOUT_MS
+  std::int64_t daemon_uid = -1;           // LITHOS_DAEMON_UID (-1: none)
+  double register_wait_ms = 5;            // LITHOS_REGISTER_WAIT_MS
+  bool defer_launches = true;             // LITHOS_DEFER_LAUNCHES
+  std::uint32_t defer_depth = 1024;       // LITHOS_DEFER_DEPTH
+  bool hw_priority = true;                // LITHOS_HW_PRIORITY
+  bool graph_replay = true;               // LITHOS_GRAPH_REPLAY
+  bool submit_ahead = false;              // LITHOS_SUBMIT_AHEAD
+  std::uint32_t hp_sample_first = 8;      // LITHOS_HP_SAMPLE_FIRST
+  std::uint32_t hp_sample_every = 64;     // LITHOS_HP_SAMPLE_EVERY
+  std::uint32_t hp_sample_per_s = 200;    // LITHOS_HP_SAMPLE_PER_S
+  std::uint32_t hp_sample_max_ms = 1000;  // LITHOS_HP_SAMPLE_MAX_MS
   // One line per ignored, malformed variable ("LITHOS_TPCS='x': ...").
   std::vector<std::string> problems;
 

@@ -32,6 +32,10 @@ void DaemonLink::configure(const Config& c, DaemonClient::MapSink map_sink) noex
     s.submit_ahead = c.submit_ahead;
     s.daemon_uid = c.daemon_uid >= 0 ? static_cast<uid_t>(c.daemon_uid) : ipc::kNoUid;
     s.register_wait_ms = c.register_wait_ms;
+    s.sample_first = c.hp_sample_first;
+    s.sample_every = c.hp_sample_every;
+    s.sample_per_s = c.hp_sample_per_s;
+    s.sample_max_ms = c.hp_sample_max_ms;
     if (s.wanted) {
       // A forked child shares the parent's channel mappings but must never
       // use them (one producer per ring): it runs as if no daemon were
@@ -75,6 +79,10 @@ DaemonClient& DaemonLink::of_device(int dev) noexcept {
     c->submit_ahead_ = s.submit_ahead;
     c->daemon_uid_ = s.daemon_uid;
     c->register_wait_ns_ = static_cast<std::uint64_t>(s.register_wait_ms * 1e6);
+    c->sample_first_ = s.sample_first;
+    c->sample_every_ = s.sample_every;
+    c->sample_per_s_ = s.sample_per_s;
+    c->sample_max_ns_ = std::uint64_t{s.sample_max_ms} * 1'000'000ULL;
     c->map_sink_ = s.map_sink;
     int none = -1;
     first_device_.compare_exchange_strong(none, dev);

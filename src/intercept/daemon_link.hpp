@@ -73,6 +73,7 @@ class DaemonLink {
     bool submit_ahead = false;
     uid_t daemon_uid = ipc::kNoUid;
     double register_wait_ms = 5;
+    std::uint32_t sample_first = 8, sample_every = 64, sample_per_s = 200, sample_max_ms = 1000;
     DaemonClient::MapSink map_sink = nullptr;
   };
 

@@ -570,7 +570,7 @@ void Runtime::begin_launch(HookId id, Stream stream, const LaunchInfo& launch, c
                                    .c_str()
                              : "");
   }
-  before_immediate_launch(stream, grant != nullptr && grant->runs_free);
+  before_immediate_launch(stream, grant != nullptr && grant->runs_free, launch.function);
 }
 
 sched::LaunchNeeds Runtime::launch_needs(const LaunchInfo& launch, const sched::TpcSet& tpcs,
@@ -620,9 +620,9 @@ static bool made_at_once(DaemonClient& dc, bool runs_free) noexcept {
   return dc.wanted() && (dc.high() || runs_free) && dc.connected();
 }
 
-void Runtime::before_immediate_launch(Stream stream, bool runs_free) noexcept {
+void Runtime::before_immediate_launch(Stream stream, bool runs_free, const void* timed_key) noexcept {
   DaemonClient& dc = link_.current();
-  if (made_at_once(dc, runs_free)) dc.before_immediate(stream);
+  if (made_at_once(dc, runs_free)) dc.before_immediate(stream, timed_key);
 }
 
 void Runtime::after_launch(Stream stream, const LaunchInfo& launch, bool graph, bool runs_free) noexcept {

@@ -281,8 +281,10 @@ class Runtime {
   void after_launch(Stream stream, const LaunchInfo& launch, bool graph, bool runs_free) noexcept;
   // Before such a launch (high priority, or best effort running free): the
   // stream priority the engine decided for it (DaemonClient::before_immediate).
-  // begin_launch calls it; the graph-launch hook calls it itself.
-  void before_immediate_launch(Stream stream, bool runs_free) noexcept;
+  // begin_launch calls it with the launched function (`timed_key`: a
+  // sample of those launches is timed one by one); the graph-launch hook
+  // calls it itself, with none.
+  void before_immediate_launch(Stream stream, bool runs_free, const void* timed_key = nullptr) noexcept;
 
  private:
   // Sets the process mask (null: whole GPU). Called with mu_ held.

@@ -34,7 +34,8 @@ namespace lithos::ipc {
 inline constexpr std::uint32_t kMagic = 0x4c495448;  // "LITH"
 // 4: Welcome::gpu; 5: Welcome::slot_map; 6: ChannelHeader's client-written
 // line (client_beat_ns, client_fault); 7: ChannelLayout::sizes (the right-size
-// table), SubmitMsg::unit of a kSubmitRunning report (the TPCs it used)
+// table), SubmitMsg::unit of a kSubmitRunning report (the TPCs it used),
+// kSample, kSubmitTimed
 inline constexpr std::uint32_t kVersion = 7;
 inline constexpr std::uint32_t kMaxStreams = 256;  // completion slots per client
 inline constexpr std::uint32_t kRingSlots = 1024;  // messages per ring (power of two)
@@ -122,7 +123,16 @@ enum class SubmitType : std::uint16_t {
   kLaunch = 3,       // a launch (hp: already on the GPU; be: waits for grants)
   kSync = 4,         // the host synchronised `stream`: launch ordinals restart
   kGoodbye = 5,      // the client leaves (its socket closes next)
+  // The measured run time of a launch reported with kSubmitTimed: `stream`
+  // and `seq` name that report, `kernel` repeats its kernel, and the
+  // duration (nanoseconds, 1..kMaxSampleNs) rides in grid[0..1]
+  // (set_sample_ns). The rest is unused.
+  kSample = 6,
 };
+
+// The longest run a sample may report (10 s): a timed launch that took
+// longer is not a sample (the client drops it).
+inline constexpr std::uint64_t kMaxSampleNs = 10'000'000'000ULL;
 
 enum SubmitFlags : std::uint16_t {
   kSubmitCooperative = 1U << 0,  // grid-synchronising: one atom, resident at once
@@ -130,6 +140,7 @@ enum SubmitFlags : std::uint16_t {
   kSubmitWhole = 1U << 2,        // cannot be split into atoms (not rewritten by the atomizer)
   kSubmitRunning = 1U << 3,      // already on the GPU (hp): account, do not grant
   kSubmitPinned = 1U << 4,       // with kSubmitGraph: grid/block carry the TPCs its kernels run on (pinned_tpcs)
+  kSubmitTimed = 1U << 5,        // with kSubmitRunning (not a graph): a kSample of it may follow
 };
 
 struct SubmitMsg {  // 64 bytes
@@ -171,6 +182,14 @@ inline void pinned_tpcs(const SubmitMsg& m, std::uint64_t* w0, std::uint64_t* w1
 // whole allocation. At most kMaxTpcs (SubmitValidator).
 inline void set_running_tpcs(SubmitMsg& m, std::uint32_t tpcs) { m.unit = tpcs; }
 inline std::uint32_t running_tpcs(const SubmitMsg& m) { return m.unit; }
+// A kSample's duration, in grid[0] (low word) and grid[1] (high word).
+inline void set_sample_ns(SubmitMsg& m, std::uint64_t ns) {
+  m.grid[0] = static_cast<std::uint32_t>(ns);
+  m.grid[1] = static_cast<std::uint32_t>(ns >> 32);
+}
+inline std::uint64_t sample_ns(const SubmitMsg& m) {
+  return std::uint64_t{m.grid[0]} | (std::uint64_t{m.grid[1]} << 32);
+}
 
 // Daemon -> client.
 enum class GrantType : std::uint16_t {

@@ -67,6 +67,7 @@ const char* type_name(SubmitType t) {
     case SubmitType::kLaunch: return "launch";
     case SubmitType::kSync: return "sync";
     case SubmitType::kGoodbye: return "goodbye";
+    case SubmitType::kSample: return "sample";
   }
   return "?";
 }
@@ -164,7 +165,7 @@ Status validate_launch_shape(const SubmitMsg& m) {
 Status SubmitValidator::check(const SubmitMsg& m) {
   const auto type = static_cast<std::uint16_t>(m.type);
   if (type < static_cast<std::uint16_t>(SubmitType::kStreamOpen) ||
-      type > static_cast<std::uint16_t>(SubmitType::kGoodbye))
+      type > static_cast<std::uint16_t>(SubmitType::kSample))
     return bad("submit.type", type, "unknown type");
   if (goodbye_) return bad("submit.type", type_name(m.type), "the client already said goodbye");
   if (m.stream >= kMaxStreams) return bad("submit.stream", m.stream, "must be < " + std::to_string(kMaxStreams));
@@ -185,12 +186,26 @@ Status SubmitValidator::check(const SubmitMsg& m) {
       if (!open_[s]) return bad("submit.stream", s, "sync on a stream not open");
       return Status::ok();
     case SubmitType::kGoodbye: goodbye_ = true; return Status::ok();
+    case SubmitType::kSample: {
+      if (!open_[s]) return bad("submit.stream", s, "sample on a stream not open");
+      if (m.flags != 0) return bad("submit.flags", hex(m.flags), "a sample has no flags");
+      if (m.seq == 0 || m.seq > last_seq_[s])
+        return bad("submit.seq", m.seq,
+                   "a sample names a launch reported on the stream (1.." + std::to_string(last_seq_[s]) + ")");
+      const std::uint64_t ns = sample_ns(m);
+      if (ns == 0 || ns > kMaxSampleNs)
+        return bad("submit.grid", std::to_string(ns) + " ns",
+                   "a sample's duration must be 1.." + std::to_string(kMaxSampleNs) + " ns");
+      return Status::ok();
+    }
     case SubmitType::kLaunch: break;
   }
   if (!open_[s]) return bad("submit.stream", s, "launch on a stream not open");
   if (m.seq <= last_seq_[s])
     return bad("submit.seq", m.seq,
                "must be greater than the stream's last launch seq " + std::to_string(last_seq_[s]));
+  if ((m.flags & kSubmitTimed) != 0 && ((m.flags & kSubmitRunning) == 0 || (m.flags & kSubmitGraph) != 0))
+    return bad("submit.flags", hex(m.flags), "timed without running, or with graph");
   if ((m.flags & kSubmitPinned) != 0) {
     // grid/block carry the pinned set (set_pinned_tpcs): the shape is 1x1x1.
     if ((m.flags & kSubmitGraph) == 0) return bad("submit.flags", hex(m.flags), "pinned without graph");

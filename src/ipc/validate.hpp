@@ -23,7 +23,7 @@ inline constexpr std::uint64_t kMaxBlockThreads = 1024;
 inline constexpr std::uint64_t kMaxClusterBlocks = 16;
 inline constexpr std::uint32_t kMaxSharedBytes = 228 * 1024;
 inline constexpr std::uint16_t kKnownSubmitFlags =
-    kSubmitCooperative | kSubmitGraph | kSubmitWhole | kSubmitRunning | kSubmitPinned;
+    kSubmitCooperative | kSubmitGraph | kSubmitWhole | kSubmitRunning | kSubmitPinned | kSubmitTimed;
 
 // Magic, version and a known kind. Forces NUL termination of `tenant` and
 // `program` (their last byte), rejects names holding control characters
@@ -50,6 +50,10 @@ std::string valid_utf8(std::string_view s);
 //    cluster dims >= 1, product <= 16, each grid dim a multiple of the
 //    cluster's; 1 <= unit <= grid blocks (kSubmitRunning: unit is the TPC
 //    count the launch used, 0 <= unit <= kMaxTpcs); smem <= 228 KiB;
+//  - kSubmitTimed only with kSubmitRunning and without kSubmitGraph;
+//  - kSample on an open slot, no flags, 1 <= seq <= the slot's last launch
+//    seq (it names a launch already reported), 1 <= duration <=
+//    kMaxSampleNs (whether that launch was timed is the daemon's to check);
 //  - nothing after kGoodbye.
 // A rejected message changes no state.
 class SubmitValidator {

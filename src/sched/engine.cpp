@@ -471,10 +471,14 @@ Completion Engine::atom_finished(AtomId id, Time start, Time end) {
 
   const Duration ran = std::max(Duration{0}, end - start);
   const int used = std::min(a.tpcs.count(), occupancy_tpc_bound(dev, a.blocks, a.blocks_per_tpc));
-  state_.predictor.observe(a.key, a.blocks, a.blocks_per_tpc, std::max(used, 1), ran, t.spec.priority);
-  // The right-sizing fit models whole kernels: atoms of split launches are
-  // not samples of it.
-  if (traits_.rightsize && a.whole) state_.rightsizer.observe(a.key, std::max(used, 1), ran);
+  // An hp completion shares its burst's busy time (docs/daemon.md): where
+  // the key has timed samples (observe_hp_sample), those alone teach.
+  if (!t.is_high() || sampled_keys_.empty() || !sampled_keys_.contains(clamp_key(a.key))) {
+    state_.predictor.observe(a.key, a.blocks, a.blocks_per_tpc, std::max(used, 1), ran, t.spec.priority);
+    // The right-sizing fit models whole kernels: atoms of split launches are
+    // not samples of it.
+    if (traits_.rightsize && a.whole) state_.rightsizer.observe(a.key, std::max(used, 1), ran);
+  }
   policy_->on_ran(view(), a, start, end);
 
   c.launch = a.launch;
@@ -483,6 +487,50 @@ Completion Engine::atom_finished(AtomId id, Time start, Time end) {
   c.launch_done = a.last;
   release_atom(id, end);
   return c;
+}
+
+PredictionKey Engine::clamp_key(const PredictionKey& k) const {
+  const std::uint32_t most = state_.config.predictor.max_ordinal;
+  return k.ordinal <= most ? k : PredictionKey{k.kernel, most + 1};
+}
+
+void Engine::observe_hp_sample(TenantId tenant, const PredictionKey& key, std::uint64_t blocks, int blocks_per_tpc,
+                               int tpcs, Duration ran) {
+  if (tenant >= state_.tenants.size() || blocks == 0) return;
+  const TenantState& t = state_.tenants[idx(tenant)];
+  const int used = std::max(tpcs, 1);
+  const int per_tpc = std::max(blocks_per_tpc, 1);
+  ran = std::max(Duration{0}, ran);
+  if (t.is_high()) {
+    ++samples_;
+    sample_sum_ns_ += static_cast<double>(ran.count());
+    if (const auto p = state_.predictor.predict(key, blocks, per_tpc, used)) {
+      const std::int64_t diff = (ran - *p).count();
+      const double abs_error = static_cast<double>(diff < 0 ? -diff : diff);
+      ++sample_predicted_;
+      if (abs_error > static_cast<double>(state_.config.predictor.miss_threshold.count())) ++sample_misses_;
+      sample_abs_error_ns_ += abs_error;
+      sample_abs_error_hist_.add(abs_error);
+    }
+    sampled_keys_.insert(clamp_key(key));
+  }
+  state_.predictor.observe(key, blocks, per_tpc, used, ran, t.spec.priority);
+  if (traits_.rightsize) state_.rightsizer.observe(key, used, ran);
+}
+
+Engine::HpSampleStats Engine::hp_sample_stats() const {
+  HpSampleStats s;
+  s.errors.observations = samples_;
+  s.errors.predicted = sample_predicted_;
+  s.errors.misses = sample_misses_;
+  if (sample_predicted_ > 0) {
+    const double n = static_cast<double>(sample_predicted_);
+    s.errors.miss_share = static_cast<double>(sample_misses_) / n;
+    s.errors.mean_abs_error_us = sample_abs_error_ns_ / n / 1e3;
+    s.errors.p99_abs_error_us = sample_abs_error_hist_.quantile(99.0) / 1e3;
+  }
+  if (samples_ > 0) s.mean_sample_us = sample_sum_ns_ / static_cast<double>(samples_) / 1e3;
+  return s;
 }
 
 void Engine::release_atom(AtomId id, Time end) {

@@ -22,6 +22,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "common/ring_queue.hpp"
@@ -280,6 +281,23 @@ class Engine {
   // The hardware ran atom `id` from `start` to `end`.
   Completion atom_finished(AtomId id, Time start, Time end);
 
+  // One launch of tenant `tenant`'s kernel `key` timed on the GPU on its
+  // own (a high-priority launch its client sampled, docs/daemon.md):
+  // `blocks` blocks, `blocks_per_tpc` resident per TPC, on `tpcs` TPCs (as
+  // atom_finished counts them), for `ran`. The predictor and the right-sizer
+  // learn it; from then on a high-priority completion of that key that
+  // only shared a burst's busy time teaches them nothing. Unknown tenants
+  // are ignored.
+  void observe_hp_sample(TenantId tenant, const PredictionKey& key, std::uint64_t blocks, int blocks_per_tpc, int tpcs,
+                         Duration ran);
+  // The predictor's error over those samples alone (predicted before each
+  // was learnt), and their mean duration.
+  struct HpSampleStats {
+    PredictorStats errors;
+    double mean_sample_us = 0.0;
+  };
+  HpSampleStats hp_sample_stats() const;
+
   // When dispatch() should run again even if no event arrives (kTimeNever:
   // only after the next event). Valid after a dispatch() call.
   Time next_wakeup() const { return next_wakeup_; }
@@ -321,6 +339,13 @@ class Engine {
   Time next_wakeup_ = kTimeNever;
   Counters counters_;
   std::vector<QueueId> order_;  // scratch for dispatch()
+  // Keys (ordinals clamped as the predictor's) with timed samples
+  // (observe_hp_sample), and the error over those samples.
+  PredictionKey clamp_key(const PredictionKey& k) const;
+  std::unordered_set<PredictionKey, PredictionKeyHash> sampled_keys_;
+  std::uint64_t sample_predicted_ = 0, sample_misses_ = 0, samples_ = 0;
+  double sample_abs_error_ns_ = 0.0, sample_sum_ns_ = 0.0;
+  LogHistogram sample_abs_error_hist_;
 };
 
 }  // namespace lithos::sched

@@ -14,6 +14,7 @@ const char* engine_event_name(EngineEvent::Kind k) {
     case EngineEvent::Kind::kAtomFinished: return "atom_finished";
     case EngineEvent::Kind::kSync: return "sync";
     case EngineEvent::Kind::kCloseQueue: return "close_queue";
+    case EngineEvent::Kind::kHpSample: return "hp_sample";
   }
   return "?";
 }
@@ -84,6 +85,18 @@ std::vector<AtomId> EngineLog::close_queue(QueueId queue, Time now) {
     events_.push_back(std::move(e));
   }
   return engine_.close_queue(queue, now);
+}
+
+void EngineLog::observe_hp_sample(TenantId tenant, const PredictionKey& key, std::uint64_t blocks, int blocks_per_tpc,
+                                  int tpcs, Duration ran) {
+  if (recording_) {
+    EngineEvent e;
+    e.kind = EngineEvent::Kind::kHpSample;
+    e.id = tenant;
+    e.sample = {key, blocks, blocks_per_tpc, tpcs, ran};
+    events_.push_back(std::move(e));
+  }
+  engine_.observe_hp_sample(tenant, key, blocks, blocks_per_tpc, tpcs, ran);
 }
 
 void EngineLog::sync(QueueId queue) {
@@ -221,6 +234,10 @@ ReplayResult replay(const std::vector<EngineEvent>& events, Engine& engine, Repl
       case EngineEvent::Kind::kAtomFinished: (void)engine.atom_finished(e.id, e.start, e.now); break;
       case EngineEvent::Kind::kSync: engine.sync(e.id); break;
       case EngineEvent::Kind::kCloseQueue: (void)engine.close_queue(e.id, e.now); break;
+      case EngineEvent::Kind::kHpSample:
+        engine.observe_hp_sample(e.id, e.sample.key, e.sample.blocks, e.sample.blocks_per_tpc, e.sample.tpcs,
+                                 e.sample.ran);
+        break;
     }
     ++r.events;
     if (!diff.empty()) {

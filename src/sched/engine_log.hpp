@@ -31,6 +31,7 @@ struct EngineEvent {
     kAtomFinished,   // atom `id`, start, now (= its end)
     kSync,           // queue `id`
     kCloseQueue,     // queue `id`, now
+    kHpSample,       // tenant `id`, sample (Engine::observe_hp_sample)
   };
   Kind kind = Kind::kDispatch;
   Time now{};
@@ -42,6 +43,13 @@ struct EngineEvent {
   LaunchDesc launch;
   TpcSet tpcs;
   std::vector<AtomDispatch> decided;
+  struct Sample {  // kHpSample's arguments
+    PredictionKey key;
+    std::uint64_t blocks = 0;
+    int blocks_per_tpc = 1;
+    int tpcs = 1;
+    Duration ran{0};
+  } sample;
 };
 
 const char* engine_event_name(EngineEvent::Kind k);
@@ -59,6 +67,8 @@ class EngineLog {
   void sync(QueueId queue);
   void dispatch(Time now, std::vector<AtomDispatch>& out);
   Completion atom_finished(AtomId id, Time start, Time end);
+  void observe_hp_sample(TenantId tenant, const PredictionKey& key, std::uint64_t blocks, int blocks_per_tpc, int tpcs,
+                         Duration ran);
 
   Engine& engine() { return engine_; }
   bool recording() const { return recording_; }

@@ -53,7 +53,8 @@
 // last; with CLIENT_CAPTURE_AFTER=N the capture begins after launch N - 1,
 // CLIENT_CAPTURE_GAP_US later), and it prints {"value_writes":N}, the
 // stream memory writes the fake driver saw (completion markers), and
-// {"captured_value_writes":N}, those made while the capture ran, before
+// {"captured_value_writes":N}, those made while the capture ran, and
+// {"captured_event_records":N}, the event records made while it ran, before
 // the statistics.
 // With CLIENT_FORK_AT=N, after launch N it forks a child that exits
 // normally at once (exit handlers run, in a copy of the parent's lithos),
@@ -310,6 +311,7 @@ int main(int argc, char** argv) {
   const long capture_gap_us =
       std::getenv("CLIENT_CAPTURE_GAP_US") != nullptr ? std::atol(std::getenv("CLIENT_CAPTURE_GAP_US")) : 1000;
   auto captured_writes = reinterpret_cast<unsigned long (*)()>(::dlsym(drv, "fake_captured_value_writes"));
+  auto captured_events = reinterpret_cast<unsigned long (*)()>(::dlsym(drv, "fake_captured_event_records"));
   auto begin_capture = [&] {
     auto begin = reinterpret_cast<CUresult (*)(CUstream, CUstreamCaptureMode)>(::dlsym(drv, "cuStreamBeginCapture_v2"));
     return begin != nullptr && begin(stream, CU_STREAM_CAPTURE_MODE_GLOBAL) == CUDA_SUCCESS;
@@ -380,6 +382,7 @@ int main(int argc, char** argv) {
     if (end == nullptr || end(stream, &g) != CUDA_SUCCESS) return fail("capture failed");
     std::printf("{\"value_writes\":%lu}\n", value_writes != nullptr ? value_writes() - writes_before : 0UL);
     std::printf("{\"captured_value_writes\":%lu}\n", captured_writes != nullptr ? captured_writes() : 0UL);
+    std::printf("{\"captured_event_records\":%lu}\n", captured_events != nullptr ? captured_events() : 0UL);
   }
   if (devices > 1 && std::getenv("CLIENT_SYNC_ALL") != nullptr) {
     if (set_current(contexts[0]) != CUDA_SUCCESS) return fail("cuCtxSetCurrent failed");

@@ -808,6 +808,76 @@ TEST_F(DaemonE2E, HighPriorityLaunchesAreAccounted) {
       [](const json& st) { return st["counters"]["running_launches"] == 30 && st["engine"]["launches"] == 30; }));
 }
 
+// A high-priority service's launches are timed one by one on a sample:
+// the first LITHOS_HP_SAMPLE_FIRST of its kernel, each with a timing event
+// before and after it; the client's thread sends each run time (the fake
+// GPU's FAKE_EVENT_US) and lithosd's predictor learns it, counted apart
+// from the burst-shared completions.
+TEST_F(DaemonE2E, HighPriorityLaunchesAreTimedOneByOne) {
+  start_daemon();
+  extra_env_ = {"FAKE_EVENT_US=300", "LITHOS_HP_SAMPLE_FIRST=5", "LITHOS_HP_SAMPLE_EVERY=0"};
+  gates_ = {kAfterLast};  // alive until its samples are in
+  Proc c = client("svc", 30, 0, 0);
+  gates_.clear();
+  EXPECT_TRUE(wait_for([](const json& st) { return st["counters"]["hp_samples"] == 5; }));
+  open_gate(c);
+  ASSERT_EQ(c.wait(), 0) << c.err();
+  const json t = stats_of(c)["daemon"]["timing"];
+  EXPECT_EQ(t["timed"], 5) << t.dump();
+  EXPECT_EQ(t["sent"], 5) << t.dump();
+  EXPECT_EQ(t["failed"], 0) << t.dump();
+  const json st = status();
+  EXPECT_EQ(st["counters"]["hp_samples_unmatched"], 0);
+  const json& ht = st["predictor"]["high_timed"];
+  EXPECT_EQ(ht["samples"], 5) << ht.dump();
+  EXPECT_NEAR(ht["mean_sample_us"].get<double>(), 300.0, 0.5) << ht.dump();
+  // The status table and the metrics say it too.
+  Proc human = Proc::spawn({LITHOS_EXE, "status", "--socket", sock_}, {}, (dir_ / "status-timed.txt").string());
+  ASSERT_EQ(human.wait(), 0) << human.err();
+  const std::string text = read_all(human.out);
+  EXPECT_NE(text.find("predictor (high, timed launches): 5 samples (mean 300.0 us)"), std::string::npos) << text;
+  Proc prom = Proc::spawn({LITHOS_EXE, "status", "--socket", sock_, "--prometheus"}, {},
+                          (dir_ / "status-timed-prom.txt").string());
+  ASSERT_EQ(prom.wait(), 0) << prom.err();
+  EXPECT_NE(read_all(prom.out).find("\nlithos_predictor_hp_samples_total 5\n"), std::string::npos)
+      << read_all(prom.out);
+}
+
+// The bound on timing: the first FIRST launches of a kernel, then one in
+// EVERY; and never more than PER_S in one second of the client's clock.
+TEST_F(DaemonE2E, TimingHighPriorityLaunchesIsBounded) {
+  start_daemon();
+  extra_env_ = {"LITHOS_HP_SAMPLE_FIRST=3", "LITHOS_HP_SAMPLE_EVERY=10"};
+  Proc a = client("svc", 40, 0, 0);
+  ASSERT_EQ(a.wait(), 0) << a.err();
+  EXPECT_EQ(stats_of(a)["daemon"]["timing"]["timed"], 6);  // launches 1, 2, 3, 13, 23, 33
+  extra_env_ = {"LITHOS_HP_SAMPLE_FIRST=1000", "LITHOS_HP_SAMPLE_PER_S=4"};
+  Proc b = client("svc", 40, 0, 0);
+  ASSERT_EQ(b.wait(), 0) << b.err();
+  const json t = stats_of(b)["daemon"]["timing"];
+  const auto l = launches_of(b);
+  ASSERT_EQ(l.size(), 40U);
+  // Seconds of CLOCK_MONOTONIC the launches spanned (the cap's windows).
+  const std::uint64_t windows = l.back()["t_ns"].get<std::uint64_t>() / 1'000'000'000ULL -
+                                l.front()["t_ns"].get<std::uint64_t>() / 1'000'000'000ULL + 1;
+  EXPECT_LE(t["timed"].get<std::uint64_t>(), 4 * (windows + 1)) << t.dump();
+  EXPECT_GE(t["timed"].get<std::uint64_t>(), 1U) << t.dump();
+  EXPECT_EQ(t["timed"].get<std::uint64_t>() + t["capped"].get<std::uint64_t>(), 40U) << t.dump();
+}
+
+// A launch into a stream being captured is never timed: no event is
+// recorded while the capture runs (it would become a node of the graph).
+TEST_F(DaemonE2E, CapturedHighPriorityLaunchesAreNeverTimed) {
+  start_daemon();
+  extra_env_ = {"CLIENT_CAPTURE=1", "CLIENT_CAPTURE_AFTER=2", "LITHOS_HP_SAMPLE_FIRST=1000"};
+  Proc hp = client("svc", 6, 0, 0);
+  ASSERT_EQ(hp.wait(), 0) << hp.err();
+  EXPECT_EQ(printed(hp, "captured_event_records"), 0);
+  const json t = stats_of(hp)["daemon"]["timing"];
+  EXPECT_EQ(t["timed"], 2) << t.dump();  // the two launches before the capture
+  EXPECT_EQ(t["captured"], 4) << t.dump();
+}
+
 // A service with pauses_best_effort = "auto": its setting and how its
 // automatic pause stands are in `lithos status` (JSON and table), and its
 // launches beside a trainer's still go out and are accounted.
@@ -935,7 +1005,8 @@ TEST_F(DaemonE2E, GraphLaunchesBackToBackShareTheirMarkers) {
 // every 50 us of launching), and the daemon still sees every launch end.
 TEST_F(DaemonE2E, LaunchesInABurstLeaveTheirMarkersToTheTracker) {
   start_daemon();
-  extra_env_ = {"CLIENT_BURST=200"};
+  // Untimed (LITHOS_HP_SAMPLE_PER_S=0): the shared completions alone teach.
+  extra_env_ = {"CLIENT_BURST=200", "LITHOS_HP_SAMPLE_PER_S=0"};
   gates_ = {kAfterLast};
   Proc c = client("svc", 400, 30, 0);  // two bursts of two hundred launches
   ASSERT_TRUE(reaches_gate(c)) << c.err();
@@ -1503,6 +1574,52 @@ TEST_F(DaemonE2E, MalformedMessageDropsOnlyThatClient) {
   ASSERT_TRUE(s.is_object());
   EXPECT_EQ(s["daemon"]["grants"], 40);
   EXPECT_EQ(s["daemon"]["fallbacks"], 0);
+}
+
+// A sample that names no launch reported on its stream is malformed: its
+// client is dropped, and the rejection counted.
+TEST_F(DaemonE2E, AHostileSampleIsRejectedAndCounted) {
+  start_daemon();
+  auto fd = lithos::ipc::connect_socket(sock_, 1000);
+  ASSERT_TRUE(fd.is_ok());
+  lithos::ipc::Hello h;
+  std::strncpy(h.tenant, "svc", sizeof h.tenant - 1);
+  ASSERT_TRUE(lithos::ipc::send_packet(fd.value(), &h, sizeof h).is_ok());
+  lithos::ipc::Welcome w;
+  int chfd = -1;
+  auto got = lithos::ipc::recv_packet(fd.value(), &w, sizeof w, &chfd, static_cast<int>(kDeadlineS * 1000));
+  ASSERT_TRUE(got.is_ok());
+  ASSERT_EQ(w.status, lithos::ipc::WelcomeStatus::kOk);
+  auto ch = lithos::ipc::Channel::attach(chfd);
+  ASSERT_TRUE(ch.is_ok());
+  lithos::ipc::SubmitMsg open;
+  open.type = lithos::ipc::SubmitType::kStreamOpen;
+  open.stream = 3;
+  lithos::ipc::SubmitMsg launch;
+  launch.type = lithos::ipc::SubmitType::kLaunch;
+  launch.flags = lithos::ipc::kSubmitRunning | lithos::ipc::kSubmitTimed;
+  launch.stream = 3;
+  launch.seq = 1;
+  launch.kernel = 0x1234;
+  lithos::ipc::SubmitMsg good;  // names the launch: learnt
+  good.type = lithos::ipc::SubmitType::kSample;
+  good.stream = 3;
+  good.seq = 1;
+  good.kernel = 0x1234;
+  lithos::ipc::set_sample_ns(good, 40'000);
+  lithos::ipc::SubmitMsg bad = good;  // a launch never reported
+  bad.seq = 99;
+  ASSERT_TRUE(ch->layout().submit.push(open));
+  ASSERT_TRUE(ch->layout().submit.push(launch));
+  ASSERT_TRUE(ch->layout().submit.push(good));
+  ASSERT_TRUE(ch->layout().submit.push(bad));
+  EXPECT_TRUE(wait_for([](const json& st) {
+    return st["counters"]["clients_dropped"] == 1 && st["counters"]["hp_samples_rejected"] == 1;
+  }));
+  const json st = status();
+  EXPECT_EQ(st["counters"]["hp_samples"], 1);
+  EXPECT_EQ(st["counters"]["drop_reasons"]["malformed"], 1);
+  ::close(fd.value());
 }
 
 }  // namespace

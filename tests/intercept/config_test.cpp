@@ -178,6 +178,32 @@ TEST(Config, DeferredLaunchSettings) {
   EXPECT_EQ(bad.problems.size(), 2u);
 }
 
+TEST(Config, HighPriorityTimingSettings) {
+  const Config d = parse({});
+  EXPECT_EQ(d.hp_sample_first, 8u);
+  EXPECT_EQ(d.hp_sample_every, 64u);
+  EXPECT_EQ(d.hp_sample_per_s, 200u);
+  EXPECT_EQ(d.hp_sample_max_ms, 1000u);
+  const Config set = parse({{"LITHOS_HP_SAMPLE_FIRST", "0"},
+                            {"LITHOS_HP_SAMPLE_EVERY", "10"},
+                            {"LITHOS_HP_SAMPLE_PER_S", "0"},
+                            {"LITHOS_HP_SAMPLE_MAX_MS", "50"}});
+  EXPECT_EQ(set.hp_sample_first, 0u);
+  EXPECT_EQ(set.hp_sample_every, 10u);
+  EXPECT_EQ(set.hp_sample_per_s, 0u);
+  EXPECT_EQ(set.hp_sample_max_ms, 50u);
+  EXPECT_TRUE(set.problems.empty());
+  const Config bad = parse({{"LITHOS_HP_SAMPLE_FIRST", "-1"},
+                            {"LITHOS_HP_SAMPLE_EVERY", "x"},
+                            {"LITHOS_HP_SAMPLE_PER_S", "100001"},
+                            {"LITHOS_HP_SAMPLE_MAX_MS", "0"}});
+  EXPECT_EQ(bad.hp_sample_first, 8u);
+  EXPECT_EQ(bad.hp_sample_every, 64u);
+  EXPECT_EQ(bad.hp_sample_per_s, 200u);
+  EXPECT_EQ(bad.hp_sample_max_ms, 1000u);
+  EXPECT_EQ(bad.problems.size(), 4u);
+}
+
 TEST(Config, HardwarePrioritySwitch) {
   EXPECT_TRUE(parse({}).hw_priority);  // on by default (it only acts under lithosd)
   EXPECT_TRUE(parse({{"LITHOS_HW_PRIORITY", ""}}).hw_priority);

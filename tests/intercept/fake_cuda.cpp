@@ -15,7 +15,8 @@
 // It records every call (name, arguments) per thread for the tests to read
 // through the fake_* functions, and returns a settable result.
 //
-// Switches (environment, read at each use): FAKE_CUDA_NO_DEVICE=1 (cuInit
+// Switches (environment, read at each use): FAKE_EVENT_US=<us> (what
+// cuEventElapsedTime answers; default 1000), FAKE_CUDA_NO_DEVICE=1 (cuInit
 // fails with CUDA_ERROR_NO_DEVICE), FAKE_CUDA_NO_EXPORT_TABLE=1,
 // FAKE_QMD_VERSION=<byte> (descriptor version byte), FAKE_CUDA_DEVICES=<n>
 // (device d's UUID ends in 0xff - d), FAKE_CUDA_CTX_DEVICE=<d> (the current
@@ -709,8 +710,13 @@ FAKE_API CUresult cuEventDestroy_v2(CUevent e) {
   delete reinterpret_cast<FakeEvent*>(e);
   return CUDA_SUCCESS;
 }
+// Event records made while a capture ran (an event recorded into a stream
+// being captured becomes a node of its graph).
+std::atomic<unsigned long> g_captured_event_records{0};
+FAKE_API unsigned long fake_captured_event_records() { return g_captured_event_records.load(); }
 FAKE_API CUresult cuEventRecord(CUevent e, CUstream) {
   if (e == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  if (g_capturing.load()) g_captured_event_records.fetch_add(1);
   const std::lock_guard<std::mutex> lock(g_events_mu);
   if (g_live_events.count(e) == 0) {
     note_op("X");  // a record of a destroyed event
@@ -743,7 +749,9 @@ FAKE_API CUresult cuEventSynchronize(CUevent e) {
 FAKE_API CUresult cuEventElapsedTime_v2(float* ms, CUevent start, CUevent end) {
   if (ms == nullptr || start == nullptr || end == nullptr) return CUDA_ERROR_INVALID_VALUE;
   if ((reinterpret_cast<FakeEvent*>(start)->flags & CU_EVENT_DISABLE_TIMING) != 0) return CUDA_ERROR_INVALID_HANDLE;
-  *ms = 1.0f;  // every timed launch "takes" 1 ms
+  // Every timed launch "takes" FAKE_EVENT_US microseconds (default 1 ms).
+  const char* us = std::getenv("FAKE_EVENT_US");
+  *ms = us != nullptr ? static_cast<float>(std::strtod(us, nullptr) / 1e3) : 1.0f;
   return CUDA_SUCCESS;
 }
 // Priorities: least 0, greatest -5 (as on the H100).

@@ -55,7 +55,7 @@ class Model {
  public:
   bool accepts(const SubmitMsg& m) {
     const unsigned type = static_cast<unsigned>(m.type);
-    if (type < 1 || type > 5 || bye_ || m.stream >= kMaxStreams || (m.flags & ~0x1fU) != 0) return false;
+    if (type < 1 || type > 6 || bye_ || m.stream >= kMaxStreams || (m.flags & ~0x3fU) != 0) return false;
     const std::uint32_t s = m.stream;
     switch (type) {
       case 1:
@@ -69,9 +69,17 @@ class Model {
         return true;
       case 4: return open_[s];
       case 5: bye_ = true; return true;
+      case 6: {
+        // A sample: no flags, a launch already reported, 1 ns .. 10 s.
+        const std::uint64_t ns =
+            m.grid[0] + m.grid[1] * 4294967296.0 <= 1e10 ? (std::uint64_t{m.grid[1]} << 32) | m.grid[0] : 0;
+        return open_[s] && m.flags == 0 && m.seq >= 1 && m.seq <= last_[s] && ns >= 1;
+      }
       default: break;
     }
     if (!open_[s] || m.seq <= last_[s]) return false;
+    // Timed (0x20): only a running launch (0x8), never a graph (0x2).
+    if ((m.flags & 0x20U) != 0 && ((m.flags & 0x8U) == 0 || (m.flags & 0x2U) != 0)) return false;
     if ((m.flags & 0x10U) != 0) {
       // Pinned (graphs only): grid[0..2] and block[0] hold the TPC set,
       // which must not be empty; the shape is checked as 1x1x1.

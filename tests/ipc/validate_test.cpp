@@ -164,7 +164,7 @@ SubmitValidator with_open_stream() {
 TEST(IpcValidateSubmit, UnknownType) {
   SubmitValidator v;
   SubmitMsg m = open_msg(0);
-  static constexpr std::uint16_t kUnknown[] = {0, 6, 0xffff};
+  static constexpr std::uint16_t kUnknown[] = {0, 7, 0xffff};
   for (const std::uint16_t t : kUnknown) {
     m.type = static_cast<SubmitType>(t);
     expect_rejected(v.check(m), {"submit.type", std::to_string(t).c_str()});
@@ -184,10 +184,49 @@ TEST(IpcValidateSubmit, FlagBits) {
   m.flags = kSubmitCooperative | kSubmitGraph | kSubmitWhole | kSubmitRunning;
   EXPECT_TRUE(v.check(m).is_ok());
   m = launch(0, 2);
-  m.flags = 1U << 5;
-  expect_rejected(v.check(m), {"submit.flags", "0x20"});
+  m.flags = 1U << 6;
+  expect_rejected(v.check(m), {"submit.flags", "0x40"});
   m.flags = 0x8001;
   expect_rejected(v.check(m), {"submit.flags", "0x8001", "0x8000"});
+}
+
+// A timed launch is one already running, never a graph; its sample names a
+// launch reported on an open stream, carries no flags and a duration of
+// 1 ns .. kMaxSampleNs.
+TEST(IpcValidateSubmit, TimedLaunchesAndTheirSamples) {
+  SubmitValidator v = with_open_stream();
+  SubmitMsg m = launch(0, 1);
+  m.flags = kSubmitTimed;
+  expect_rejected(v.check(m), {"submit.flags", "0x20", "timed"});
+  m.flags = kSubmitTimed | kSubmitRunning | kSubmitGraph;
+  expect_rejected(v.check(m), {"submit.flags", "timed"});
+  m.flags = kSubmitTimed | kSubmitRunning;
+  EXPECT_TRUE(v.check(m).is_ok());
+  SubmitMsg s;
+  s.type = SubmitType::kSample;
+  s.stream = 0;
+  s.seq = 1;
+  set_sample_ns(s, 1);
+  EXPECT_TRUE(v.check(s).is_ok());
+  set_sample_ns(s, kMaxSampleNs);
+  EXPECT_EQ(sample_ns(s), kMaxSampleNs);
+  EXPECT_TRUE(v.check(s).is_ok());
+  SubmitMsg bad = s;
+  set_sample_ns(bad, 0);
+  expect_rejected(v.check(bad), {"submit.grid", "0 ns"});
+  set_sample_ns(bad, kMaxSampleNs + 1);
+  expect_rejected(v.check(bad), {"submit.grid", "10000000001 ns"});
+  bad = s;
+  bad.seq = 2;  // not reported yet
+  expect_rejected(v.check(bad), {"submit.seq", "2"});
+  bad.seq = 0;
+  expect_rejected(v.check(bad), {"submit.seq", "0"});
+  bad = s;
+  bad.flags = kSubmitRunning;
+  expect_rejected(v.check(bad), {"submit.flags", "no flags"});
+  bad = s;
+  bad.stream = 1;  // never opened
+  expect_rejected(v.check(bad), {"submit.stream", "not open"});
 }
 
 // A pinned graph launch carries its TPC set in grid/block (set_pinned_tpcs):

@@ -1533,5 +1533,48 @@ TEST(LithosRules, OrdinalRestartsAfterSync) {
   EXPECT_EQ(e->state().queues[q].ordinal, 0U);
 }
 
+// A high-priority launch timed on its own (Engine::observe_hp_sample)
+// teaches the predictor its exact time, and from then on the completions of
+// that key that only shared a burst's busy time teach it nothing; the error
+// over the timed samples is counted apart.
+TEST(Engine, TimedHighPrioritySamplesAloneTeachTheirKey) {
+  auto e = make_engine("lithos");
+  const TenantId hp = *e->add_tenant(high("hp", 66));
+  const QueueId q = *e->add_queue(hp);
+  Time t{};
+  auto run = e->submit_running(q, kernel(1, 100), e->immediate_set(hp, t), t);
+  ASSERT_TRUE(run.is_ok());
+  const InflightAtom a = e->state().atoms[run->atom];
+  const int used = std::min(a.tpcs.count(), occupancy_tpc_bound(e->state().config.device, a.blocks, a.blocks_per_tpc));
+  // The burst's share says 60 us; the launch's own time was 40 us.
+  (void)e->atom_finished(run->atom, t, t + us(60));
+  e->observe_hp_sample(hp, a.key, a.blocks, a.blocks_per_tpc, used, us(40));
+  Engine::HpSampleStats s = e->hp_sample_stats();
+  EXPECT_EQ(s.errors.observations, 1U);
+  EXPECT_EQ(s.errors.predicted, 1U);  // predicted 60 us from the shared completion: off by 20
+  EXPECT_EQ(s.errors.misses, 0U);
+  EXPECT_NEAR(s.mean_sample_us, 40.0, 1e-9);
+  const auto before = e->state().predictor.predict(a.key, a.blocks, a.blocks_per_tpc, used);
+  ASSERT_TRUE(before.has_value());
+  // Another shared completion of the same key (a sync restarts ordinals):
+  // not learnt.
+  e->sync(q);
+  t += ms(1);
+  run = e->submit_running(q, kernel(1, 100), e->immediate_set(hp, t), t);
+  ASSERT_TRUE(run.is_ok());
+  ASSERT_EQ(e->state().atoms[run->atom].key, a.key);
+  (void)e->atom_finished(run->atom, t, t + us(900));
+  EXPECT_EQ(e->state().predictor.predict(a.key, a.blocks, a.blocks_per_tpc, used), before);
+  // A second timed sample, 200 us: a miss of the timed statistics.
+  e->observe_hp_sample(hp, a.key, a.blocks, a.blocks_per_tpc, used, us(200));
+  s = e->hp_sample_stats();
+  EXPECT_EQ(s.errors.observations, 2U);
+  EXPECT_EQ(s.errors.misses, 1U);
+  EXPECT_DOUBLE_EQ(s.errors.miss_share, 0.5);
+  // An unknown tenant's sample is ignored.
+  e->observe_hp_sample(99, a.key, a.blocks, a.blocks_per_tpc, used, us(42));
+  EXPECT_EQ(e->hp_sample_stats().errors.observations, 2U);
+}
+
 }  // namespace
 }  // namespace lithos::sched
