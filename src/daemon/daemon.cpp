@@ -185,6 +185,8 @@ Result<sched::ReplayResult> replay_trace(const Trace& trace) {
     t.quota = e.spec.quota;
     t.slo = e.spec.slo;
     t.pauses_best_effort = e.spec.pauses_best_effort;
+    t.rightsize = e.spec.rightsize;
+    t.rightsize_slip = e.spec.rightsize_slip;
     c.tenants.push_back(t);
   }
   auto engine = make_engine(c, trace.header.device);
@@ -1346,9 +1348,14 @@ Status Daemon::handle_submit(Client& c, const ipc::SubmitMsg& m, std::uint64_t n
   s.next_marker = std::max(s.next_marker, m.seq);
   if ((m.flags & ipc::kSubmitRunning) != 0) {
     // Already on the GPU: account it on the tenant's allocation.
-    // A graph ran on the lasting set (its descriptors keep it).
-    auto a =
-        log_->submit_running(s.queue, d, allocation_of(c.tenant, (m.flags & ipc::kSubmitGraph) != 0), to_time(now));
+    // A graph ran on the lasting set (its descriptors keep it); a sized
+    // kernel on the first `unit` TPCs of the allocation, lowest numbers
+    // first (its right-sizing entry), so the rest stays free for others.
+    sched::TpcSet on = allocation_of(c.tenant, (m.flags & ipc::kSubmitGraph) != 0);
+    if ((m.flags & ipc::kSubmitSized) != 0 && static_cast<int>(m.unit) < on.count()) {
+      on = on.take_lowest(static_cast<int>(m.unit));  // validated: >= 1
+    }
+    auto a = log_->submit_running(s.queue, d, on, to_time(now));
     if (!a) return a.status();
     s.inflight.push_back({m.seq, a->atom, now});
     add_inflight(c, s, m.stream, 1);
@@ -1492,6 +1499,30 @@ void Daemon::publish_allocation(Client& c, const std::array<std::uint64_t, 4>& w
   std::copy(std::begin(words), std::end(words), std::begin(c.alloc_words));
 }
 
+void Daemon::publish_sizes(Client& c) {
+  const sched::SizeTable* table = engine_->size_table(c.tenant);
+  if (table == nullptr || table->generation == c.sizes_generation) return;
+  c.sizes_published.resize(table->entries.size(), -1);
+  for (std::size_t i = 0; i < table->entries.size(); ++i) {
+    const sched::SizeTable::Entry& e = table->entries[i];
+    if (c.sizes_published[i] == e.tpcs) continue;
+    ipc::SizeEntry w;
+    w.kernel = e.key.kernel;
+    w.grid[0] = e.key.grid.x;
+    w.grid[1] = e.key.grid.y;
+    w.grid[2] = e.key.grid.z;
+    w.tpcs = static_cast<std::uint32_t>(e.tpcs);
+    // A key whose window is full stays unpublished: its launches take the
+    // whole allocation (and are retried at the next change).
+    if (c.channel.valid() && c.sizes.put(c.channel, w)) {
+      c.sizes_published[i] = e.tpcs;
+    } else {
+      ++counters_.sizes_unpublished;
+    }
+  }
+  c.sizes_generation = table->generation;
+}
+
 // Where a client runs without the daemon: its configured fallback, else its
 // quota (high), else what no quota holds (best effort); never empty.
 sched::TpcSet Daemon::fallback_of(sched::TenantId t) const {
@@ -1525,6 +1556,7 @@ void Daemon::publish_allocations() {
       words = std::array<std::uint64_t, 4>{now_set.word(0), now_set.word(1), lasting.word(0), lasting.word(1)};
     }
     publish_allocation(*c, *words);
+    if (c->high) publish_sizes(*c);
     if (free && !c->runs_free) {
       h.flags.fetch_or(ipc::kChannelRunsFree, std::memory_order_acq_rel);
       c->runs_free = true;
@@ -1627,6 +1659,25 @@ std::string Daemon::status_json(std::uint64_t now, std::optional<uid_t> viewer) 
       if (p->until != kTimeNever) pj["until_ms"] = std::max(0.0, to_ms(p->until - t));
       o["pause"] = pj;
     }
+    if (engine_->rightsized(ts.id)) {
+      // What right-sizing did for it (sched::RightSizeStats): TPC-time
+      // left to others, the slowdown measured where a kernel's own time is
+      // known, and what decided the counts.
+      const sched::RightSizeStats& r = engine_->rightsize_stats(ts.id);
+      json rj = {{"slip", ts.spec.rightsize_slip.value_or(st.config.rightsize.slip)},
+                 {"executions", r.executions},
+                 {"by_occupancy", r.by_occupancy},
+                 {"by_model", r.by_model},
+                 {"probes", r.probes},
+                 {"probe_cost_us", r.probe_cost_ns / 1e3},
+                 {"busy_us", r.busy_ns / 1e3},
+                 {"saved_tpc_us", r.saved_tpc_ns / 1e3},
+                 {"saved_share", r.saved_share()},
+                 {"measured", r.measured}};
+      if (r.measured > 0) rj["slowdown"] = r.slowdown();
+      if (const sched::SizeTable* table = engine_->size_table(ts.id)) rj["table_entries"] = table->entries.size();
+      o["rightsize"] = rj;
+    }
     tenants.push_back(o);
   }
   j["tenants"] = tenants;
@@ -1692,6 +1743,7 @@ std::string Daemon::status_json(std::uint64_t now, std::optional<uid_t> viewer) 
                    {"grants_per_s", static_cast<double>(counters_.grants) / up},
                    {"completions", counters_.completions},
                    {"shared_completions", counters_.shared_completions},
+                   {"sizes_unpublished", counters_.sizes_unpublished},
                    {"reclaimed_atoms", counters_.reclaimed_atoms},
                    {"loops", counters_.loops},
                    {"busy_loops", counters_.busy_loops},

@@ -198,6 +198,27 @@ std::vector<Setting> build() {
                     "quota holds, also under a best-effort atom (the two share those SMs); false: only those no "
                     "other tenant's atom holds at the moment (its CUDA graphs keep the first set)"},
                    &DaemonConfig::share_unowned));
+  v.push_back(make({"rightsize", T::kBool, "", 0, 0, "LITHOSD_RIGHTSIZE", "--rightsize", "rightsize",
+                    "Lithos policy: right-size the kernels of every tenant that does not set its own rightsize: "
+                    "each gets the fewest TPCs predicted to keep it within rightsize_slip of its time on what it "
+                    "can use (docs/daemon.md, \"Right-sizing\")"},
+                   &DaemonConfig::rightsize));
+  v.push_back(make({"rightsize_slip", T::kNumber, "", 1, kMaxRightsizeSlip, "LITHOSD_RIGHTSIZE_SLIP",
+                    "--rightsize-slip", "rightsize_slip",
+                    "The latency ratio right-sizing tolerates, for tenants that do not set their own"},
+                   &DaemonConfig::rightsize_slip));
+  v.push_back(make({"rightsize_probe_after", T::kInteger, "", 0, 1e6, "LITHOSD_RIGHTSIZE_PROBE_AFTER", "",
+                    "rightsize_probe_after",
+                    "Right-sizing: timed executions of a kernel on what it can use before its first probe"},
+                   &DaemonConfig::rightsize_probe_after));
+  v.push_back(make({"rightsize_probe_every", T::kInteger, "", 1, 1e6, "LITHOSD_RIGHTSIZE_PROBE_EVERY", "",
+                    "rightsize_probe_every", "Right-sizing: at most one probe per kernel per this many executions"},
+                   &DaemonConfig::rightsize_probe_every));
+  v.push_back(make({"rightsize_probe_budget", T::kNumber, "", 0, 1, "LITHOSD_RIGHTSIZE_PROBE_BUDGET", "",
+                    "rightsize_probe_budget",
+                    "Right-sizing: a tenant's probes' predicted extra time stays within this share of its busy "
+                    "time; 0: no probes"},
+                   &DaemonConfig::rightsize_probe_budget));
   v.push_back(make(
       {"hp_holds_unowned", T::kBool, "", 0, 0, "LITHOSD_HP_HOLDS_UNOWNED", "--hp-holds-unowned", "hp_holds_unowned",
        "Lithos policy: true: a high-priority launch on TPCs no quota holds keeps new best-effort "
@@ -314,6 +335,11 @@ std::vector<Setting> build() {
       {"best_effort_runs_free", "false"},  // never free then
       {"share_unowned", "true"},
       {"hp_holds_unowned", "true"},  // always held then
+      {"rightsize", "false"},        // none then
+      {"rightsize_slip", "1.1"},
+      {"rightsize_probe_after", "4"},
+      {"rightsize_probe_every", "32"},
+      {"rightsize_probe_budget", "0.01"},
       {"socket", ""},
       {"default_tenant", ""},
   };

@@ -208,4 +208,76 @@ void Channel::read_fallback(std::uint64_t out[2]) const {
   out[1] = layout_->header.fallback[1].load(std::memory_order_acquire);
 }
 
+void write_size_slot(SizeSlot& slot, const SizeEntry& e) {
+  // `| 1`, as publish_allocation: ends even and past every value seen.
+  const std::uint64_t odd = slot.seq.load(std::memory_order_relaxed) | 1U;
+  slot.seq.store(odd, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  slot.kernel.store(e.kernel, std::memory_order_relaxed);
+  slot.grid_xy.store(std::uint64_t{e.grid[0]} | (std::uint64_t{e.grid[1]} << 32), std::memory_order_relaxed);
+  slot.grid_z_tpcs.store(std::uint64_t{e.grid[2]} | (std::uint64_t{e.tpcs} << 32), std::memory_order_relaxed);
+  slot.seq.store(odd + 1, std::memory_order_release);
+}
+
+bool read_size_slot(const SizeSlot& slot, SizeEntry* out) {
+  for (int i = 0; i < kSeqlockTries; ++i) {
+    const std::uint64_t s1 = slot.seq.load(std::memory_order_acquire);
+    if (s1 == 0) return false;
+    if ((s1 & 1U) == 0) {
+      const std::uint64_t k = slot.kernel.load(std::memory_order_relaxed);
+      const std::uint64_t xy = slot.grid_xy.load(std::memory_order_relaxed);
+      const std::uint64_t zt = slot.grid_z_tpcs.load(std::memory_order_relaxed);
+      std::atomic_thread_fence(std::memory_order_acquire);
+      if (slot.seq.load(std::memory_order_relaxed) == s1) {
+        out->kernel = k;
+        out->grid[0] = static_cast<std::uint32_t>(xy);
+        out->grid[1] = static_cast<std::uint32_t>(xy >> 32);
+        out->grid[2] = static_cast<std::uint32_t>(zt);
+        out->tpcs = static_cast<std::uint32_t>(zt >> 32);
+        return true;
+      }
+    }
+    cpu_relax();
+  }
+  return false;
+}
+
+std::uint32_t Channel::read_size(std::uint64_t kernel, const std::uint32_t grid[3]) const {
+  if (layout_ == nullptr) return 0;
+  const std::uint32_t home = size_slot_home(kernel, grid);
+  for (std::uint32_t i = 0; i < kSizeWindow; ++i) {
+    const SizeSlot& slot = layout_->sizes[(home + i) & (kSizeSlots - 1)];
+    SizeEntry e;
+    // Empty (the key was never put: keys fill their window from the home
+    // slot) or unstable: no entry.
+    if (!read_size_slot(slot, &e)) return 0;
+    if (e.kernel == kernel && e.grid[0] == grid[0] && e.grid[1] == grid[1] && e.grid[2] == grid[2]) return e.tpcs;
+  }
+  return 0;
+}
+
+bool SizeTableWriter::put(Channel& ch, const SizeEntry& e) {
+  if (!ch.valid()) return false;
+  const Key key{e.kernel, {e.grid[0], e.grid[1], e.grid[2]}};
+  std::uint32_t slot = 0;
+  if (const auto it = slots_.find(key); it != slots_.end()) {
+    slot = it->second;
+  } else {
+    const std::uint32_t home = size_slot_home(e.kernel, e.grid);
+    std::uint32_t i = 0;
+    for (; i < kSizeWindow; ++i) {
+      if (!taken_[(home + i) & (kSizeSlots - 1)]) break;
+    }
+    if (i == kSizeWindow) {
+      ++full_;
+      return false;
+    }
+    slot = (home + i) & (kSizeSlots - 1);
+    taken_[slot] = true;
+    slots_.emplace(key, slot);
+  }
+  write_size_slot(ch.layout().sizes[slot], e);
+  return true;
+}
+
 }  // namespace lithos::ipc

@@ -13,6 +13,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <unordered_map>
+#include <vector>
 
 #include "common/status.hpp"
 #include "ipc/protocol.hpp"
@@ -74,6 +76,12 @@ class Channel {
   void publish_fallback(const std::uint64_t words[2]);
   void read_fallback(std::uint64_t out[2]) const;
 
+  // The right-sizing table (ChannelLayout::sizes), client side: the TPC
+  // count for a launch of `kernel` with grid `grid`, or 0 when it has no
+  // entry, its entry says the whole allocation, or no stable value was seen
+  // in a bounded number of tries (the whole allocation is always safe).
+  std::uint32_t read_size(std::uint64_t kernel, const std::uint32_t grid[3]) const;
+
   // The page holding `completed` (page-aligned), for cuMemHostRegister.
   void* completion_page() { return layout_ != nullptr ? static_cast<void*>(layout_->completed) : nullptr; }
   static constexpr std::size_t completion_page_bytes() { return kCompletionPageBytes; }
@@ -84,6 +92,40 @@ class Channel {
 
   int fd_ = -1;
   ChannelLayout* layout_ = nullptr;
+};
+
+// One slot's seqlock, both sides: write_size_slot is the only writer's
+// (the daemon's); read_size_slot returns false when the slot is empty or no
+// stable value was seen in a bounded number of tries.
+void write_size_slot(SizeSlot& slot, const SizeEntry& e);
+bool read_size_slot(const SizeSlot& slot, SizeEntry* out);
+
+// The daemon's side of one channel's right-sizing table: where each key
+// went, kept in the daemon's own memory (it never reads the table back: the
+// client can write the page too).
+class SizeTableWriter {
+ public:
+  // Writes `e` into `ch` (its key's slot, or a free one in its window).
+  // False when the window is full: the key is not published (the client
+  // launches it on its whole allocation).
+  bool put(Channel& ch, const SizeEntry& e);
+  std::size_t used() const { return slots_.size(); }
+  std::uint64_t full() const { return full_; }  // puts refused for a full window
+
+ private:
+  struct Key {
+    std::uint64_t kernel;
+    std::uint32_t grid[3];
+    bool operator==(const Key& o) const {
+      return kernel == o.kernel && grid[0] == o.grid[0] && grid[1] == o.grid[1] && grid[2] == o.grid[2];
+    }
+  };
+  struct KeyHash {
+    std::size_t operator()(const Key& k) const noexcept { return size_slot_home(k.kernel, k.grid); }
+  };
+  std::unordered_map<Key, std::uint32_t, KeyHash> slots_;
+  std::vector<bool> taken_ = std::vector<bool>(kSizeSlots, false);
+  std::uint64_t full_ = 0;
 };
 
 }  // namespace lithos::ipc

@@ -31,8 +31,9 @@ namespace lithos::ipc {
 
 inline constexpr std::uint32_t kMagic = 0x4c495448;  // "LITH"
 // 4: Welcome::gpu; 5: Welcome::slot_map; 6: ChannelHeader's client-written
-// line (client_beat_ns, client_fault)
-inline constexpr std::uint32_t kVersion = 6;
+// line (client_beat_ns, client_fault); 7: ChannelLayout::sizes (right-sizing
+// table), kSubmitSized
+inline constexpr std::uint32_t kVersion = 7;
 inline constexpr std::uint32_t kMaxStreams = 256;  // completion slots per client
 inline constexpr std::uint32_t kRingSlots = 1024;  // messages per ring (power of two)
 inline constexpr std::size_t kNameBytes = 64;
@@ -126,6 +127,12 @@ enum SubmitFlags : std::uint16_t {
   kSubmitWhole = 1U << 2,        // cannot be split into atoms (not rewritten by the atomizer)
   kSubmitRunning = 1U << 3,      // already on the GPU (hp): account, do not grant
   kSubmitPinned = 1U << 4,       // with kSubmitGraph: grid/block carry the TPCs its kernels run on (pinned_tpcs)
+  // With kSubmitRunning (not a graph): the launch ran on the first `unit`
+  // TPCs of the published allocation, lowest numbers first (its entry in
+  // ChannelLayout::sizes), not on all of it. `unit` is then that count, in
+  // [1, 128]; a launch reported running is never split, so it carries no
+  // atom unit.
+  kSubmitSized = 1U << 5,
 };
 
 struct SubmitMsg {  // 64 bytes
@@ -295,6 +302,42 @@ struct ChannelHeader {
   std::atomic<std::uint64_t> client_fault_ns{0};
 };
 
+// The right-sizing table (sched::SizeTable): per kernel and grid, how many
+// TPCs of its published allocation (the first ones, lowest numbers first) a
+// high-priority client launches it on. Written only by the daemon; read
+// lock-free by the client. A key lives in the first slot it was given
+// within kSizeWindow slots of its home (size_slot_home) and stays there: a
+// slot, once used, is rewritten for the same key only, never emptied, so a
+// reader stops at the first empty slot. Each slot has its own seqlock
+// (`seq`: 0 empty, odd being written, even and non-zero stable).
+inline constexpr std::uint32_t kSizeSlots = 512;  // power of two
+inline constexpr std::uint32_t kSizeWindow = 8;
+
+struct SizeSlot {  // 32 bytes
+  std::atomic<std::uint64_t> seq{0};
+  std::atomic<std::uint64_t> kernel{0};
+  std::atomic<std::uint64_t> grid_xy{0};      // grid x | y << 32
+  std::atomic<std::uint64_t> grid_z_tpcs{0};  // grid z | tpcs << 32 (tpcs 0: the whole allocation)
+};
+static_assert(sizeof(SizeSlot) == 32);
+
+// One entry as a reader sees it.
+struct SizeEntry {
+  std::uint64_t kernel = 0;
+  std::uint32_t grid[3] = {1, 1, 1};
+  std::uint32_t tpcs = 0;
+};
+
+inline std::uint32_t size_slot_home(std::uint64_t kernel, const std::uint32_t grid[3]) {
+  std::uint64_t h = kernel ^ 0x9e3779b97f4a7c15ULL;
+  for (int i = 0; i < 3; ++i) {
+    h ^= grid[i];
+    h *= 0xff51afd7ed558ccdULL;
+    h ^= h >> 33;
+  }
+  return static_cast<std::uint32_t>(h) & (kSizeSlots - 1);
+}
+
 // Layout of one channel (offsets from the start of the mapping). The
 // completion page starts on its own 4 KiB page so that the client can
 // register exactly it with cuMemHostRegister.
@@ -302,6 +345,7 @@ struct ChannelLayout {
   ChannelHeader header;
   SpscRing<SubmitMsg, kRingSlots> submit;
   SpscRing<GrantMsg, kRingSlots> grant;
+  alignas(64) SizeSlot sizes[kSizeSlots];  // written by the daemon only
   alignas(4096) std::atomic<std::uint64_t> completed[kMaxStreams];  // written by the GPU
 };
 

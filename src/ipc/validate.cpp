@@ -185,6 +185,8 @@ Status SubmitValidator::check(const SubmitMsg& m) {
   if (m.seq <= last_seq_[s])
     return bad("submit.seq", m.seq,
                "must be greater than the stream's last launch seq " + std::to_string(last_seq_[s]));
+  if ((m.flags & kSubmitSized) != 0 && ((m.flags & kSubmitRunning) == 0 || (m.flags & kSubmitGraph) != 0))
+    return bad("submit.flags", hex(m.flags), "sized is for a kernel reported running");
   if ((m.flags & kSubmitPinned) != 0) {
     // grid/block carry the pinned set (set_pinned_tpcs): the shape is 1x1x1.
     if ((m.flags & kSubmitGraph) == 0) return bad("submit.flags", hex(m.flags), "pinned without graph");
@@ -193,6 +195,14 @@ Status SubmitValidator::check(const SubmitMsg& m) {
     if ((w0 | w1) == 0) return bad("submit.grid", "0", "a pinned graph with no TPCs");
     SubmitMsg shape = m;
     for (int i = 0; i < 3; ++i) shape.grid[i] = shape.block[i] = 1;
+    LITHOS_RETURN_IF_ERROR(validate_launch_shape(shape));
+  } else if ((m.flags & kSubmitSized) != 0) {
+    // `unit` carries the TPC count it ran on (a launch reported running is
+    // one atom).
+    if (m.unit < 1 || m.unit > kMaxSizedTpcs)
+      return bad("submit.unit", m.unit, "a sized launch's TPC count must be in [1, " + std::to_string(kMaxSizedTpcs) + "]");
+    SubmitMsg shape = m;
+    shape.unit = 1;
     LITHOS_RETURN_IF_ERROR(validate_launch_shape(shape));
   } else {
     LITHOS_RETURN_IF_ERROR(validate_launch_shape(m));

@@ -23,7 +23,8 @@ inline constexpr std::uint64_t kMaxBlockThreads = 1024;
 inline constexpr std::uint64_t kMaxClusterBlocks = 16;
 inline constexpr std::uint32_t kMaxSharedBytes = 228 * 1024;
 inline constexpr std::uint16_t kKnownSubmitFlags =
-    kSubmitCooperative | kSubmitGraph | kSubmitWhole | kSubmitRunning | kSubmitPinned;
+    kSubmitCooperative | kSubmitGraph | kSubmitWhole | kSubmitRunning | kSubmitPinned | kSubmitSized;
+inline constexpr std::uint32_t kMaxSizedTpcs = 128;  // kSubmitSized: a TPC count (sched::kMaxTpcs)
 
 // Magic, version and a known kind. Forces NUL termination of `tenant` and
 // `program` (their last byte), rejects names holding control characters

@@ -38,6 +38,7 @@ struct TenantSummary {
   std::optional<double> slo_ms;
   std::optional<double> slo_attainment;  // share of counted requests within the SLO
   std::optional<double> goodput;         // requests per second within the SLO
+  std::optional<sched::RightSizeStats> rightsize;  // TenantResult::rightsize
 };
 
 struct PolicySummary {
