@@ -13,6 +13,7 @@
 #include <cstring>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "ipc/channel.hpp"
 
@@ -315,6 +316,105 @@ TEST(IpcChannel, AllocationOddSequence) {
   ASSERT_TRUE(ch->read_allocation(w));
   EXPECT_EQ(w[0], 3U);
   EXPECT_EQ(w[1], 4U);
+}
+
+// The right-sizing table: what the daemon puts, the client reads by kernel
+// and grid; a changed count replaces the entry in place; a key not put
+// reads 0 (the whole allocation).
+TEST(IpcSizeTable, WriterAndReader) {
+  auto ch = Channel::create(1, 1, 1);
+  ASSERT_TRUE(ch.is_ok());
+  SizeTableWriter w;
+  const std::uint32_t g[3] = {20, 1, 1};
+  const std::uint32_t other[3] = {20, 2, 1};
+  EXPECT_EQ(ch->read_size(7, g), 0U);
+  ASSERT_TRUE(w.put(*ch, SizeEntry{7, {20, 1, 1}, 2}));
+  EXPECT_EQ(ch->read_size(7, g), 2U);
+  EXPECT_EQ(ch->read_size(7, other), 0U);  // another grid: another key
+  EXPECT_EQ(ch->read_size(8, g), 0U);
+  ASSERT_TRUE(w.put(*ch, SizeEntry{7, {20, 1, 1}, 5}));
+  EXPECT_EQ(ch->read_size(7, g), 5U);
+  EXPECT_EQ(w.used(), 1U);
+  // The client's view through its own mapping of the same memfd.
+  auto mine = Channel::attach(::dup(ch->fd()));
+  ASSERT_TRUE(mine.is_ok());
+  EXPECT_EQ(mine->read_size(7, g), 5U);
+  // A slot left odd (a writer stopped half-way, or a scribbling peer): no
+  // entry, never a half-written one.
+  const std::uint32_t home = size_slot_home(7, g);
+  ch->layout().sizes[home].seq.fetch_add(1);
+  EXPECT_EQ(ch->read_size(7, g), 0U);
+  ASSERT_TRUE(w.put(*ch, SizeEntry{7, {20, 1, 1}, 6}));  // the next write recovers
+  EXPECT_EQ(ch->read_size(7, g), 6U);
+}
+
+// Keys sharing a home fill its window (kSizeWindow slots); one more is
+// refused and counted, reads 0, and leaves every other entry as it was.
+TEST(IpcSizeTable, FullWindow) {
+  auto ch = Channel::create(1, 1, 1);
+  ASSERT_TRUE(ch.is_ok());
+  SizeTableWriter w;
+  // Kernels whose key has home 0 (found by search: the hash is fixed).
+  std::vector<std::uint64_t> same_home;
+  const std::uint32_t g[3] = {1, 1, 1};
+  for (std::uint64_t k = 1; same_home.size() < kSizeWindow + 1; ++k) {
+    if (size_slot_home(k, g) == 0) same_home.push_back(k);
+  }
+  for (std::uint32_t i = 0; i < kSizeWindow; ++i) {
+    ASSERT_TRUE(w.put(*ch, SizeEntry{same_home[i], {1, 1, 1}, i + 1})) << i;
+  }
+  EXPECT_FALSE(w.put(*ch, SizeEntry{same_home[kSizeWindow], {1, 1, 1}, 3}));
+  EXPECT_EQ(w.full(), 1U);
+  EXPECT_EQ(ch->read_size(same_home[kSizeWindow], g), 0U);
+  for (std::uint32_t i = 0; i < kSizeWindow; ++i) EXPECT_EQ(ch->read_size(same_home[i], g), i + 1) << i;
+  // Other homes still have room, and a known key can still be changed.
+  const std::uint32_t g2[3] = {3, 1, 1};
+  std::uint64_t elsewhere = 1;
+  while (size_slot_home(elsewhere, g2) < kSizeWindow) ++elsewhere;
+  EXPECT_TRUE(w.put(*ch, SizeEntry{elsewhere, {3, 1, 1}, 9}));
+  EXPECT_EQ(ch->read_size(elsewhere, g2), 9U);
+  EXPECT_TRUE(w.put(*ch, SizeEntry{same_home[0], {1, 1, 1}, 40}));
+  EXPECT_EQ(ch->read_size(same_home[0], g), 40U);
+}
+
+// One slot rewritten without pause by another process, every field from
+// one counter: a reader never sees fields of two writes.
+TEST(IpcSizeTable, SlotSeqlockNeverTorn) {
+  auto ch = Channel::create(1, 1, 1);
+  ASSERT_TRUE(ch.is_ok());
+  write_size_slot(ch->layout().sizes[3], SizeEntry{0, {0, ~0U, 0x5555U}, 0});
+  const int fd = ch->fd();
+  const pid_t child = spawn([fd] {
+    auto mine = Channel::attach(fd);
+    if (!mine.is_ok()) return 2;
+    for (std::uint32_t x = 1; mine->layout().completed[0].load(std::memory_order_acquire) == 0; ++x) {
+      write_size_slot(mine->layout().sizes[3], SizeEntry{x, {x, ~x, x ^ 0x5555U}, x * 3U});
+    }
+    return 0;
+  });
+  ASSERT_GT(child, 0);
+  constexpr std::uint64_t kChanges = 100;
+  std::uint64_t stable = 0, changes = 0, last = 0;
+  const auto start = std::chrono::steady_clock::now();
+  const auto min_end = start + std::chrono::milliseconds(1500);
+  const auto deadline = start + std::chrono::seconds(60);
+  for (auto now = start; now < deadline && (now < min_end || changes < kChanges);
+       now = std::chrono::steady_clock::now()) {
+    SizeEntry e;
+    if (!read_size_slot(ch->layout().sizes[3], &e)) continue;
+    ++stable;
+    const auto x = static_cast<std::uint32_t>(e.kernel);
+    if (e.grid[0] != x || e.grid[1] != ~x || e.grid[2] != (x ^ 0x5555U) || e.tpcs != x * 3U) {
+      ADD_FAILURE() << "torn after " << stable << " stable reads: kernel " << x << ", grid " << e.grid[0] << " "
+                    << e.grid[1] << " " << e.grid[2] << ", tpcs " << e.tpcs;
+      break;
+    }
+    if (e.kernel != last) ++changes;
+    last = e.kernel;
+  }
+  ch->layout().completed[0].store(1, std::memory_order_release);  // the writer stops in any case
+  EXPECT_EQ(wait_exit_code(child), 0);
+  EXPECT_GE(changes, kChanges);
 }
 
 }  // namespace
