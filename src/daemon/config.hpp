@@ -51,7 +51,7 @@ inline constexpr double kMaxHpPollUs = 1000;            // [daemon] hp_poll_us
 inline constexpr std::uint32_t kMaxStolenAtoms = 1024;  // [daemon] max_stolen_atoms
 inline constexpr double kMinPauseSlowdown = 1.0;        // [daemon] pause_slowdown
 inline constexpr double kMaxPauseSlowdown = 100.0;
-inline constexpr double kMaxIdleGraceUs = 100000;  // [daemon] idle_grace_us, burst_gap_us
+inline constexpr double kMaxIdleGraceUs = 100000;    // [daemon] idle_grace_us, burst_gap_us
 inline constexpr double kMaxRightsizeSlip = 1000.0;  // [daemon] and [[tenant]] rightsize_slip
 // [daemon] bounds on what clients may make the daemon hold (docs/daemon.md,
 // "Hostile clients"): the ranges their keys accept.

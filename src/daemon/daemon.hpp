@@ -158,7 +158,7 @@ struct DaemonCounters {
   // whose busy time was shared by their predictions (busy_share.hpp).
   std::uint64_t shared_completions = 0;
   std::uint64_t sizes_unpublished = 0;  // right-sizing entries a client's table had no room for
-  std::uint64_t reclaimed_atoms = 0;  // released because their client died
+  std::uint64_t reclaimed_atoms = 0;    // released because their client died
   std::uint64_t status_requests = 0;
   std::uint64_t loops = 0;
   std::uint64_t busy_loops = 0;  // loops that handled something

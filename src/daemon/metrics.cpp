@@ -186,8 +186,8 @@ Result<std::string> prometheus_text(std::string_view status_json) {
              "Kernel executions whose TPC count the occupancy bound decided.", occupancy);
     w.family("lithos_tenant_rightsize_by_model_total", "counter",
              "Kernel executions whose TPC count the fitted model decided.", model);
-    w.family("lithos_tenant_rightsize_probes_total", "counter", "Probes: executions at a reduced TPC count to learn the fit.",
-             probes);
+    w.family("lithos_tenant_rightsize_probes_total", "counter",
+             "Probes: executions at a reduced TPC count to learn the fit.", probes);
     w.family("lithos_tenant_rightsize_probe_cost_seconds_total", "counter", "The probes' predicted extra time.",
              probe_cost);
   }

@@ -203,22 +203,22 @@ std::vector<Setting> build() {
                     "each gets the fewest TPCs predicted to keep it within rightsize_slip of its time on what it "
                     "can use (docs/daemon.md, \"Right-sizing\")"},
                    &DaemonConfig::rightsize));
-  v.push_back(make({"rightsize_slip", T::kNumber, "", 1, kMaxRightsizeSlip, "LITHOSD_RIGHTSIZE_SLIP",
-                    "--rightsize-slip", "rightsize_slip",
-                    "The latency ratio right-sizing tolerates, for tenants that do not set their own"},
-                   &DaemonConfig::rightsize_slip));
-  v.push_back(make({"rightsize_probe_after", T::kInteger, "", 0, 1e6, "LITHOSD_RIGHTSIZE_PROBE_AFTER", "",
-                    "rightsize_probe_after",
-                    "Right-sizing: timed executions of a kernel on what it can use before its first probe"},
-                   &DaemonConfig::rightsize_probe_after));
+  v.push_back(
+      make({"rightsize_slip", T::kNumber, "", 1, kMaxRightsizeSlip, "LITHOSD_RIGHTSIZE_SLIP", "--rightsize-slip",
+            "rightsize_slip", "The latency ratio right-sizing tolerates, for tenants that do not set their own"},
+           &DaemonConfig::rightsize_slip));
+  v.push_back(make(
+      {"rightsize_probe_after", T::kInteger, "", 0, 1e6, "LITHOSD_RIGHTSIZE_PROBE_AFTER", "", "rightsize_probe_after",
+       "Right-sizing: timed executions of a kernel on what it can use before its first probe"},
+      &DaemonConfig::rightsize_probe_after));
   v.push_back(make({"rightsize_probe_every", T::kInteger, "", 1, 1e6, "LITHOSD_RIGHTSIZE_PROBE_EVERY", "",
                     "rightsize_probe_every", "Right-sizing: at most one probe per kernel per this many executions"},
                    &DaemonConfig::rightsize_probe_every));
-  v.push_back(make({"rightsize_probe_budget", T::kNumber, "", 0, 1, "LITHOSD_RIGHTSIZE_PROBE_BUDGET", "",
-                    "rightsize_probe_budget",
-                    "Right-sizing: a tenant's probes' predicted extra time stays within this share of its busy "
-                    "time; 0: no probes"},
-                   &DaemonConfig::rightsize_probe_budget));
+  v.push_back(make(
+      {"rightsize_probe_budget", T::kNumber, "", 0, 1, "LITHOSD_RIGHTSIZE_PROBE_BUDGET", "", "rightsize_probe_budget",
+       "Right-sizing: a tenant's probes' predicted extra time stays within this share of its busy "
+       "time; 0: no probes"},
+      &DaemonConfig::rightsize_probe_budget));
   v.push_back(make(
       {"hp_holds_unowned", T::kBool, "", 0, 0, "LITHOSD_HP_HOLDS_UNOWNED", "--hp-holds-unowned", "hp_holds_unowned",
        "Lithos policy: true: a high-priority launch on TPCs no quota holds keeps new best-effort "

@@ -345,7 +345,7 @@ struct ChannelLayout {
   ChannelHeader header;
   SpscRing<SubmitMsg, kRingSlots> submit;
   SpscRing<GrantMsg, kRingSlots> grant;
-  alignas(64) SizeSlot sizes[kSizeSlots];  // written by the daemon only
+  alignas(64) SizeSlot sizes[kSizeSlots];                           // written by the daemon only
   alignas(4096) std::atomic<std::uint64_t> completed[kMaxStreams];  // written by the GPU
 };
 

@@ -200,7 +200,8 @@ Status SubmitValidator::check(const SubmitMsg& m) {
     // `unit` carries the TPC count it ran on (a launch reported running is
     // one atom).
     if (m.unit < 1 || m.unit > kMaxSizedTpcs)
-      return bad("submit.unit", m.unit, "a sized launch's TPC count must be in [1, " + std::to_string(kMaxSizedTpcs) + "]");
+      return bad("submit.unit", m.unit,
+                 "a sized launch's TPC count must be in [1, " + std::to_string(kMaxSizedTpcs) + "]");
     SubmitMsg shape = m;
     shape.unit = 1;
     LITHOS_RETURN_IF_ERROR(validate_launch_shape(shape));

@@ -278,7 +278,8 @@ void Engine::observe_kernel(TenantId t, const LaunchDesc& launch, int tpcs, Dura
   if (!rightsized(t) || launch.grid.count() == 0 || launch.block.count() == 0) return;
   const DeviceShape& dev = state_.config.device;
   const SizeKey key{launch.kernel, launch.grid};
-  const int used = std::min(std::max(tpcs, 1), occupancy_tpc_bound(dev, launch.grid.count(), blocks_per_tpc(dev, launch)));
+  const int used =
+      std::min(std::max(tpcs, 1), occupancy_tpc_bound(dev, launch.grid.count(), blocks_per_tpc(dev, launch)));
   const SizeTable* table = size_table(t);
   const SizeTable::Entry* e = table != nullptr ? table->find(key) : nullptr;
   const SizeSource source = e != nullptr && e->tpcs == tpcs ? e->source : SizeSource::kFull;

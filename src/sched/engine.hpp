@@ -116,7 +116,7 @@ struct PendingLaunch {
   SizeKey size_key;  // right-sizing's key (kernel and grid)
   SizeSource size_source = SizeSource::kFull;
   int size_full = 0;  // right-sized: what it could use otherwise (0: not right-sized)
-  LaunchNeeds safe;  // what a set needs not to hang it (clusters, cooperative grid)
+  LaunchNeeds safe;   // what a set needs not to hang it (clusters, cooperative grid)
 
   std::uint64_t remaining_blocks() const { return plan.total_blocks - next_block; }
   // How many TPCs the rest of it can use at all: its occupancy bound, or
@@ -180,7 +180,7 @@ struct InflightAtom {
   TpcSet tpcs;
   TpcSet stolen;
   bool last = false;
-  bool whole = false;  // the launch's only atom
+  bool whole = false;    // the launch's only atom
   bool running = false;  // reported running (submit_running)
   // Right-sized launches (size_full > 0): key, what decided, and the TPC
   // count it could have used otherwise.

@@ -167,16 +167,16 @@ void RightSizer::observe(TenantId tenant, const SizeKey& key, int full, int tpcs
                          Duration ran, bool account, bool timed) {
   RightSizeStats& st = stats_of(tenant);
   const double ns = static_cast<double>(std::max(ran, Duration{0}).count());
-  if (account) st.busy_ns += ns;
+  if (account) {
+    st.busy_ns += ns;
+    st.allocated_tpc_ns += static_cast<double>(std::max(full, tpcs)) * ns;
+  }
   KeyState& k = keys_[key];
   used = std::max(used, 1);
   const bool sized = source == SizeSource::kOccupancy || source == SizeSource::kModel;
   if (sized) {
     full = std::max(full, tpcs);
-    if (account) {
-      st.saved_tpc_ns += static_cast<double>(full - tpcs) * ns;
-      st.allocated_tpc_ns += static_cast<double>(full) * ns;
-    }
+    if (account) st.saved_tpc_ns += static_cast<double>(full - tpcs) * ns;
     // The reference: what it takes on what it can use (k.top), by the fit
     // or the key's own mean there.
     double ref = 0.0;

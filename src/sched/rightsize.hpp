@@ -66,9 +66,9 @@ class FitAccumulator {
 int smallest_tpcs_within_slip(const LatencyFit& fit, double slip, int max_tpcs, int min_tpcs = 1);
 
 struct RightSizeConfig {
-  double slip = 1.1;             // tolerated latency ratio (the paper's k); TenantSpec::rightsize_slip overrides
-  double probe_fraction = 0.25;  // a probe runs on this share of what the kernel can use
-  double min_r2 = 0.8;           // below this the fit is not trusted: no model choice
+  double slip = 1.1;               // tolerated latency ratio (the paper's k); TenantSpec::rightsize_slip overrides
+  double probe_fraction = 0.25;    // a probe runs on this share of what the kernel can use
+  double min_r2 = 0.8;             // below this the fit is not trusted: no model choice
   std::uint32_t probe_after = 4;   // executions on what a key can use before its first probe
   std::uint32_t probe_every = 32;  // at most one probe per key per this many executions
   double probe_budget = 0.01;      // probes' predicted extra time, at most this share of the tenant's busy time
@@ -111,7 +111,7 @@ struct RightSizeStats {
   // Sum over right-sized executions (occupancy or model) that ended of
   // (full - chosen) x duration: TPC-time left to others.
   double saved_tpc_ns = 0.0;
-  double allocated_tpc_ns = 0.0;  // the same executions' full x duration
+  double allocated_tpc_ns = 0.0;  // every accounted execution's allocation x duration
   // Right-sized executions with a reference: their measured time, and the
   // reference's (the fit at the occupancy bound, else the key's mean there).
   std::uint64_t measured = 0;

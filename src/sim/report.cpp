@@ -36,24 +36,24 @@ json rightsize_json(const sched::RightSizeStats& r) {
 
 json tenant_json(const TenantSummary& t) {
   json j{{"name", t.name},
-              {"class", sched::priority_class_name(t.priority)},
-              {"unit", t.unit},
-              {"open_loop", t.open_loop},
-              {"offered_rps", t.open_loop ? json(t.rate_rps) : json(nullptr)},
-              {"completed", t.completed},
-              {"unfinished", t.unfinished},
-              {"p50_ms", t.p50_ms},
-              {"p99_ms", t.p99_ms},
-              {"p999_ms", t.p999_ms},
-              {"mean_ms", t.mean_ms},
-              {"throughput", t.throughput},
-              {"p50_norm", opt(t.p50_norm)},
-              {"p99_norm", opt(t.p99_norm)},
-              {"p999_norm", opt(t.p999_norm)},
-              {"throughput_norm", opt(t.throughput_norm)},
-              {"slo_ms", opt(t.slo_ms)},
-              {"slo_attainment", opt(t.slo_attainment)},
-              {"goodput", opt(t.goodput)}};
+         {"class", sched::priority_class_name(t.priority)},
+         {"unit", t.unit},
+         {"open_loop", t.open_loop},
+         {"offered_rps", t.open_loop ? json(t.rate_rps) : json(nullptr)},
+         {"completed", t.completed},
+         {"unfinished", t.unfinished},
+         {"p50_ms", t.p50_ms},
+         {"p99_ms", t.p99_ms},
+         {"p999_ms", t.p999_ms},
+         {"mean_ms", t.mean_ms},
+         {"throughput", t.throughput},
+         {"p50_norm", opt(t.p50_norm)},
+         {"p99_norm", opt(t.p99_norm)},
+         {"p999_norm", opt(t.p999_norm)},
+         {"throughput_norm", opt(t.throughput_norm)},
+         {"slo_ms", opt(t.slo_ms)},
+         {"slo_attainment", opt(t.slo_attainment)},
+         {"goodput", opt(t.goodput)}};
   // Only where a policy right-sizes the tenant: other runs' JSON stays as it was.
   if (t.rightsize) j["rightsize"] = rightsize_json(*t.rightsize);
   return j;
@@ -161,15 +161,15 @@ std::string format_table(const Comparison& cmp) {
         return cell([&](const TenantSummary& s) { return s.rightsize ? get(*s.rightsize) : std::string("-"); });
       };
       t.row("TPC-time saved", rs([](const RS& r) { return fmt::format("{:.1f}%", r.saved_share() * 100); }));
-      t.row("right-sized slowdown", rs([](const RS& r) {
-              return r.measured > 0 ? fmt::format("{:.3f}x", r.slowdown()) : std::string("-");
-            }));
+      t.row("right-sized slowdown",
+            rs([](const RS& r) { return r.measured > 0 ? fmt::format("{:.3f}x", r.slowdown()) : std::string("-"); }));
       t.row("sized by occupancy / model", rs([](const RS& r) {
               const double n = static_cast<double>(std::max<std::uint64_t>(r.executions, 1));
               return fmt::format("{:.0f}% / {:.0f}%", 100.0 * static_cast<double>(r.by_occupancy) / n,
                                  100.0 * static_cast<double>(r.by_model) / n);
             }));
-      t.row("probes (cost us)", rs([](const RS& r) { return fmt::format("{} ({})", r.probes, num(r.probe_cost_ns / 1e3)); }));
+      t.row("probes (cost us)",
+            rs([](const RS& r) { return fmt::format("{} ({})", r.probes, num(r.probe_cost_ns / 1e3)); }));
     }
   }
   t.section("GPU");

@@ -925,10 +925,9 @@ Status parse_tenant_tables(const Doc& doc, const toml::table& root, Scenario& sc
   for (std::size_t i = 0; i < tables->size(); ++i) {
     const toml::table& t = *(*tables)[i];
     Fields f(doc, t, element_where(t, "tenant", i));
-    LITHOS_RETURN_IF_ERROR(
-        f.check_keys({"name", "class", "quota", "static_tpcs", "slo_ms", "pauses_best_effort", "arrival", "rate_rps",
-                      "load", "think_us", "request", "trace", "trace_cv", "unit", "mps_slowdown", "rightsize",
-                      "rightsize_slip"}));
+    LITHOS_RETURN_IF_ERROR(f.check_keys({"name", "class", "quota", "static_tpcs", "slo_ms", "pauses_best_effort",
+                                         "arrival", "rate_rps", "load", "think_us", "request", "trace", "trace_cv",
+                                         "unit", "mps_slowdown", "rightsize", "rightsize_slip"}));
     TenantConfig tc;
     LITHOS_RETURN_IF_ERROR(f.require("name"));
     LITHOS_RETURN_IF_ERROR(f.string("name", tc.name));

@@ -176,7 +176,7 @@ TEST(RightSizer, OccupancyBoundDecidesBelowTheAllocation) {
   EXPECT_EQ(st.executions, 1U);
   EXPECT_EQ(st.by_occupancy, 1U);
   EXPECT_EQ(st.by_model, 0U);
-  // (66 - 10) TPCs x 100 us left to others, of 66 x 100 us.
+  // (66 - 10) TPCs x 100 us left to others, of 66 x 100 us allocated.
   EXPECT_DOUBLE_EQ(st.saved_tpc_ns, 56.0 * 100e3);
   EXPECT_NEAR(st.saved_share(), 56.0 / 66.0, 1e-12);
   // A kernel that fills the allocation is not sized without a fit.
@@ -252,10 +252,9 @@ TEST(RightSizer, ProbeSchedule) {
   }
   // Timed samples 1, 2 before the first choice that sees 3; then one probe
   // per 4 choices.
-  const std::vector<SizeSource> want = {
-      SizeSource::kFull,  SizeSource::kFull, SizeSource::kFull, SizeSource::kProbe,
-      SizeSource::kFull,  SizeSource::kFull, SizeSource::kFull, SizeSource::kProbe,
-      SizeSource::kFull,  SizeSource::kFull, SizeSource::kFull, SizeSource::kProbe};
+  const std::vector<SizeSource> want = {SizeSource::kFull, SizeSource::kFull, SizeSource::kFull, SizeSource::kProbe,
+                                        SizeSource::kFull, SizeSource::kFull, SizeSource::kFull, SizeSource::kProbe,
+                                        SizeSource::kFull, SizeSource::kFull, SizeSource::kFull, SizeSource::kProbe};
   EXPECT_EQ(seen, want);
   EXPECT_EQ(rs.stats(0).probes, 3U);
 }
