@@ -312,6 +312,20 @@ void print_human(std::FILE* f, const nlohmann::json& j) {
     }
     std::fprintf(f, "%s\n", line.c_str());
   }
+  for (const auto& t : j["tenants"]) {
+    if (!t.contains("rightsize") || !t["rightsize"].is_object()) continue;
+    const nlohmann::json& r = t["rightsize"];
+    const double n = std::max(1.0, r.value("executions", 0.0));
+    std::string line = fmt::format(
+        "{} right-sized (slip {:.2f}): {:.1f}% of its TPC-time saved ({:.3f} TPC-s), slowdown {}; decided by "
+        "occupancy {:.0f}%, model {:.0f}%; {} probes ({:.1f} us predicted extra)",
+        t.value("name", std::string()), r.value("slip", 0.0), 100.0 * r.value("saved_share", 0.0),
+        r.value("saved_tpc_us", 0.0) / 1e6,
+        r.contains("slowdown") ? fmt::format("{:.3f}x", r.value("slowdown", 0.0)) : std::string("not measured"),
+        100.0 * r.value("by_occupancy", 0.0) / n, 100.0 * r.value("by_model", 0.0) / n, r.value("probes", 0ULL),
+        r.value("probe_cost_us", 0.0));
+    std::fprintf(f, "%s\n", line.c_str());
+  }
   std::fprintf(f, "\n%-6s %-8s %-16s %-16s %4s %7s %10s %10s\n", "client", "pid", "program", "tenant", "MPS", "streams",
                "launches", "grants");
   // "-" where the daemon leaves a field out (null: another user's client).

@@ -198,7 +198,7 @@ struct Parser {
   Result<TenantConfig> tenant(const toml::table& t) const {
     LITHOS_RETURN_IF_ERROR(check_keys(t, "[[tenant]]",
                                       {"name", "priority", "quota", "slo_ms", "users", "groups", "match",
-                                       "fallback_tpcs", "pauses_best_effort", "mps"}));
+                                       "fallback_tpcs", "pauses_best_effort", "mps", "rightsize", "rightsize_slip"}));
     TenantConfig out;
     out.where = where(source, t);
     auto name = string(t, "name");
@@ -265,6 +265,13 @@ struct Parser {
       if (!n->is_boolean()) return error(*n, ctx + ": 'mps' must be true or false");
       out.mps = n->as_boolean()->get();
     }
+    if (const toml::node* n = t.get("rightsize")) {
+      if (!n->is_boolean()) return error(*n, ctx + ": 'rightsize' must be true or false");
+      out.rightsize = n->as_boolean()->get();
+    }
+    auto slip = number(t, "rightsize_slip", 1.0, kMaxRightsizeSlip, false);
+    if (!slip) return slip.status();
+    out.rightsize_slip = *slip;
     return out;
   }
 
@@ -496,6 +503,8 @@ sched::TenantSpec TenantConfig::spec() const {
   s.quota = quota;
   s.slo = slo;
   s.pauses_best_effort = pauses_best_effort;
+  s.rightsize = rightsize;
+  s.rightsize_slip = rightsize_slip;
   return s;
 }
 
@@ -625,6 +634,10 @@ Status validate(const DaemonConfig& c, int device_tpcs) {
   }
   LITHOS_RETURN_IF_ERROR(in_range("pause_slowdown", c.pause_slowdown, kMinPauseSlowdown, kMaxPauseSlowdown));
   LITHOS_RETURN_IF_ERROR(in_range("burst_gap_us", c.burst_gap_us, 0, kMaxIdleGraceUs));
+  LITHOS_RETURN_IF_ERROR(in_range("rightsize_slip", c.rightsize_slip, 1, kMaxRightsizeSlip));
+  LITHOS_RETURN_IF_ERROR(in_range("rightsize_probe_after", c.rightsize_probe_after, 0, 1e6));
+  LITHOS_RETURN_IF_ERROR(in_range("rightsize_probe_every", c.rightsize_probe_every, 1, 1e6));
+  LITHOS_RETURN_IF_ERROR(in_range("rightsize_probe_budget", c.rightsize_probe_budget, 0, 1));
   LITHOS_RETURN_IF_ERROR(in_range("idle_grace_us", c.idle_grace_us, 0, kMaxIdleGraceUs));
   LITHOS_RETURN_IF_ERROR(in_range("max_clients", c.max_clients, 1, kMaxMaxClients));
   LITHOS_RETURN_IF_ERROR(in_range("max_clients_per_uid", c.max_clients_per_uid, 1, kMaxMaxClients));
@@ -782,6 +795,8 @@ std::string config_json(const DaemonConfig& c) {
     j += ",\"fallback_tpcs\":" + (t.fallback ? json_string(t.fallback->to_string()) : std::string("null"));
     j += std::string(",\"pauses_best_effort\":") + best_effort_pause_literal(t.pauses_best_effort);
     j += std::string(",\"mps\":") + (t.mps ? "true" : "false");
+    j += std::string(",\"rightsize\":") + (t.rightsize ? (*t.rightsize ? "true" : "false") : "null");
+    j += ",\"rightsize_slip\":" + (t.rightsize_slip ? json_number(*t.rightsize_slip) : std::string("null"));
     j += "}";
   }
   j += "]}";

@@ -62,6 +62,7 @@ inline constexpr double kMaxPowerSlowdown = 1.0;
 inline constexpr double kMaxPowerIdleW = 2000;    // [daemon] power_idle_w
 inline constexpr double kMinPowerExponent = 1.0;  // [daemon] power_exponent
 inline constexpr double kMaxPowerExponent = 4.0;
+inline constexpr double kMaxRightsizeSlip = 1000.0;  // [daemon] and [[tenant]] rightsize_slip
 // [daemon] bounds on what clients may make the daemon hold (docs/daemon.md,
 // "Hostile clients"): the ranges their keys accept.
 inline constexpr int kMaxMaxClients = 65536;        // max_clients, max_clients_per_uid
@@ -105,6 +106,10 @@ struct TenantConfig {
   // stays their own instead of reaching every MPS client of the GPU, at the
   // cost of time-slicing with the MPS clients (docs/daemon.md, "GPU faults").
   bool mps = true;
+  // Right-sizing of its kernels (lithos policy): unset, the [daemon]
+  // rightsize and rightsize_slip (sched::TenantSpec).
+  std::optional<bool> rightsize;
+  std::optional<double> rightsize_slip;
   // "file:line:column" of its [[tenant]] table, for messages; empty for the
   // implicit default tenant and tenants built in code.
   std::string where;
@@ -157,6 +162,13 @@ struct DaemonConfig {
   // tenant's atom holds when they go out (false). Its CUDA graphs get the
   // first set either way: their descriptors keep it for every replay.
   bool share_unowned = true;
+  // Right-sizing (lithos policy; sched::LithosConfig::rightsize,
+  // sched::RightSizeConfig), for tenants that do not set their own.
+  bool rightsize = false;
+  double rightsize_slip = sched::RightSizeConfig{}.slip;
+  std::uint32_t rightsize_probe_after = sched::RightSizeConfig{}.probe_after;
+  std::uint32_t rightsize_probe_every = sched::RightSizeConfig{}.probe_every;
+  double rightsize_probe_budget = sched::RightSizeConfig{}.probe_budget;
   // sched::LithosConfig::hp_holds_unowned (lithos policy): a high-priority
   // launch on TPCs no quota holds keeps new best-effort atoms off them until
   // it ends (true), or best-effort atoms are placed there beside it (false).

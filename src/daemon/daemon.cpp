@@ -205,6 +205,8 @@ Result<sched::ReplayResult> replay_trace(const Trace& trace) {
     t.quota = e.spec.quota;
     t.slo = e.spec.slo;
     t.pauses_best_effort = e.spec.pauses_best_effort;
+    t.rightsize = e.spec.rightsize;
+    t.rightsize_slip = e.spec.rightsize_slip;
     c.tenants.push_back(t);
   }
   auto engine = make_engine(c, trace.header.device);
@@ -1416,15 +1418,19 @@ Status Daemon::handle_submit(Client& c, const ipc::SubmitMsg& m, std::uint64_t n
     // A graph ran on the lasting set (its descriptors keep it).
     const sched::TpcSet alloc = allocation_of(c.tenant, (m.flags & ipc::kSubmitGraph) != 0);
     // The TPCs it says it ran on (validated: at most ipc::kMaxTpcs): a
-    // right-sized launch, on that many of its allocation. The allocation
-    // may have changed since the client read it, so a count above its size
-    // now is taken as all of it. Kept with the launch for the Engine's
-    // accounting of right-sized hp launches.
+    // right-sized launch, on that many of its allocation, lowest numbers
+    // first (its entry in the channel's right-size table), so the rest stays
+    // free for others. The allocation may have changed since the client read
+    // it, so a count above its size now is taken as all of it.
     const auto size = static_cast<std::uint32_t>(alloc.count());
     std::uint32_t used = ipc::running_tpcs(m);
     if (used == 0 || used > size) used = size;
-    if (used < size) ++counters_.narrowed_reports;
-    auto a = log_->submit_running(s.queue, d, alloc, to_time(now));
+    sched::TpcSet on = alloc;
+    if (used < size) {
+      ++counters_.narrowed_reports;
+      on = alloc.take_lowest(static_cast<int>(used));
+    }
+    auto a = log_->submit_running(s.queue, d, on, to_time(now));
     if (!a) return a.status();
     if ((m.flags & ipc::kSubmitTimed) != 0) {  // validated: not a graph
       // What its sample will be learnt as: its key, and the TPCs it could
@@ -1621,6 +1627,28 @@ void Daemon::publish_allocation(Client& c, const std::array<std::uint64_t, 4>& w
   std::copy(std::begin(words), std::end(words), std::begin(c.alloc_words));
 }
 
+void Daemon::publish_sizes(Client& c) {
+  const sched::SizeTable* table = engine_->size_table(c.tenant);
+  if (table == nullptr || table->generation == c.sizes_generation) return;
+  c.sizes_published.resize(table->entries.size(), -1);
+  for (std::size_t i = 0; i < table->entries.size(); ++i) {
+    const sched::SizeTable::Entry& e = table->entries[i];
+    if (c.sizes_published[i] == e.tpcs) continue;
+    const std::uint32_t grid[3] = {e.key.grid.x, e.key.grid.y, e.key.grid.z};
+    // tpcs 0 (back to the whole allocation) is published as the allocation's
+    // size would be: the client's lookup then narrows nothing. A key the
+    // full table has no room for stays unpublished: its launches take the
+    // whole allocation (and it is tried again at the next change).
+    const auto tpcs = static_cast<std::uint32_t>(e.tpcs > 0 ? e.tpcs : sched::kMaxTpcs);
+    if (c.sizes.publish(e.key.kernel, grid, tpcs) <= ipc::SizeTableWriter::Result::kUpdated) {
+      c.sizes_published[i] = e.tpcs;
+    } else {
+      ++counters_.sizes_unpublished;
+    }
+  }
+  c.sizes_generation = table->generation;
+}
+
 // Where a client runs without the daemon: its configured fallback, else its
 // quota (high), else what no quota holds (best effort); never empty.
 sched::TpcSet Daemon::fallback_of(sched::TenantId t) const {
@@ -1654,6 +1682,7 @@ void Daemon::publish_allocations() {
       words = std::array<std::uint64_t, 4>{now_set.word(0), now_set.word(1), lasting.word(0), lasting.word(1)};
     }
     publish_allocation(*c, *words);
+    if (c->high) publish_sizes(*c);
     if (free && !c->runs_free) {
       h.flags.fetch_or(ipc::kChannelRunsFree, std::memory_order_acq_rel);
       c->runs_free = true;
@@ -1756,6 +1785,25 @@ std::string Daemon::status_json(std::uint64_t now, std::optional<uid_t> viewer) 
       if (p->until != kTimeNever) pj["until_ms"] = std::max(0.0, to_ms(p->until - t));
       o["pause"] = pj;
     }
+    if (engine_->rightsized(ts.id)) {
+      // What right-sizing did for it (sched::RightSizeStats): TPC-time
+      // left to others, the slowdown measured where a kernel's own time is
+      // known, and what decided the counts.
+      const sched::RightSizeStats& r = engine_->rightsize_stats(ts.id);
+      json rj = {{"slip", ts.spec.rightsize_slip.value_or(st.config.rightsize.slip)},
+                 {"executions", r.executions},
+                 {"by_occupancy", r.by_occupancy},
+                 {"by_model", r.by_model},
+                 {"probes", r.probes},
+                 {"probe_cost_us", r.probe_cost_ns / 1e3},
+                 {"busy_us", r.busy_ns / 1e3},
+                 {"saved_tpc_us", r.saved_tpc_ns / 1e3},
+                 {"saved_share", r.saved_share()},
+                 {"measured", r.measured}};
+      if (r.measured > 0) rj["slowdown"] = r.slowdown();
+      if (const sched::SizeTable* table = engine_->size_table(ts.id)) rj["table_entries"] = table->entries.size();
+      o["rightsize"] = rj;
+    }
     tenants.push_back(o);
   }
   j["tenants"] = tenants;
@@ -1833,6 +1881,7 @@ std::string Daemon::status_json(std::uint64_t now, std::optional<uid_t> viewer) 
                    {"hp_samples", counters_.hp_samples},
                    {"hp_samples_unmatched", counters_.hp_samples_unmatched},
                    {"hp_samples_rejected", counters_.hp_samples_rejected},
+                   {"sizes_unpublished", counters_.sizes_unpublished},
                    {"reclaimed_atoms", counters_.reclaimed_atoms},
                    {"loops", counters_.loops},
                    {"busy_loops", counters_.busy_loops},

@@ -168,7 +168,8 @@ struct DaemonCounters {
   std::uint64_t hp_samples = 0;
   std::uint64_t hp_samples_unmatched = 0;
   std::uint64_t hp_samples_rejected = 0;
-  std::uint64_t reclaimed_atoms = 0;  // released because their client died
+  std::uint64_t sizes_unpublished = 0;  // right-sizing entries a client's table had no room for
+  std::uint64_t reclaimed_atoms = 0;    // released because their client died
   std::uint64_t status_requests = 0;
   std::uint64_t loops = 0;
   std::uint64_t busy_loops = 0;  // loops that handled something
@@ -312,13 +313,19 @@ class Daemon {
     std::string doomed_why;
     std::uint64_t alloc_words[4] = {~0ULL, ~0ULL, ~0ULL, ~0ULL};  // last published allocations (now, lasting)
     bool runs_free = false;                                       // kChannelRunsFree as last published
+    // Its right-sizing table (high priority, right-sized tenant): where each
+    // key went, the Engine table's generation last published, and each
+    // entry's TPC count as published (by SizeTable entry; -1: not yet), in
+    // `sizes` below (its channel's ipc::SizeTable).
+    std::uint64_t sizes_generation = 0;
+    std::vector<int> sizes_published;
     std::uint64_t grants = 0, launches = 0;
     // A fatal GPU fault: its client_fault was read; its work was lost (the
     // FaultMonitor says it is affected): nothing more of it is scheduled,
     // its messages are read and dropped, kChannelFaulted tells it so.
     bool fault_read = false;
     bool faulted = false;
-    ipc::SizeTableWriter sizes;  // its channel's right-size table (publish_right_size)
+    ipc::SizeTableWriter sizes;  // its channel's right-size table (publish_sizes, publish_right_size)
   };
   struct Target {  // where a be launch's grants go
     std::uint32_t client;
@@ -356,6 +363,8 @@ class Daemon {
   bool dispatch(std::uint64_t now);
   void deliver(Client& c, const ipc::GrantMsg& g);
   void publish_allocations();
+  // A right-sized high-priority client's table entries that changed.
+  void publish_sizes(Client& c);
   bool check_sockets(std::uint64_t now);
   // Drops the clients that stopped, make no progress, or were doomed this
   // turn; true when it dropped any.

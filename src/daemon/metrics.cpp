@@ -165,6 +165,32 @@ Result<std::string> prometheus_text(std::string_view status_json) {
     w.family("lithos_tenant_pauses_total", "counter", "Times a verdict paused best effort for the tenant (\"auto\").",
              pauses);
   }
+  {
+    // Right-sized tenants (rightsize): what it left to others and cost.
+    std::vector<std::pair<std::string, double>> saved, slowdown, occupancy, model, probes, probe_cost;
+    for (std::size_t i = 0; i < labels.size(); ++i) {
+      if (!tenants[i].contains("rightsize") || !tenants[i]["rightsize"].is_object()) continue;
+      const json& r = tenants[i]["rightsize"];
+      saved.emplace_back(labels[i], num(r, "saved_tpc_us") / 1e6);
+      if (r.contains("slowdown")) slowdown.emplace_back(labels[i], num(r, "slowdown"));
+      occupancy.emplace_back(labels[i], num(r, "by_occupancy"));
+      model.emplace_back(labels[i], num(r, "by_model"));
+      probes.emplace_back(labels[i], num(r, "probes"));
+      probe_cost.emplace_back(labels[i], num(r, "probe_cost_us") / 1e6);
+    }
+    w.family("lithos_tenant_rightsize_saved_tpc_seconds_total", "counter",
+             "TPC-seconds right-sizing left to others: (allocation - TPCs used) x duration, summed.", saved);
+    w.family("lithos_tenant_rightsize_slowdown", "gauge",
+             "Right-sized kernels' measured time over the fit's prediction on what they can use.", slowdown);
+    w.family("lithos_tenant_rightsize_by_occupancy_total", "counter",
+             "Kernel executions whose TPC count the occupancy bound decided.", occupancy);
+    w.family("lithos_tenant_rightsize_by_model_total", "counter",
+             "Kernel executions whose TPC count the fitted model decided.", model);
+    w.family("lithos_tenant_rightsize_probes_total", "counter",
+             "Probes: executions at a reduced TPC count to learn the fit.", probes);
+    w.family("lithos_tenant_rightsize_probe_cost_seconds_total", "counter", "The probes' predicted extra time.",
+             probe_cost);
+  }
 
   {
     // Registered processes by whether their contexts are MPS clients: a

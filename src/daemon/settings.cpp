@@ -210,6 +210,20 @@ std::vector<Setting> build() {
       engine_setting({"hp_holds_unowned", 0, 0, "LITHOSD_HP_HOLDS_UNOWNED", "--hp-holds-unowned", "hp_holds_unowned"},
                      &DaemonConfig::hp_holds_unowned));
   v.push_back(
+      engine_setting({"rightsize", 0, 0, "LITHOSD_RIGHTSIZE", "--rightsize", "rightsize"}, &DaemonConfig::rightsize));
+  v.push_back(engine_setting(
+      {"rightsize_slip", 1, kMaxRightsizeSlip, "LITHOSD_RIGHTSIZE_SLIP", "--rightsize-slip", "rightsize_slip"},
+      &DaemonConfig::rightsize_slip));
+  v.push_back(
+      engine_setting({"rightsize_probe_after", 0, 1e6, "LITHOSD_RIGHTSIZE_PROBE_AFTER", "", "rightsize_probe_after"},
+                     &DaemonConfig::rightsize_probe_after));
+  v.push_back(
+      engine_setting({"rightsize_probe_every", 1, 1e6, "LITHOSD_RIGHTSIZE_PROBE_EVERY", "", "rightsize_probe_every"},
+                     &DaemonConfig::rightsize_probe_every));
+  v.push_back(
+      engine_setting({"rightsize_probe_budget", 0, 1, "LITHOSD_RIGHTSIZE_PROBE_BUDGET", "", "rightsize_probe_budget"},
+                     &DaemonConfig::rightsize_probe_budget));
+  v.push_back(
       make({"best_effort_runs_free", T::kBool, "", 0, 0, "LITHOSD_BEST_EFFORT_RUNS_FREE", "--best-effort-runs-free", "",
             "Lithos policy: true: best-effort launches go out without waiting for grants while no "
             "high-priority tenant has a stream open; false: they always wait"},
@@ -351,6 +365,11 @@ std::vector<Setting> build() {
       {"best_effort_runs_free", "false"},  // never free then
       {"share_unowned", "true"},
       {"hp_holds_unowned", "true"},  // always held then
+      {"rightsize", "false"},        // none then
+      {"rightsize_slip", "1.1"},
+      {"rightsize_probe_after", "4"},
+      {"rightsize_probe_every", "32"},
+      {"rightsize_probe_budget", "0.01"},
       {"socket", ""},
       {"default_tenant", ""},
   };

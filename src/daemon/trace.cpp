@@ -171,6 +171,8 @@ std::string trace_line(const sched::EngineEvent& e) {
       // Absent: false (older traces); true; or "auto".
       if (e.spec.pauses_best_effort == sched::BestEffortPause::kAlways) j["pauses_best_effort"] = true;
       if (e.spec.pauses_best_effort == sched::BestEffortPause::kAuto) j["pauses_best_effort"] = "auto";
+      if (e.spec.rightsize) j["rightsize"] = *e.spec.rightsize;
+      if (e.spec.rightsize_slip) j["rightsize_slip"] = *e.spec.rightsize_slip;
       break;
     case Kind::kAddQueue:
       j["tenant"] = e.id;
@@ -251,6 +253,13 @@ Result<sched::EngineEvent> parse_trace_line(std::string_view line) {
           e.spec.pauses_best_effort = sched::BestEffortPause::kAuto;
         } else if (r.j.contains("pauses_best_effort") && r.flag("pauses_best_effort")) {
           e.spec.pauses_best_effort = sched::BestEffortPause::kAlways;
+        }
+        if (r.j.contains("rightsize")) e.spec.rightsize = r.flag("rightsize");
+        if (r.j.contains("rightsize_slip")) {
+          const json& v = r.at("rightsize_slip");
+          if (!v.is_number() || !(v.get<double>() >= 1.0) || !(v.get<double>() <= 1e3))
+            throw std::runtime_error("'rightsize_slip' must be a number in [1, 1000]");
+          e.spec.rightsize_slip = v.get<double>();
         }
         break;
       }

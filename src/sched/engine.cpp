@@ -148,6 +148,7 @@ PendingLaunch Engine::make_pending(QueueState& q, const LaunchDesc& launch, Time
   p.desc = launch;
   p.submitted = now;
   p.key = PredictionKey{launch.kernel, q.ordinal++};
+  p.size_key = SizeKey{launch.kernel, launch.grid};
   p.blocks_per_tpc = blocks_per_tpc(dev, launch);
   p.plan.total_blocks = launch.grid.count();
   p.predicted_full = state_.predict(p, p.plan.total_blocks, dev.tpcs);
@@ -179,8 +180,13 @@ Result<LaunchId> Engine::submit(QueueId queue, const LaunchDesc& launch, Time no
   }
   p.need = p.usable_tpcs(dev);
   p.safe = needs_of(launch, blocks_per_sm(dev, launch));
-  if (traits_.rightsize && !p.plan.split()) {
-    p.need = state_.rightsizer.choose(p.key, p.need);
+  if (!p.plan.split() && !launch.whole_device && launch.pinned.empty() && rightsized(t.id)) {
+    // What it could use otherwise is its occupancy bound (an atom never
+    // gets more): only the fit can size it below that.
+    const SizeChoice c = state_.rightsizer.choose(t.id, p.size_key, p.need, p.need, slip_of(t));
+    p.size_full = p.need;
+    p.size_source = c.source;
+    p.need = c.tpcs;
   }
   t.grace = policy_->on_arrival(view(), t.id, now);
   ++t.need_count[static_cast<std::size_t>(p.need)];
@@ -210,6 +216,11 @@ Result<AtomDispatch> Engine::submit_running(QueueId queue, const LaunchDesc& lau
                     .atom_duration = Duration{},
                     .reason = AtomReason::kDisabled};
   p.need = occupancy_tpc_bound(state_.config.device, p.plan.total_blocks, p.blocks_per_tpc);
+  if (t.is_high() && !launch.whole_device && launch.pinned.empty() && rightsized(t.id)) {
+    size_running(t, p, tpcs.count(), now);
+    const PredictionKey k = clamp_key(p.key);
+    sample_size_keys_[{t.id, k.kernel, k.ordinal}] = p.size_key;
+  }
   t.grace = policy_->on_arrival(view(), t.id, now);
   ++t.need_count[static_cast<std::size_t>(p.need)];
   t.max_need = std::max(t.max_need, p.need);
@@ -219,6 +230,65 @@ Result<AtomDispatch> Engine::submit_running(QueueId queue, const LaunchDesc& lau
   placement.tpcs = tpcs;
   placement.priority = policy_->immediate_priority(view(), q.tenant);
   return carve(q, p, placement, now, /*queued=*/false);
+}
+
+const SizeTable::Entry* SizeTable::find(const SizeKey& key) const {
+  const auto it = index.find(key);
+  return it == index.end() ? nullptr : &entries[it->second];
+}
+
+bool Engine::rightsized(TenantId t) const {
+  if (static_cast<std::size_t>(t) >= state_.tenants.size() || !traits_.can_rightsize) return false;
+  return state_.tenants[idx(t)].spec.rightsize.value_or(traits_.rightsize);
+}
+
+double Engine::slip_of(const TenantState& t) const {
+  return t.spec.rightsize_slip.value_or(state_.config.rightsize.slip);
+}
+
+const SizeTable* Engine::size_table(TenantId t) const {
+  if (!rightsized(t) || !state_.tenants[idx(t)].is_high()) return nullptr;
+  static const SizeTable kEmpty;
+  return static_cast<std::size_t>(t) < state_.size_tables.size() ? &state_.size_tables[idx(t)] : &kEmpty;
+}
+
+// The launch ran on `used` TPCs of an allocation of `full` (the tenant's
+// immediate set now): what decided that is its table entry, if the entry
+// says `used`. Then the key's next choice goes into the table, for the
+// launches after it (a probe stays there until the key's next report).
+void Engine::size_running(TenantState& t, PendingLaunch& p, int used, Time now) {
+  const int full = std::max(immediate_set(t.id, now).count(), used);
+  if (state_.size_tables.size() <= idx(t.id)) state_.size_tables.resize(idx(t.id) + 1);
+  SizeTable& table = state_.size_tables[idx(t.id)];
+  const SizeTable::Entry* e = table.find(p.size_key);
+  p.size_full = full;
+  p.size_source = e != nullptr && e->tpcs == used && used < full ? e->source : SizeSource::kFull;
+  const SizeChoice c = state_.rightsizer.choose(t.id, p.size_key, full, p.need, slip_of(t));
+  const int tpcs = c.tpcs >= full ? 0 : c.tpcs;
+  if (e == nullptr) {
+    if (tpcs == 0 || table.entries.size() >= SizeTable::kMaxEntries) return;
+    table.index.emplace(p.size_key, table.entries.size());
+    table.entries.push_back({p.size_key, tpcs, c.source});
+    ++table.generation;
+    return;
+  }
+  SizeTable::Entry& w = table.entries[table.index.at(p.size_key)];
+  if (w.tpcs == tpcs && w.source == c.source) return;
+  w.tpcs = tpcs;
+  w.source = c.source;
+  ++table.generation;
+}
+
+void Engine::observe_kernel(TenantId t, const LaunchDesc& launch, int tpcs, Duration ran) {
+  if (!rightsized(t) || launch.grid.count() == 0 || launch.block.count() == 0) return;
+  const DeviceShape& dev = state_.config.device;
+  const SizeKey key{launch.kernel, launch.grid};
+  const int used =
+      std::min(std::max(tpcs, 1), occupancy_tpc_bound(dev, launch.grid.count(), blocks_per_tpc(dev, launch)));
+  const SizeTable* table = size_table(t);
+  const SizeTable::Entry* e = table != nullptr ? table->find(key) : nullptr;
+  const SizeSource source = e != nullptr && e->tpcs == tpcs ? e->source : SizeSource::kFull;
+  state_.rightsizer.observe(t, key, dev.tpcs, tpcs, used, source, ran, /*account=*/false, /*timed=*/true);
 }
 
 std::vector<AtomId> Engine::close_queue(QueueId queue, Time now) {
@@ -430,6 +500,10 @@ AtomDispatch Engine::carve(QueueState& q, PendingLaunch& head, const Placement& 
   a.stolen = placement.stolen & placement.tpcs;
   a.last = d.last;
   a.whole = d.index == 0 && d.last;
+  a.running = !queued;
+  a.size_key = head.size_key;
+  a.size_source = head.size_source;
+  a.size_full = head.size_full;
   a.dispatched = now;
   a.predicted = d.predicted.value_or(Duration{0});
   const Duration guess = d.predicted.value_or(cfg.throttle);
@@ -475,9 +549,14 @@ Completion Engine::atom_finished(AtomId id, Time start, Time end) {
   // the key has timed samples (observe_hp_sample), those alone teach.
   if (!t.is_high() || sampled_keys_.empty() || !sampled_keys_.contains(clamp_key(a.key))) {
     state_.predictor.observe(a.key, a.blocks, a.blocks_per_tpc, std::max(used, 1), ran, t.spec.priority);
-    // The right-sizing fit models whole kernels: atoms of split launches are
-    // not samples of it.
-    if (traits_.rightsize && a.whole) state_.rightsizer.observe(a.key, std::max(used, 1), ran);
+  }
+  // The right-sizing fit models whole kernels: atoms of split launches are
+  // not samples of it. Every execution is accounted; a running (hp) one
+  // teaches the fit only where its time is its own.
+  if (a.whole && a.size_full > 0) {
+    const bool timed = !a.running || state_.config.running_times_exact;
+    state_.rightsizer.observe(a.tenant, a.size_key, a.size_full, a.tpcs.count(), used, a.size_source, ran,
+                              /*account=*/true, timed);
   }
   policy_->on_ran(view(), a, start, end);
 
@@ -515,7 +594,16 @@ void Engine::observe_hp_sample(TenantId tenant, const PredictionKey& key, std::u
     sampled_keys_.insert(clamp_key(key));
   }
   state_.predictor.observe(key, blocks, per_tpc, used, ran, t.spec.priority);
-  if (traits_.rightsize) state_.rightsizer.observe(key, used, ran);
+  // Right-sizing learns it as the kernel's own time on the TPCs it used.
+  const PredictionKey k = clamp_key(key);
+  if (const auto it = sample_size_keys_.find({tenant, k.kernel, k.ordinal});
+      it != sample_size_keys_.end() && rightsized(tenant)) {
+    const SizeTable* table = size_table(tenant);
+    const SizeTable::Entry* e = table != nullptr ? table->find(it->second) : nullptr;
+    const SizeSource source = e != nullptr && e->tpcs == tpcs ? e->source : SizeSource::kFull;
+    state_.rightsizer.observe(tenant, it->second, state_.config.device.tpcs, tpcs, used, source, ran,
+                              /*account=*/false, /*timed=*/true);
+  }
 }
 
 Engine::HpSampleStats Engine::hp_sample_stats() const {

@@ -18,10 +18,13 @@
 
 #include <array>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <span>
 #include <string>
+#include <tuple>
+#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
@@ -53,6 +56,28 @@ struct EngineConfig {
   AtomConfig atoms;
   PredictorConfig predictor;
   RightSizeConfig rightsize;
+  // Whether atom_finished's times of launches reported running
+  // (submit_running) are each launch's own (the simulator), so that
+  // right-sizing learns from them; false in lithosd, where a burst of them
+  // shares one completion marker (observe_kernel brings their own times).
+  bool running_times_exact = false;
+};
+
+// A high-priority tenant's right-sizing table: per kernel and grid, the TPC
+// count its client launches with (the first `tpcs` of its published
+// allocation, lowest numbers first). Entries are only added (at most
+// kMaxEntries) and changed, never removed; `generation` counts changes.
+struct SizeTable {
+  static constexpr std::size_t kMaxEntries = 4096;
+  struct Entry {
+    SizeKey key;
+    int tpcs = 0;  // 0: its whole allocation
+    SizeSource source = SizeSource::kFull;
+  };
+  std::vector<Entry> entries;
+  std::uint64_t generation = 0;
+  const Entry* find(const SizeKey& key) const;
+  std::unordered_map<SizeKey, std::size_t, SizeKeyHash> index;
 };
 
 // Handle of an atom in flight; valid from its AtomDispatch until atom_finished.
@@ -91,7 +116,10 @@ struct PendingLaunch {
   std::uint64_t next_block = 0;            // first block not yet dispatched
   std::uint32_t atoms_dispatched = 0;
   int need = 1;      // TPCs it can use: occupancy bound (or right-sized count)
-  LaunchNeeds safe;  // what a set needs not to hang it (clusters, cooperative grid)
+  SizeKey size_key;  // right-sizing's key (kernel and grid)
+  SizeSource size_source = SizeSource::kFull;
+  int size_full = 0;  // right-sized: what it could use otherwise (0: not right-sized)
+  LaunchNeeds safe;   // what a set needs not to hang it (clusters, cooperative grid)
 
   std::uint64_t remaining_blocks() const { return plan.total_blocks - next_block; }
   // How many TPCs the rest of it can use at all: its occupancy bound, or
@@ -155,7 +183,13 @@ struct InflightAtom {
   TpcSet tpcs;
   TpcSet stolen;
   bool last = false;
-  bool whole = false;  // the launch's only atom
+  bool whole = false;    // the launch's only atom
+  bool running = false;  // reported running (submit_running)
+  // Right-sized launches (size_full > 0): key, what decided, and the TPC
+  // count it could have used otherwise.
+  SizeKey size_key;
+  SizeSource size_source = SizeSource::kFull;
+  int size_full = 0;
   Time dispatched{};
   Duration predicted{};           // its predicted run time when dispatched; 0: none
   Time end_base{};                // predicted end minus its queue's shift (EngineState::predicted_end)
@@ -184,6 +218,7 @@ struct EngineState {
   std::vector<AtomId> free_atoms;
   LatencyPredictor predictor;
   RightSizer rightsizer;
+  std::vector<SizeTable> size_tables;  // by TenantId: high-priority right-sized tenants' tables
 
   // Owner of a TPC (kNoTenant if no quota covers it).
   TenantId owner_of(int tpc) const { return owner_[static_cast<std::size_t>(tpc)]; }
@@ -270,6 +305,19 @@ class Engine {
   // the policy has none for it.
   std::optional<PauseReport> pause_report(TenantId t, Time now) const;
 
+  // Whether tenant `t`'s kernels are right-sized (PolicyTraits::rightsize,
+  // TenantSpec::rightsize); false for an unknown tenant.
+  bool rightsized(TenantId t) const;
+  // A right-sized high-priority tenant's table (nullptr otherwise): what
+  // its client applies at launch. submit_running updates it.
+  const SizeTable* size_table(TenantId t) const;
+  // One high-priority kernel's own duration `ran` on `tpcs` TPCs (the
+  // first `tpcs` of its allocation): right-sizing learns from it. Ignored
+  // for an unknown or not right-sized tenant.
+  void observe_kernel(TenantId t, const LaunchDesc& launch, int tpcs, Duration ran);
+  // What right-sizing did for tenant `t` (zeros when nothing).
+  const RightSizeStats& rightsize_stats(TenantId t) const { return state_.rightsizer.stats(t); }
+
   // The online predictor's model as text (LatencyPredictor::save), and
   // loading such text into it (a cache from an earlier run). Errors name
   // the line; a failed load changes nothing.
@@ -324,6 +372,9 @@ class Engine {
   AtomDispatch carve(QueueState& q, PendingLaunch& head, const Placement& placement, Time now, bool queued = true);
   PendingLaunch make_pending(QueueState& q, const LaunchDesc& launch, Time now);
   void release_atom(AtomId id, Time end);
+  double slip_of(const TenantState& t) const;
+  // Records an hp execution for tenant `t`'s table and updates its entry.
+  void size_running(TenantState& t, PendingLaunch& p, int used, Time now);
   // Asks the policy who owns which TPCs now (Policy::on_tenants_changed)
   // and stores the answer; on failure nothing changes.
   Status assign_owners();
@@ -343,6 +394,10 @@ class Engine {
   // (observe_hp_sample), and the error over those samples.
   PredictionKey clamp_key(const PredictionKey& k) const;
   std::unordered_set<PredictionKey, PredictionKeyHash> sampled_keys_;
+  // The right-sizing key (kernel, grid) of a right-sized hp tenant's last
+  // running launch of each predictor key (tenant, kernel, ordinal), so that
+  // a timed sample of it (named by its predictor key) teaches the fit too.
+  std::map<std::tuple<TenantId, KernelId, std::uint32_t>, SizeKey> sample_size_keys_;
   std::uint64_t sample_predicted_ = 0, sample_misses_ = 0, samples_ = 0;
   double sample_abs_error_ns_ = 0.0, sample_sum_ns_ = 0.0;
   LogHistogram sample_abs_error_hist_;

@@ -41,6 +41,9 @@ struct PolicyTraits {
   bool throttle_borrowed_only = false;
   bool atomize = false;    // split launches into atoms per the atom plan
   bool rightsize = false;  // size launches with the right-sizer (need < occupancy bound)
+  // Whether a tenant may turn right-sizing on or off for itself
+  // (TenantSpec::rightsize); `rightsize` is then the default.
+  bool can_rightsize = false;
   // Hardware preemption: the GPU can stop a running kernel at a time-slice
   // boundary (compute preemption) and resume it later. Modelled by cutting
   // launches into pieces of about `preemption_slice` that, unlike atoms,

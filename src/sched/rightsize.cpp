@@ -90,34 +90,119 @@ int smallest_tpcs_within_slip(const LatencyFit& fit, double slip, int max_tpcs, 
   return lo;
 }
 
-RightSizer::RightSizer(RightSizeConfig config) : config_(config) {}
-
-// Until a fit exists the choice alternates between the full allocation (after
-// an even number of observations, so first) and the probe (after an odd
-// number, so second). The alternation matters when the first observations
-// all landed on one TPC count (e.g. the caller could not grant the choice):
-// the next choices still offer the other count, so a fit can form.
-int RightSizer::choose(const PredictionKey& key, int max_useful) const {
-  const int full = std::max(max_useful, 1);
-  const auto it = fits_.find(key);
-  if (it == fits_.end()) return full;
-  const FitAccumulator& acc = it->second;
-  const std::optional<LatencyFit> f = acc.fit();
-  if (!f.has_value()) {
-    if (acc.samples() % 2 == 0) return full;
-    const long long probe = std::llround(config_.probe_fraction * static_cast<double>(full));
-    return static_cast<int>(std::clamp<long long>(probe, 1, full));
-  }
-  if (f->r2 < config_.min_r2) return full;
-  return smallest_tpcs_within_slip(*f, config_.slip, full);
+std::size_t SizeKeyHash::operator()(const SizeKey& k) const noexcept {
+  std::uint64_t h = k.kernel * 0x9e3779b97f4a7c15ULL;
+  for (std::uint32_t v : {k.grid.x, k.grid.y, k.grid.z}) h = (h ^ v) * 0x100000001b3ULL + (h >> 29);
+  return static_cast<std::size_t>(h);
 }
 
-void RightSizer::observe(const PredictionKey& key, int tpcs, Duration latency) { fits_[key].add(tpcs, latency); }
+const char* size_source_name(SizeSource s) {
+  switch (s) {
+    case SizeSource::kFull: return "full";
+    case SizeSource::kOccupancy: return "occupancy";
+    case SizeSource::kModel: return "model";
+    case SizeSource::kProbe: return "probe";
+  }
+  return "full";
+}
 
-std::optional<LatencyFit> RightSizer::fit(const PredictionKey& key) const {
-  const auto it = fits_.find(key);
-  if (it == fits_.end()) return std::nullopt;
-  return it->second.fit();
+RightSizer::RightSizer(RightSizeConfig config) : config_(config) {}
+
+RightSizeStats& RightSizer::stats_of(TenantId tenant) {
+  if (tenant >= stats_.size()) stats_.resize(static_cast<std::size_t>(tenant) + 1);
+  return stats_[tenant];
+}
+
+const RightSizeStats& RightSizer::stats(TenantId tenant) const {
+  static const RightSizeStats kNone;
+  return tenant < stats_.size() ? stats_[tenant] : kNone;
+}
+
+std::optional<LatencyFit> RightSizer::trusted(const KeyState& k) const {
+  std::optional<LatencyFit> f = k.acc.fit();
+  if (f && f->r2 < config_.min_r2) return std::nullopt;
+  return f;
+}
+
+SizeChoice RightSizer::choose(TenantId tenant, const SizeKey& key, int full, int occupancy, double slip) {
+  full = std::max(full, 1);
+  const int top = std::clamp(occupancy, 1, full);
+  KeyState& k = keys_[key];
+  RightSizeStats& st = stats_of(tenant);
+  ++k.seen;
+  ++st.executions;
+  k.top = top;
+  SizeChoice c{.tpcs = top, .source = top < full ? SizeSource::kOccupancy : SizeSource::kFull};
+  if (const std::optional<LatencyFit> f = trusted(k)) {
+    if (k.acc.distinct_tpcs() == 2) {
+      const int t = smallest_tpcs_within_slip(*f, slip, top);
+      if (t < top) c = SizeChoice{.tpcs = t, .source = SizeSource::kModel};
+    }
+  } else if (top > 1 && config_.probe_budget > 0.0 && k.top_n >= config_.probe_after &&
+             (k.last_probe == 0 || k.seen - k.last_probe >= std::max<std::uint64_t>(config_.probe_every, 1))) {
+    const long long p = std::llround(config_.probe_fraction * static_cast<double>(top));
+    const int probe = static_cast<int>(std::clamp<long long>(p, 1, top - 1));
+    // Predicted extra time: the (untrusted) fit's, else the key's mean on
+    // what it can use, scaled as pure work (l = m / t: the worst case).
+    double extra = 0.0;
+    if (const std::optional<LatencyFit> loose = k.acc.fit()) {
+      extra = static_cast<double>((loose->at(probe) - loose->at(top)).count());
+    } else {
+      extra = k.top_ns / static_cast<double>(k.top_n) * (static_cast<double>(top) / probe - 1.0);
+    }
+    extra = std::max(extra, 0.0);
+    if (st.probe_cost_ns + extra <= config_.probe_budget * st.busy_ns) {
+      k.last_probe = k.seen;
+      ++st.probes;
+      st.probe_cost_ns += extra;
+      c = SizeChoice{.tpcs = probe, .source = SizeSource::kProbe, .probe_cost = Duration(std::llround(extra))};
+    }
+  }
+  if (c.source == SizeSource::kOccupancy) ++st.by_occupancy;
+  if (c.source == SizeSource::kModel) ++st.by_model;
+  return c;
+}
+
+void RightSizer::observe(TenantId tenant, const SizeKey& key, int full, int tpcs, int used, SizeSource source,
+                         Duration ran, bool account, bool timed) {
+  RightSizeStats& st = stats_of(tenant);
+  const double ns = static_cast<double>(std::max(ran, Duration{0}).count());
+  if (account) {
+    st.busy_ns += ns;
+    st.allocated_tpc_ns += static_cast<double>(std::max(full, tpcs)) * ns;
+  }
+  KeyState& k = keys_[key];
+  used = std::max(used, 1);
+  const bool sized = source == SizeSource::kOccupancy || source == SizeSource::kModel;
+  if (sized) {
+    full = std::max(full, tpcs);
+    if (account) st.saved_tpc_ns += static_cast<double>(full - tpcs) * ns;
+    // The reference: what it takes on what it can use (k.top), by the fit
+    // or the key's own mean there.
+    double ref = 0.0;
+    if (const std::optional<LatencyFit> f = trusted(k); f && k.acc.distinct_tpcs() == 2) {
+      ref = static_cast<double>(f->at(k.top).count());
+    } else if (k.top_n > 0) {
+      ref = k.top_ns / static_cast<double>(k.top_n);
+    }
+    if (timed && ref > 0.0) {
+      ++st.measured;
+      st.measured_ns += ns;
+      st.reference_ns += ref;
+    }
+  }
+  if (!timed) return;
+  k.acc.add(used, ran);
+  if (k.top == 0 || used >= k.top) {
+    ++k.top_n;
+    k.top_ns += ns;
+  }
+}
+
+std::optional<LatencyFit> RightSizer::fit(const SizeKey& key) const {
+  const auto it = keys_.find(key);
+  if (it == keys_.end()) return std::nullopt;
+  return it->second.acc.fit();
 }
 
 }  // namespace lithos::sched

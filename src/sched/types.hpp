@@ -89,6 +89,11 @@ struct TenantSpec {
   // High priority only (lithos policy): whether best-effort work pauses
   // while this tenant works (BestEffortPause).
   BestEffortPause pauses_best_effort = BestEffortPause::kNever;
+  // Right-sizing under a policy that can (lithos): whether this tenant's
+  // kernels get the fewest TPCs within its slip (unset: the policy's
+  // setting), and its slip (unset: RightSizeConfig::slip).
+  std::optional<bool> rightsize;
+  std::optional<double> rightsize_slip;
 };
 
 struct Dim3 {

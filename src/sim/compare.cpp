@@ -21,6 +21,7 @@ TenantSummary summarise(const TenantResult& r) {
   s.rate_rps = r.rate_rps;
   s.completed = r.completed;
   s.unfinished = r.unfinished;
+  s.rightsize = r.rightsize;
   std::vector<double> all;
   all.reserve(r.latencies_ms.size() + r.unfinished_ms.size());
   std::merge(r.latencies_ms.begin(), r.latencies_ms.end(), r.unfinished_ms.begin(), r.unfinished_ms.end(),

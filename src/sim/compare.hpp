@@ -36,8 +36,9 @@ struct TenantSummary {
   // SLO in ms (explicit, or slo_factor x alone P99 for high-priority
   // tenants); nullopt when the tenant has none.
   std::optional<double> slo_ms;
-  std::optional<double> slo_attainment;  // share of counted requests within the SLO
-  std::optional<double> goodput;         // requests per second within the SLO
+  std::optional<double> slo_attainment;            // share of counted requests within the SLO
+  std::optional<double> goodput;                   // requests per second within the SLO
+  std::optional<sched::RightSizeStats> rightsize;  // TenantResult::rightsize
 };
 
 struct PolicySummary {

@@ -21,26 +21,42 @@ json predictor_json(const sched::PredictorStats& p) {
               {"p99_abs_error_us", p.p99_abs_error_us}};
 }
 
+json rightsize_json(const sched::RightSizeStats& r) {
+  return json{{"executions", r.executions},
+              {"by_occupancy", r.by_occupancy},
+              {"by_model", r.by_model},
+              {"probes", r.probes},
+              {"probe_cost_us", r.probe_cost_ns / 1e3},
+              {"busy_us", r.busy_ns / 1e3},
+              {"saved_tpc_us", r.saved_tpc_ns / 1e3},
+              {"saved_share", r.saved_share()},
+              {"measured", r.measured},
+              {"slowdown", r.measured > 0 ? json(r.slowdown()) : json(nullptr)}};
+}
+
 json tenant_json(const TenantSummary& t) {
-  return json{{"name", t.name},
-              {"class", sched::priority_class_name(t.priority)},
-              {"unit", t.unit},
-              {"open_loop", t.open_loop},
-              {"offered_rps", t.open_loop ? json(t.rate_rps) : json(nullptr)},
-              {"completed", t.completed},
-              {"unfinished", t.unfinished},
-              {"p50_ms", t.p50_ms},
-              {"p99_ms", t.p99_ms},
-              {"p999_ms", t.p999_ms},
-              {"mean_ms", t.mean_ms},
-              {"throughput", t.throughput},
-              {"p50_norm", opt(t.p50_norm)},
-              {"p99_norm", opt(t.p99_norm)},
-              {"p999_norm", opt(t.p999_norm)},
-              {"throughput_norm", opt(t.throughput_norm)},
-              {"slo_ms", opt(t.slo_ms)},
-              {"slo_attainment", opt(t.slo_attainment)},
-              {"goodput", opt(t.goodput)}};
+  json j{{"name", t.name},
+         {"class", sched::priority_class_name(t.priority)},
+         {"unit", t.unit},
+         {"open_loop", t.open_loop},
+         {"offered_rps", t.open_loop ? json(t.rate_rps) : json(nullptr)},
+         {"completed", t.completed},
+         {"unfinished", t.unfinished},
+         {"p50_ms", t.p50_ms},
+         {"p99_ms", t.p99_ms},
+         {"p999_ms", t.p999_ms},
+         {"mean_ms", t.mean_ms},
+         {"throughput", t.throughput},
+         {"p50_norm", opt(t.p50_norm)},
+         {"p99_norm", opt(t.p99_norm)},
+         {"p999_norm", opt(t.p999_norm)},
+         {"throughput_norm", opt(t.throughput_norm)},
+         {"slo_ms", opt(t.slo_ms)},
+         {"slo_attainment", opt(t.slo_attainment)},
+         {"goodput", opt(t.goodput)}};
+  // Only where a policy right-sizes the tenant: other runs' JSON stays as it was.
+  if (t.rightsize) j["rightsize"] = rightsize_json(*t.rightsize);
+  return j;
 }
 
 // A table whose first column holds labels and the others numbers.
@@ -49,8 +65,11 @@ class Table {
   explicit Table(std::vector<std::string> header) : header_(std::move(header)) {}
   void section(const std::string& title) { rows_.push_back({title}); }
   void row(const std::string& label, std::vector<std::string> cells) {
-    cells.insert(cells.begin(), "  " + label);
-    rows_.push_back(std::move(cells));
+    std::vector<std::string> r;
+    r.reserve(cells.size() + 1);
+    r.push_back("  " + label);
+    for (std::string& c : cells) r.push_back(std::move(c));
+    rows_.push_back(std::move(r));
   }
   std::string str() const {
     std::vector<std::size_t> w(header_.size(), 0);
@@ -135,6 +154,25 @@ std::string format_table(const Comparison& cmp) {
     for (const auto& p : cmp.policies) any_unfinished |= p.tenants[i].unfinished > 0;
     if (any_unfinished) {
       t.row("unfinished at end", cell([](const TenantSummary& s) { return std::to_string(s.unfinished); }));
+    }
+    bool any_sized = false;
+    for (const auto& p : cmp.policies) any_sized |= p.tenants[i].rightsize.has_value();
+    if (any_sized) {
+      // Right-sizing, where a policy does it (sched::RightSizeStats).
+      using RS = sched::RightSizeStats;
+      auto rs = [&](auto&& get) {
+        return cell([&](const TenantSummary& s) { return s.rightsize ? get(*s.rightsize) : std::string("-"); });
+      };
+      t.row("TPC-time saved", rs([](const RS& r) { return fmt::format("{:.1f}%", r.saved_share() * 100); }));
+      t.row("right-sized slowdown",
+            rs([](const RS& r) { return r.measured > 0 ? fmt::format("{:.3f}x", r.slowdown()) : std::string("-"); }));
+      t.row("sized by occupancy / model", rs([](const RS& r) {
+              const double n = static_cast<double>(std::max<std::uint64_t>(r.executions, 1));
+              return fmt::format("{:.0f}% / {:.0f}%", 100.0 * static_cast<double>(r.by_occupancy) / n,
+                                 100.0 * static_cast<double>(r.by_model) / n);
+            }));
+      t.row("probes (cost us)",
+            rs([](const RS& r) { return fmt::format("{} ({})", r.probes, num(r.probe_cost_ns / 1e3)); }));
     }
   }
   t.section("GPU");

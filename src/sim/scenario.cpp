@@ -925,9 +925,9 @@ Status parse_tenant_tables(const Doc& doc, const toml::table& root, Scenario& sc
   for (std::size_t i = 0; i < tables->size(); ++i) {
     const toml::table& t = *(*tables)[i];
     Fields f(doc, t, element_where(t, "tenant", i));
-    LITHOS_RETURN_IF_ERROR(
-        f.check_keys({"name", "class", "quota", "static_tpcs", "slo_ms", "pauses_best_effort", "arrival", "rate_rps",
-                      "load", "think_us", "request", "trace", "trace_cv", "unit", "mps_slowdown"}));
+    LITHOS_RETURN_IF_ERROR(f.check_keys({"name", "class", "quota", "static_tpcs", "slo_ms", "pauses_best_effort",
+                                         "arrival", "rate_rps", "load", "think_us", "request", "trace", "trace_cv",
+                                         "unit", "mps_slowdown", "rightsize", "rightsize_slip"}));
     TenantConfig tc;
     LITHOS_RETURN_IF_ERROR(f.require("name"));
     LITHOS_RETURN_IF_ERROR(f.string("name", tc.name));
@@ -966,6 +966,12 @@ Status parse_tenant_tables(const Doc& doc, const toml::table& root, Scenario& sc
     if (tc.pauses_best_effort != sched::BestEffortPause::kNever && tc.priority != sched::PriorityClass::kHigh) {
       return f.error("pauses_best_effort", "is for a high-priority tenant");
     }
+    if (f.has("rightsize")) {
+      bool on = false;
+      LITHOS_RETURN_IF_ERROR(f.boolean("rightsize", on));
+      tc.rightsize = on;
+    }
+    LITHOS_RETURN_IF_ERROR(f.number("rightsize_slip", tc.rightsize_slip, {1.0, false, 1e3, false, "a number >= 1"}));
 
     LITHOS_RETURN_IF_ERROR(f.require("arrival"));
     std::string arrival;

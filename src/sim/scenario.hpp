@@ -71,6 +71,9 @@ struct TenantConfig {
   // High only: sched::TenantSpec::pauses_best_effort (true, false or "auto";
   // a scenario file's high-priority tenants default to "auto").
   sched::BestEffortPause pauses_best_effort = sched::BestEffortPause::kNever;
+  // sched::TenantSpec::rightsize and rightsize_slip (unset: the policy's).
+  std::optional<bool> rightsize;
+  std::optional<double> rightsize_slip;
   Arrival arrival = Arrival::kClosed;
   std::optional<double> rate_rps;  // kPoisson: fixed rate ...
   std::optional<double> load;      // ... or this fraction of the tenant's capacity alone

@@ -88,6 +88,8 @@ class Simulation {
       spec.quota = tc.quota;
       spec.static_tpcs = tc.static_tpcs;
       spec.pauses_best_effort = tc.pauses_best_effort;
+      spec.rightsize = tc.rightsize;
+      spec.rightsize_slip = tc.rightsize_slip;
       if (tc.slo_ms) spec.slo = Duration(static_cast<std::int64_t>(*tc.slo_ms * 1e6));
       auto tid = log_.add_tenant(spec);
       if (!tid) return tid.status();
@@ -172,6 +174,7 @@ class Simulation {
   static sched::EngineConfig engine_config(const Scenario& sc) {
     sched::EngineConfig c = sc.engine;
     c.device.tpcs = sc.gpu.tpcs;
+    c.running_times_exact = true;  // the model's completions are each launch's own
     return c;
   }
 
@@ -253,7 +256,14 @@ class Simulation {
         sc_.immediate_launches && (engine_.state().tenants[t.tenant].is_high() || engine_.runs_free(t.tenant));
     for (std::size_t i = 0; i < launches.size(); ++i) {
       if (immediate) {
-        auto d = log_.submit_running(t.queue, launches[i], engine_.immediate_set(t.tenant, now), now);
+        // A right-sized tenant's client launches on the first TPCs of the
+        // set, as many as its table says (SizeTable).
+        sched::TpcSet set = engine_.immediate_set(t.tenant, now);
+        if (const sched::SizeTable* table = engine_.size_table(t.tenant)) {
+          const sched::SizeTable::Entry* e = table->find({launches[i].kernel, launches[i].grid});
+          if (e != nullptr && e->tpcs > 0 && e->tpcs < set.count()) set = set.take_lowest(e->tpcs);
+        }
+        auto d = log_.submit_running(t.queue, launches[i], set, now);
         if (!d) return;  // cannot happen for validated scenarios
         if (i == 0) t.current->first_launch = d->launch;
         gpu_.submit(to_hw(*d), now);
@@ -316,6 +326,7 @@ class Simulation {
       std::sort(res.latencies_ms.begin(), res.latencies_ms.end());
       std::sort(res.unfinished_ms.begin(), res.unfinished_ms.end());
       res.throughput = static_cast<double>(t.finished_in_window) / window_s;
+      if (engine_.rightsized(t.tenant)) res.rightsize = engine_.rightsize_stats(t.tenant);
       out.tenants.push_back(std::move(res));
     }
     out.tpc_utilization =

@@ -52,6 +52,9 @@ struct TenantResult {
   // overload shows instead of hiding in requests that never finish.
   std::vector<double> unfinished_ms;
   double throughput = 0.0;  // requests finished in the window per second
+  // What right-sizing did for it over the whole run (warm-up included);
+  // nullopt when the policy does not right-size it.
+  std::optional<sched::RightSizeStats> rightsize;
 };
 
 struct RunResult {

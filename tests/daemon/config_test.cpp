@@ -122,6 +122,36 @@ TEST(DaemonConfig, ShippedExampleParsesAndValidates) {
   EXPECT_FALSE(validate(*c, 40).is_ok());  // quota 44 and fallback 0-43 do not fit
 }
 
+// A tenant's right-sizing: rightsize and rightsize_slip reach its spec;
+// a slip below 1 or a rightsize that is not a bool is refused.
+TEST(DaemonConfig, TenantRightSizing) {
+  auto c = parse(R"([daemon]
+rightsize_slip = 1.05
+[[tenant]]
+name = "svc"
+priority = "high"
+rightsize = true
+rightsize_slip = 1.2
+[[tenant]]
+name = "train"
+)");
+  ASSERT_TRUE(c) << c.status().message();
+  EXPECT_DOUBLE_EQ(c->rightsize_slip, 1.05);
+  EXPECT_FALSE(c->rightsize);
+  const sched::TenantSpec svc = c->tenants[0].spec();
+  EXPECT_EQ(svc.rightsize, std::optional<bool>(true));
+  EXPECT_EQ(svc.rightsize_slip, std::optional<double>(1.2));
+  const sched::TenantSpec train = c->tenants[1].spec();
+  EXPECT_FALSE(train.rightsize.has_value());
+  EXPECT_FALSE(train.rightsize_slip.has_value());
+  auto low = parse("[[tenant]]\nname = \"svc\"\nrightsize_slip = 0.5\n");
+  ASSERT_FALSE(low);
+  EXPECT_NE(low.status().message().find("rightsize_slip"), std::string::npos) << low.status().message();
+  auto text = parse("[[tenant]]\nname = \"svc\"\nrightsize = \"yes\"\n");
+  ASSERT_FALSE(text);
+  EXPECT_NE(text.status().message().find("'rightsize' must be true or false"), std::string::npos);
+}
+
 TEST(DaemonConfig, DocumentationShowsTheShippedExample) {
   const std::string doc = read_file(LITHOS_DAEMON_DOC);
   ASSERT_FALSE(doc.empty());

@@ -29,6 +29,7 @@
 #include "daemon/config.hpp"
 #include "daemon/daemon.hpp"
 #include "daemon/predictor_cache.hpp"
+#include "ipc/channel.hpp"
 #include "ipc/protocol.hpp"
 #include "ipc/socket.hpp"
 
@@ -418,4 +419,91 @@ TEST_F(DaemonInProcess, StatusAskedOverTheSocketByAnotherUidHidesOthersClients) 
 }
 
 }  // namespace
+// ---- right-sizing of high-priority launches -------------------------------------------
+
+// A high-priority client of a right-sized tenant reports kernels running
+// (kSubmitRunning) and sees its table entry appear in its channel; a report
+// sized to that entry (its TPC count, ipc::set_running_tpcs) holds only the first TPCs of its
+// allocation, and status shows what right-sizing saved.
+TEST_F(DaemonInProcess, RightSizedServiceSeesItsTableAndHoldsOnlyWhatItUsed) {
+  auto d = Daemon::create(options(R"(
+[daemon]
+policy = "lithos"
+[[tenant]]
+name = "svc"
+priority = "high"
+rightsize = true
+rightsize_slip = 1.2
+)"));
+  ASSERT_TRUE(d.is_ok()) << d.status().to_string();
+  Daemon& daemon = **d;
+  auto c = ipc::connect_socket(daemon.socket_path(), 1000);
+  ASSERT_TRUE(c.is_ok()) << c.status().to_string();
+  ipc::Hello h;
+  h.pid = ::getpid();
+  set_text(h.tenant, "svc");
+  set_text(h.program, "svc");
+  ASSERT_TRUE(ipc::send_packet(*c, &h, sizeof h).is_ok());
+  ipc::Welcome w;
+  int channel_fd = -1;
+  ASSERT_TRUE(serve_until(daemon, [&] {
+    int passed = -1;
+    auto r = ipc::recv_packet(*c, &w, sizeof w, &passed, 0);
+    if (passed >= 0) channel_fd = passed;
+    return r.is_ok() && *r == sizeof w;
+  }));
+  ASSERT_EQ(w.status, ipc::WelcomeStatus::kOk) << w.message;
+  auto ch = ipc::Channel::attach(channel_fd);
+  ASSERT_TRUE(ch.is_ok()) << ch.status().to_string();
+  ipc::ChannelLayout& l = ch->layout();
+  std::uint64_t alloc[2] = {0, 0};
+  ASSERT_TRUE(serve_until(daemon, [&] { return ch->read_allocation(alloc) && (alloc[0] | alloc[1]) != 0; }));
+  const sched::TpcSet all = sched::TpcSet::from_words(alloc[0], alloc[1]);
+  ASSERT_GT(all.count(), 2);
+
+  ipc::SubmitMsg open;
+  open.type = ipc::SubmitType::kStreamOpen;
+  open.stream = 0;
+  ASSERT_TRUE(l.submit.push(open));
+  // A kernel of 20 blocks of 256 threads fills 2 TPCs (16 blocks a TPC).
+  const std::uint32_t grid[3] = {20, 1, 1};
+  std::uint64_t seq = 0;
+  const auto report = [&](std::uint32_t tpcs) {
+    ipc::SubmitMsg m;
+    m.type = ipc::SubmitType::kLaunch;
+    m.flags = ipc::kSubmitRunning;
+    m.stream = 0;
+    m.seq = ++seq;
+    m.kernel = 0xfeed;
+    m.grid[0] = grid[0];
+    m.block[0] = 256;
+    m.regs = 32;
+    ipc::set_running_tpcs(m, tpcs);
+    m.marker = static_cast<std::uint32_t>(seq);
+    return l.submit.push(m);
+  };
+  EXPECT_EQ(ipc::size_lookup(l.sizes, 0xfeed, grid), 0U);  // nothing known yet: the whole allocation
+  ASSERT_TRUE(report(0));
+  ASSERT_TRUE(serve_until(daemon, [&] { return ipc::size_lookup(l.sizes, 0xfeed, grid) != 0; }));
+  EXPECT_EQ(ipc::size_lookup(l.sizes, 0xfeed, grid), 2U);
+  const std::uint32_t other[3] = {21, 1, 1};
+  EXPECT_EQ(ipc::size_lookup(l.sizes, 0xfeed, other), 0U);
+  // It ends (its marker), then runs on the 2 TPCs its entry says.
+  l.completed[0].store(1, std::memory_order_release);
+  ASSERT_TRUE(serve_until(daemon, [&] { return daemon.engine().state().tenants[0].inflight_atoms == 0; }));
+  ASSERT_TRUE(report(2));
+  ASSERT_TRUE(serve_until(daemon, [&] { return daemon.engine().state().tenants[0].inflight_atoms == 1; }));
+  EXPECT_EQ(daemon.engine().state().held(0), all.take_lowest(2));
+  l.completed[0].store(2, std::memory_order_release);
+  ASSERT_TRUE(serve_until(daemon, [&] { return daemon.engine().state().tenants[0].inflight_atoms == 0; }));
+  const json status = json::parse(daemon.status_json(Daemon::now_ns()));
+  const json& r = status["tenants"][0]["rightsize"];
+  ASSERT_TRUE(r.is_object()) << status.dump();
+  EXPECT_DOUBLE_EQ(r["slip"].get<double>(), 1.2);
+  EXPECT_EQ(r["by_occupancy"].get<int>(), 2);
+  EXPECT_EQ(r["table_entries"].get<int>(), 1);
+  EXPECT_GT(r["saved_tpc_us"].get<double>(), 0.0);
+  ::close(*c);
+}
+
 }  // namespace lithos::daemon

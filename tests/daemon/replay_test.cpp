@@ -5,6 +5,7 @@
 // check can fail: a daemon configured differently decides differently.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <optional>
@@ -251,7 +252,9 @@ TEST(DaemonReplay, SchedulerKeysOfTheSettingsTableSetTheSameEngine) {
            std::to_string(c.atoms.target.count()) + " " + std::to_string(c.idle_grace.count()) + " " +
            std::to_string(l.max_stolen_atoms) + " " + std::to_string(l.pause_slowdown) + " " +
            std::to_string(l.burst_gap.count()) + " " + std::to_string(l.share_unowned) + " " +
-           std::to_string(l.hp_holds_unowned);
+           std::to_string(l.hp_holds_unowned) + " " + std::to_string(l.rightsize) + " " +
+           std::to_string(c.rightsize.slip) + " " + std::to_string(c.rightsize.probe_after) + " " +
+           std::to_string(c.rightsize.probe_every) + " " + std::to_string(c.rightsize.probe_budget);
   };
   int rows = 0;
   for (const Setting& s : settings()) {
@@ -264,7 +267,7 @@ TEST(DaemonReplay, SchedulerKeysOfTheSettingsTableSetTheSameEngine) {
     if (s.type == SettingType::kBool) {
       v = s.get(d) == "true" ? "false" : "true";
     } else {
-      v = detail::json_number(s.lo > 0 ? s.lo * 3 : 7);
+      v = detail::json_number(s.lo > 0 ? s.lo * 3 : std::min(7.0, s.hi / 2));
     }
     ASSERT_TRUE(set_setting(d, s, v, "test").is_ok());
     auto daemon_engine = make_engine(d, sched::DeviceShape::h100_sxm());

@@ -1576,5 +1576,107 @@ TEST(Engine, TimedHighPrioritySamplesAloneTeachTheirKey) {
   EXPECT_EQ(e->hp_sample_stats().errors.observations, 2U);
 }
 
+// Right-sizing of high-priority launches (SizeTable): the Engine's table
+// says how many TPCs a kernel of that grid needs, the launch reported on
+// that many holds only them, and a best-effort atom takes the rest.
+TEST(RightSizing, HighPriorityTableAndHolding) {
+  TestConfig cfg;
+  cfg.policy.lithos.rightsize = true;
+  auto e = make_engine("lithos", cfg);
+  const TenantId hp = *e->add_tenant(high("svc", 0));
+  const TenantId be = *e->add_tenant(best_effort("train"));
+  const QueueId qh = *e->add_queue(hp);
+  const QueueId qb = *e->add_queue(be);
+  ASSERT_TRUE(e->rightsized(hp));
+  ASSERT_NE(e->size_table(hp), nullptr);
+  EXPECT_EQ(e->size_table(be), nullptr);  // best effort is sized at dispatch, not by a table
+  EXPECT_TRUE(e->size_table(hp)->entries.empty());
+  // 20 blocks of 256 threads: 8 per SM, 16 per TPC -> 2 TPCs of the 66.
+  const LaunchDesc small = kernel(9, 20);
+  const int bound = occupancy_tpc_bound(e->state().config.device, 20, blocks_per_tpc(e->state().config.device, small));
+  ASSERT_EQ(bound, 2);
+  const TpcSet all = e->immediate_set(hp, Time{});
+  ASSERT_EQ(all.count(), 66);
+  // The first report ran on the whole allocation: the entry appears.
+  auto first = e->submit_running(qh, small, all, Time{});
+  ASSERT_TRUE(first.is_ok());
+  const SizeTable::Entry* entry = e->size_table(hp)->find({9, small.grid});
+  ASSERT_NE(entry, nullptr);
+  EXPECT_EQ(entry->tpcs, 2);
+  EXPECT_EQ(entry->source, SizeSource::kOccupancy);
+  EXPECT_GE(e->size_table(hp)->generation, 1U);
+  // It runs 1 ms: past the steal lookahead, so its TPCs count as busy.
+  (void)e->atom_finished(first->atom, Time{}, Time{} + us(1000));
+  // A kernel that fills the GPU gets no entry (the whole allocation).
+  auto big = e->submit_running(qh, kernel(10, 100000), all, Time{} + us(1000));
+  ASSERT_TRUE(big.is_ok());
+  EXPECT_EQ(e->size_table(hp)->find({10, Dim3{100000, 1, 1}}), nullptr);
+  (void)e->atom_finished(big->atom, Time{} + us(1000), Time{} + us(1010));
+  // The client applies it: the launch holds the first 2 TPCs only.
+  const Time t = Time{} + us(1100);
+  auto sized = e->submit_running(qh, small, all.take_lowest(entry->tpcs), t);
+  ASSERT_TRUE(sized.is_ok());
+  EXPECT_EQ(e->state().held(hp), TpcSet::range(0, 2));
+  // A best-effort launch that wants the whole GPU gets the other 64.
+  ASSERT_TRUE(e->submit(qb, kernel(11, 100000), t).is_ok());
+  std::vector<AtomDispatch> out;
+  e->dispatch(t, out);
+  ASSERT_FALSE(out.empty());
+  EXPECT_EQ(out[0].tpcs.count(), 64);
+  EXPECT_TRUE((out[0].tpcs & TpcSet::range(0, 2)).empty());
+  // Its end counts as a right-sized execution: (66 - 2) x 1 ms saved.
+  (void)e->atom_finished(sized->atom, t, t + us(1000));
+  const RightSizeStats& st = e->rightsize_stats(hp);
+  EXPECT_DOUBLE_EQ(st.saved_tpc_ns, 64.0 * 1e6);
+  EXPECT_GE(st.by_occupancy, 2U);
+  // Without the setting nothing of this happens.
+  auto plain = make_engine("lithos");
+  const TenantId p = *plain->add_tenant(high("svc", 0));
+  EXPECT_FALSE(plain->rightsized(p));
+  EXPECT_EQ(plain->size_table(p), nullptr);
+  // A tenant may turn it on for itself, and set its own slip.
+  TenantSpec own = high("own", 0);
+  own.rightsize = true;
+  own.rightsize_slip = 1.5;
+  EXPECT_TRUE(plain->rightsized(*plain->add_tenant(own)));
+}
+
+// One hp kernel's own duration (observe_kernel) feeds the fit, keyed by
+// kernel and grid: probes go into the table, then the model's count.
+TEST(RightSizing, HighPriorityKernelsFeedTheFit) {
+  TestConfig cfg;
+  cfg.policy.lithos.rightsize = true;
+  cfg.rightsize.probe_after = 2;
+  cfg.rightsize.probe_every = 1;
+  cfg.rightsize.probe_budget = 1.0;
+  auto e = make_engine("lithos", cfg);
+  const TenantId hp = *e->add_tenant(high("svc", 0));
+  const QueueId qh = *e->add_queue(hp);
+  const LaunchDesc k = kernel(21, 100000);  // fills the GPU
+  const TpcSet all = e->immediate_set(hp, Time{});
+  auto latency = [](int t) { return Duration(static_cast<Duration::rep>(2640000.0 / t + 30000.0)); };
+  Time now{};
+  bool probed = false, modelled = false;
+  for (int i = 0; i < 12; ++i) {
+    const SizeTable::Entry* en = e->size_table(hp)->find({21, k.grid});
+    const int n = en != nullptr && en->tpcs > 0 ? en->tpcs : 66;
+    if (en != nullptr && en->source == SizeSource::kProbe) probed = true;
+    if (en != nullptr && en->source == SizeSource::kModel) {
+      modelled = true;
+      EXPECT_EQ(en->tpcs, 57);  // as RightSizer.ProbeThenModelDecides
+    }
+    auto r = e->submit_running(qh, k, all.take_lowest(n), now);
+    ASSERT_TRUE(r.is_ok());
+    (void)e->atom_finished(r->atom, now, now + latency(n));
+    e->observe_kernel(hp, k, n, latency(n));
+    now = now + latency(n);
+  }
+  EXPECT_TRUE(probed);
+  EXPECT_TRUE(modelled);
+  ASSERT_TRUE(e->state().rightsizer.fit({21, k.grid}).has_value());
+  EXPECT_GT(e->rightsize_stats(hp).by_model, 0U);
+  EXPECT_GT(e->rightsize_stats(hp).measured, 0U);
+}
+
 }  // namespace
 }  // namespace lithos::sched

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <utility>
+#include <vector>
 
 #include "common/rng.hpp"
 
@@ -149,90 +151,152 @@ TEST(SmallestTpcs, MatchesBruteForce) {
   }
 }
 
-TEST(RightSizer, ProbeScheduleThenFit) {
-  RightSizer rs;  // slip 1.1, probe 0.25, min R^2 0.8
-  const PredictionKey k{3, 1};
-  EXPECT_FALSE(rs.fit(k).has_value());
-  EXPECT_EQ(rs.choose(k, 66), 66);  // first: the full allocation
-  rs.observe(k, 66, model(66));
-  EXPECT_EQ(rs.choose(k, 66), 17);  // second: 0.25 * 66 = 16.5, to the nearest: 17
-  rs.observe(k, 17, model(17));
-  // Two points on the line: a fit with R^2 = 1 through (1/66, 70000) and
-  // (1/17, 185294); the answer is the one computed by hand above, 57.
+// A RightSizer that probes at once and without a budget, so that a test
+// steers the schedule by hand; `budget` keeps the cap when given.
+RightSizeConfig eager(double budget = 1e9) {
+  return RightSizeConfig{.probe_after = 1, .probe_every = 1, .probe_budget = budget};
+}
+
+// One execution: the choice, then its run on what was chosen at the model's
+// latency (timed and accounted).
+SizeChoice run(RightSizer& rs, const SizeKey& k, int full, int occupancy, double slip = 1.1) {
+  const SizeChoice c = rs.choose(0, k, full, occupancy, slip);
+  rs.observe(0, k, full, c.tpcs, c.tpcs, c.source, model(c.tpcs), /*account=*/true, /*timed=*/true);
+  return c;
+}
+
+TEST(RightSizer, OccupancyBoundDecidesBelowTheAllocation) {
+  RightSizer rs(eager(0.0));  // no probes: only the bound can size it
+  const SizeKey k{1, {10, 1, 1}};
+  const SizeChoice c = rs.choose(0, k, 66, 10, 1.1);
+  EXPECT_EQ(c.tpcs, 10);
+  EXPECT_EQ(c.source, SizeSource::kOccupancy);
+  rs.observe(0, k, 66, 10, 10, c.source, us(100), true, true);
+  const RightSizeStats& st = rs.stats(0);
+  EXPECT_EQ(st.executions, 1U);
+  EXPECT_EQ(st.by_occupancy, 1U);
+  EXPECT_EQ(st.by_model, 0U);
+  // (66 - 10) TPCs x 100 us left to others, of 66 x 100 us allocated.
+  EXPECT_DOUBLE_EQ(st.saved_tpc_ns, 56.0 * 100e3);
+  EXPECT_NEAR(st.saved_share(), 56.0 / 66.0, 1e-12);
+  // A kernel that fills the allocation is not sized without a fit.
+  const SizeChoice full = rs.choose(0, {2, {1000, 1, 1}}, 66, 66, 1.1);
+  EXPECT_EQ(full.tpcs, 66);
+  EXPECT_EQ(full.source, SizeSource::kFull);
+  // Unknown tenants read zeros.
+  EXPECT_EQ(rs.stats(7).executions, 0U);
+}
+
+TEST(RightSizer, ProbeThenModelDecides) {
+  RightSizer rs(eager());
+  const SizeKey k{3, {528, 1, 1}};
+  // First: nothing known, the whole allocation (a probe needs a sample on it).
+  SizeChoice c = run(rs, k, 66, 66);
+  EXPECT_EQ(c.source, SizeSource::kFull);
+  EXPECT_EQ(c.tpcs, 66);
+  // Second: a probe at 0.25 * 66 = 16.5 -> 17, its predicted extra time the
+  // key's mean on 66 scaled as pure work: 70000 * (66 / 17 - 1).
+  c = run(rs, k, 66, 66);
+  EXPECT_EQ(c.source, SizeSource::kProbe);
+  EXPECT_EQ(c.tpcs, 17);
+  EXPECT_NEAR(static_cast<double>(c.probe_cost.count()), 70000.0 * (66.0 / 17.0 - 1.0), 1.0);
+  EXPECT_EQ(rs.stats(0).probes, 1U);
+  // Now a fit with R^2 = 1 exists: the fewest TPCs within 1.1 x at(66) =
+  // 77000 ns: 2640000 / t <= 47000 -> t >= 56.2 -> 57.
   ASSERT_TRUE(rs.fit(k).has_value());
-  EXPECT_NEAR(rs.fit(k)->r2, 1.0, 1e-9);
-  EXPECT_EQ(rs.choose(k, 66), 57);
-  // A smaller allocation is the new full one: bound 1.1 * at(33) = 1.1 * 110000
-  // = 121000; 2640000 / t <= 91000 -> t >= 29.01 -> 30.
-  EXPECT_EQ(rs.choose(k, 33), 30);
-  // Other keys are untouched.
-  EXPECT_EQ(rs.choose({3, 2}, 66), 66);
+  c = run(rs, k, 66, 66);
+  EXPECT_EQ(c.source, SizeSource::kModel);
+  EXPECT_EQ(c.tpcs, 57);
+  EXPECT_EQ(rs.stats(0).by_model, 1U);
+  // A larger slip sizes it smaller; the occupancy bound caps what the fit
+  // compares against (1.1 x at(33) = 121000 -> t >= 29.01 -> 30).
+  EXPECT_EQ(rs.choose(0, k, 66, 66, 2.0).tpcs, 24);  // 2640000 / t <= 2 x 70000 - 30000: t >= 24
+  EXPECT_EQ(rs.choose(0, k, 66, 33, 1.1).tpcs, 30);
+  // The model's executions are measured against the fit at 66: l(57) /
+  // l(66) = 76315 / 70000.
+  const RightSizeStats& st = rs.stats(0);
+  EXPECT_EQ(st.measured, 1U);
+  EXPECT_NEAR(st.slowdown(), static_cast<double>(model(57).count()) / 70000.0, 1e-6);
+  EXPECT_LE(st.slowdown(), 1.1);
 }
 
-TEST(RightSizer, ProbeRounding) {
-  RightSizer rs;
-  auto probe_for = [&rs](int full) {
-    const PredictionKey k{static_cast<KernelId>(full), 0};
-    rs.observe(k, full, us(100));
-    return rs.choose(k, full);
-  };
-  EXPECT_EQ(probe_for(10), 3);  // 2.5 -> 3 (halves round away from zero)
-  EXPECT_EQ(probe_for(8), 2);
-  EXPECT_EQ(probe_for(3), 1);  // 0.75 -> 1
-  EXPECT_EQ(probe_for(2), 1);  // 0.5 -> 1
-  EXPECT_EQ(probe_for(1), 1);  // never below 1
-  RightSizer tiny(RightSizeConfig{.probe_fraction = 0.001});
-  const PredictionKey k{9, 0};
-  tiny.observe(k, 66, us(100));
-  EXPECT_EQ(tiny.choose(k, 66), 1);  // 0.066 -> at least 1
-}
-
-TEST(RightSizer, LowRSquaredMeansFullAllocation) {
-  RightSizer rs;
-  const PredictionKey k{4, 0};
-  // Both TPC counts average 2 ms: no dependence on t, and the spread is
-  // all noise: m = 0, R^2 = 0 < 0.8.
-  rs.observe(k, 66, us(1000));
-  rs.observe(k, 17, us(3000));
-  rs.observe(k, 66, us(3000));
-  rs.observe(k, 17, us(1000));
+TEST(RightSizer, LowRSquaredIsNotTrusted) {
+  RightSizer rs(eager(0.0));
+  const SizeKey k{4, {1000, 1, 1}};
+  // Both counts average 2 ms: m = 0, R^2 = 0 < 0.8.
+  const std::pair<int, int> runs[] = {{66, 1000}, {17, 3000}, {66, 3000}, {17, 1000}};
+  for (const auto& [t, l] : runs) rs.observe(0, k, 66, t, t, SizeSource::kFull, us(l), true, true);
   ASSERT_TRUE(rs.fit(k).has_value());
   EXPECT_LT(rs.fit(k)->r2, 0.8);
-  EXPECT_EQ(rs.choose(k, 66), 66);
-  // Lowering the bar to 0 trusts the flat fit: one TPC is enough.
-  RightSizer trusting(RightSizeConfig{.min_r2 = 0.0});
-  trusting.observe(k, 66, us(1000));
-  trusting.observe(k, 17, us(3000));
-  trusting.observe(k, 66, us(3000));
-  trusting.observe(k, 17, us(1000));
-  EXPECT_EQ(trusting.choose(k, 66), 1);
+  EXPECT_EQ(rs.choose(0, k, 66, 66, 1.1).source, SizeSource::kFull);
 }
 
-TEST(RightSizer, WithoutAFitAlternatesFullAndProbe) {
-  RightSizer rs;
-  const PredictionKey k{5, 0};
-  // The caller could not grant the probe: both executions ran on 66.
-  rs.observe(k, 66, us(100));
-  rs.observe(k, 66, us(100));
-  EXPECT_FALSE(rs.fit(k).has_value());
-  EXPECT_EQ(rs.choose(k, 66), 66);
-  rs.observe(k, 66, us(100));
-  EXPECT_EQ(rs.choose(k, 66), 17);
+TEST(RightSizer, ProbeSchedule) {
+  // probe_after 3, probe_every 4, no budget limit.
+  RightSizer rs(RightSizeConfig{.probe_after = 3, .probe_every = 4, .probe_budget = 1e9});
+  const SizeKey k{5, {528, 1, 1}};
+  // Untimed executions (a burst's shares) never make a probe due.
+  for (int i = 0; i < 10; ++i) {
+    const SizeChoice c = rs.choose(0, k, 66, 66, 1.1);
+    ASSERT_EQ(c.source, SizeSource::kFull);
+    rs.observe(0, k, 66, 66, 66, c.source, model(66), true, /*timed=*/false);
+  }
+  // Three timed ones on what it can use, then the probe.
+  std::vector<SizeSource> seen;
+  // Probes run on 17 but are fed back as runs on 66 (as if the caller
+  // could not grant them): no fit forms, so the schedule keeps probing.
+  for (int i = 0; i < 12; ++i) {
+    const SizeChoice c = rs.choose(0, k, 66, 66, 1.1);
+    seen.push_back(c.source);
+    rs.observe(0, k, 66, 66, 66, SizeSource::kFull, model(66), true, true);
+  }
+  // Timed samples 1, 2 before the first choice that sees 3; then one probe
+  // per 4 choices.
+  const std::vector<SizeSource> want = {SizeSource::kFull, SizeSource::kFull, SizeSource::kFull, SizeSource::kProbe,
+                                        SizeSource::kFull, SizeSource::kFull, SizeSource::kFull, SizeSource::kProbe,
+                                        SizeSource::kFull, SizeSource::kFull, SizeSource::kFull, SizeSource::kProbe};
+  EXPECT_EQ(seen, want);
+  EXPECT_EQ(rs.stats(0).probes, 3U);
 }
 
-TEST(RightSizer, ChoiceAlwaysWithinOneAndMaxUseful) {
+TEST(RightSizer, ProbeCostStaysWithinTheBudget) {
+  // 1% of busy time; a probe at 17 of 66 is predicted to cost
+  // 70000 * (66/17 - 1) = 201765 ns, so it waits for 20.2 ms of busy time.
+  RightSizer rs(RightSizeConfig{.probe_after = 1, .probe_every = 1, .probe_budget = 0.01});
+  const SizeKey k{6, {528, 1, 1}};
+  std::uint64_t probes = 0;
+  for (int i = 0; i < 2000; ++i) {
+    const SizeChoice c = rs.choose(0, k, 66, 66, 1.1);
+    if (c.source == SizeSource::kProbe) ++probes;
+    // Always fed back as a run on 66: the fit never forms.
+    rs.observe(0, k, 66, 66, 66, SizeSource::kFull, model(66), true, true);
+    const RightSizeStats& st = rs.stats(0);
+    ASSERT_LE(st.probe_cost_ns, 0.01 * st.busy_ns + 1e-6) << "execution " << i;
+  }
+  // 2000 x 70 us = 140 ms busy: 1.4 ms of probe budget, 6 probes of 0.2 ms.
+  EXPECT_EQ(probes, 6U);
+  EXPECT_EQ(rs.stats(0).probes, 6U);
+  // No budget: no probe at all.
+  RightSizer none(RightSizeConfig{.probe_after = 1, .probe_every = 1, .probe_budget = 0.0});
+  for (int i = 0; i < 100; ++i) {
+    ASSERT_NE(run(none, k, 66, 66).source, SizeSource::kProbe);
+  }
+}
+
+TEST(RightSizer, ChoiceAlwaysWithinOneAndTheAllocation) {
   Rng rng(77);
-  RightSizer rs;
+  RightSizer rs(eager());
   for (int i = 0; i < 20000; ++i) {
-    const PredictionKey k{rng.below(20), 0};
-    const int max_useful = static_cast<int>(rng.below(70)) - 2;  // includes 0 and negatives
-    const int chosen = rs.choose(k, max_useful);
-    ASSERT_GE(chosen, 1);
-    ASSERT_LE(chosen, std::max(max_useful, 1));
-    // Run on what was chosen or, now and then, on something else entirely.
-    const int ran = rng.below(5) == 0 ? 1 + static_cast<int>(rng.below(66)) : chosen;
+    const SizeKey k{rng.below(20), {static_cast<std::uint32_t>(1 + rng.below(3)), 1, 1}};
+    const int full = static_cast<int>(rng.below(70)) - 2;  // includes 0 and negatives
+    const int occ = static_cast<int>(rng.below(70)) - 2;
+    const SizeChoice c = rs.choose(0, k, full, occ, 1.1);
+    ASSERT_GE(c.tpcs, 1);
+    ASSERT_LE(c.tpcs, std::max(full, 1));
+    ASSERT_LE(c.tpcs, std::max(std::min(occ, full), 1));
+    const int ran = rng.below(5) == 0 ? 1 + static_cast<int>(rng.below(66)) : c.tpcs;
     const double l = (1e6 * static_cast<double>(k.kernel + 1) / ran + 2e4) * (1.0 + 0.3 * rng.uniform());
-    rs.observe(k, ran, Duration(static_cast<Duration::rep>(l)));
+    rs.observe(0, k, full, ran, ran, c.source, Duration(static_cast<Duration::rep>(l)), true, true);
   }
 }
 

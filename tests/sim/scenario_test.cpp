@@ -189,6 +189,40 @@ TEST(ScenarioTest, DefaultsApply) {
   EXPECT_EQ(s.tenants[0].unit, "req");
 }
 
+// Right-sizing: the [scheduler] switch and probe settings, and a tenant's
+// own rightsize and rightsize_slip (checked: a slip below 1 is refused).
+TEST(ScenarioTest, RightSizingSettings) {
+  const std::string head = R"([scenario]
+name = "x"
+[scheduler]
+rightsize = true
+rightsize_probe_every = 8
+rightsize_probe_budget = 0.02
+[[kernel]]
+name = "k"
+duration_us = 10
+blocks = 1
+[[tenant]]
+name = "t"
+class = "high"
+quota = 8
+arrival = "closed"
+request = "k"
+rightsize = false
+)";
+  auto r = parse(head + "rightsize_slip = 1.3\n");
+  ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+  EXPECT_TRUE(r->policies.lithos.rightsize);
+  EXPECT_EQ(r->engine.rightsize.probe_every, 8u);
+  EXPECT_DOUBLE_EQ(r->engine.rightsize.probe_budget, 0.02);
+  ASSERT_EQ(r->tenants.size(), 1u);
+  EXPECT_EQ(r->tenants[0].rightsize, std::optional<bool>(false));
+  EXPECT_EQ(r->tenants[0].rightsize_slip, std::optional<double>(1.3));
+  auto bad = parse(head + "rightsize_slip = 0.9\n");
+  ASSERT_FALSE(bad.is_ok());
+  EXPECT_NE(bad.status().message().find("rightsize_slip"), std::string::npos) << bad.status().message();
+}
+
 TEST(ScenarioTest, GpuPerAtomCostIsOverriddenBySchedulerSetting) {
   auto r = parse(R"([scenario]
 name = "x"

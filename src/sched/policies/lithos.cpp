@@ -20,7 +20,8 @@ PolicyTraits LithosPolicy::traits() const {
       .throttle = true,
       .throttle_borrowed_only = true,
       .atomize = variant_ != Variant::kNoAtoms,
-      .rightsize = variant_ == Variant::kRightsize,
+      .rightsize = variant_ == Variant::kRightsize || config_.rightsize,
+      .can_rightsize = true,
   };
 }
 
@@ -236,7 +237,7 @@ Placement LithosPolicy::place(const PolicyView& view, const QueueState& queue, c
 
   // How many TPCs the rest of this launch can use at all.
   int need = head.usable_tpcs(dev);
-  if (traits().rightsize && head.atoms_dispatched == 0) need = std::min(need, head.need);
+  if (head.atoms_dispatched == 0) need = std::min(need, head.need);  // need: the right-sized count, if any
 
   // A set that lasts: a best-effort CUDA graph launched whole keeps the set
   // its launch descriptors are built with for every later replay, and they

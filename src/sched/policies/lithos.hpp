@@ -52,7 +52,10 @@ struct LithosConfig {
   // between requests, longer, stay lent after idle_grace. 0: off.
   Duration burst_gap{0};
   bool lend_surplus = true;  // lend an active owner's TPCs beyond its peak demand
-  bool runs_free = true;     // best effort runs free while no high-priority tenant has a queue
+  // Right-sizing (rightsize.hpp) for every tenant that does not set its own
+  // (TenantSpec::rightsize); the lithos-rightsize policy has it on.
+  bool rightsize = false;
+  bool runs_free = true;  // best effort runs free while no high-priority tenant has a queue
   // Where launches that never wait (immediate_set; lithosd's high-priority
   // tenants) may run besides their own quota. true: every TPC no one owns,
   // also under another tenant's atom (the two share those SMs); false: only

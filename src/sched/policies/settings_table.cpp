@@ -132,8 +132,26 @@ std::vector<SchedSetting> build() {
                   "Time-slicing baseline: what switching tenants costs",
                   LITHOS_US(policies->time_slicing.context_switch)));
   v.push_back(row("rightsize_slip", T::kNumber, "", {1.0, false, kMaxFactor, false, "a number >= 1", false},
-                  "RightSizeConfig::slip", "The latency ratio right-sizing tolerates",
+                  "RightSizeConfig::slip",
+                  "The latency ratio right-sizing tolerates: a kernel gets the fewest TPCs predicted to keep it "
+                  "within this factor of its time on what it can use (a tenant's rightsize_slip overrides it)",
                   LITHOS_NUM(engine->rightsize.slip)));
+  v.push_back(row("rightsize", T::kBool, "", kNone, "LithosConfig::rightsize",
+                  "Lithos policy: right-size every tenant's kernels that does not set its own rightsize (the "
+                  "lithos-rightsize policy has it on)",
+                  LITHOS_BOOL(policies->lithos.rightsize)));
+  v.push_back(row("rightsize_probe_after", T::kInteger, "", {0, false, kMaxCount, false, "", false},
+                  "RightSizeConfig::probe_after",
+                  "Right-sizing: executions of a kernel on what it can use before its first probe",
+                  LITHOS_NUM(engine->rightsize.probe_after)));
+  v.push_back(row("rightsize_probe_every", T::kInteger, "", {1, false, kMaxCount, false, "", false},
+                  "RightSizeConfig::probe_every", "Right-sizing: at most one probe per kernel per this many executions",
+                  LITHOS_NUM(engine->rightsize.probe_every)));
+  v.push_back(row("rightsize_probe_budget", T::kNumber, "", {0.0, false, 1.0, false, "a number in [0, 1]", true},
+                  "RightSizeConfig::probe_budget",
+                  "Right-sizing: a tenant's probes' predicted extra time stays within this share of its busy time; "
+                  "0: no probes",
+                  LITHOS_NUM(engine->rightsize.probe_budget)));
   return v;
 }
 
