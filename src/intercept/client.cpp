@@ -676,6 +676,12 @@ void DaemonClient::start_sample(Stream stream, const void* key) noexcept {
   const std::uint32_t n = sample_counts_[i].fetch_add(1, std::memory_order_relaxed) + 1;
   const bool picked = n <= sample_first_ || (sample_every_ != 0 && (n - sample_first_) % sample_every_ == 0);
   if (!picked) return;
+  // Nothing is timed while any capture is in progress (its events would
+  // have to be polled during it: see poll_samples).
+  if (stream_captures().load(std::memory_order_acquire) > 0) {
+    samples_captured_.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
   const DriverTable& d = driver();
   std::uint32_t pair = 0;
   {
@@ -895,8 +901,14 @@ void DaemonClient::report_running(Stream stream, const LaunchInfo& li, std::uint
 
 bool DaemonClient::poll_samples() noexcept {
   if (pending_samples_n_.load(std::memory_order_acquire) == 0) return false;
+  // cuEventQuery is an unsafe call during a capture in global mode: made
+  // from this thread while another captures, it would invalidate that
+  // capture (PyTorch captures in global mode). Not polled while a capture
+  // is in progress, and this thread's own mode is relaxed for the calls.
+  if (stream_captures().load(std::memory_order_acquire) > 0) return false;
   const DriverTable& d = driver();
   InternalScope internal;
+  const RelaxedCaptureMode relaxed;
   std::vector<PendingSample> done;  // completed (or to drop), with their durations in since_ns
   std::vector<std::uint32_t> freed;
   try {
