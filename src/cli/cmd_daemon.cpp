@@ -245,7 +245,7 @@ void print_fault(std::FILE* f, const nlohmann::json& j) {
   }
 }
 
-// The power line of `lithos status` (docs/daemon.md, "Power").
+// The power line of `lithos status` (docs/efficiency.md, "Power").
 void print_power(std::FILE* f, const nlohmann::json& j) {
   const nlohmann::json& p = j.contains("power") ? j["power"] : nlohmann::json();
   if (!p.is_object()) return;
@@ -653,7 +653,7 @@ CommandRunner add_status_command(CLI::App& app) {
 }
 
 // `lithos power-reset`: the locked clocks lithosd left (power = "on") reset
-// (docs/daemon.md, "Power"); `--guard` is the guardian lithosd starts.
+// (docs/efficiency.md, "Power"); `--guard` is the guardian lithosd starts.
 CommandRunner add_power_reset_command(CLI::App& app) {
   struct Args {
     std::string state_dir;

@@ -222,7 +222,7 @@ struct DaemonConfig {
   double fault_exit_grace_ms = 2000;
   double fault_term_grace_ms = 2000;
   bool fault_ends_processes = true;
-  // Power management (docs/daemon.md, "Power"): the mode, the slowdown
+  // Power management (docs/efficiency.md, "Power"): the mode, the slowdown
   // the clock choice tolerates (sched::DvfsConfig::tolerated_slowdown) and
   // the energy model's idle power and exponent (sched::EnergyModelConfig).
   PowerMode power = PowerMode::kOff;

@@ -220,7 +220,7 @@ class Daemon {
   // Marks every channel "daemon gone" (a clean shutdown: clients fall back at once).
   void shutdown_clients();
 
-  // Right-sizing of a high-priority tenant's launches (docs/daemon.md,
+  // Right-sizing of a high-priority tenant's launches (docs/efficiency.md,
   // "Right-sizing"): `tpcs` (>= 1) for `kernel` (SubmitMsg::kernel) at
   // `grid`, written into the right-size table of every client of `tenant`
   // and of those that register later. A client's launch of that kernel at

@@ -260,7 +260,7 @@ Result<std::string> prometheus_text(std::string_view status_json) {
             num(last, "closed_after_ms") / 1e3);
   }
   {
-    // Power management (docs/daemon.md, "Power"); zeros while it is off.
+    // Power management (docs/efficiency.md, "Power"); zeros while it is off.
     const json p = j.value("power", json::object());
     const std::string mode = p.is_object() ? p.value("mode", std::string("off")) : "off";
     w.family("lithos_power_mode", "gauge", "1 for the power management mode in effect (off, dry-run, on).",
@@ -278,7 +278,7 @@ Result<std::string> prometheus_text(std::string_view status_json) {
     w.one("lithos_power_energy_joules_total", "counter", "The GPU's energy while lithosd measured it (NVML).",
           num(p, "energy_j"));
     w.one("lithos_power_modelled_saving_joules_total", "counter",
-          "Energy the chosen clocks save by the stated model (docs/daemon.md, \"Power\").",
+          "Energy the chosen clocks save by the stated model (docs/efficiency.md, \"Power\").",
           num(p, "modelled_saving_j"));
   }
   w.one("lithos_max_spin_gap_seconds", "gauge", "Longest gap between two turns of the daemon's loop since it started.",

@@ -1,4 +1,4 @@
-// Power management of one GPU (docs/daemon.md, "Power"): the governor of
+// Power management of one GPU (docs/efficiency.md, "Power"): the governor of
 // src/sched/power.hpp fed from the daemon's loop, and its actuator, NVML's
 // locked clocks. libnvidia-ml.so.1 is loaded with dlopen (no link
 // dependency, no nvml.h), as for the Xid events (xid_watch.hpp).

@@ -306,7 +306,7 @@ std::vector<Setting> build() {
     s.env = "LITHOSD_POWER";
     s.flag = "--power";
     s.help =
-        "Power management (docs/daemon.md, \"Power\"): off; dry-run (read clocks, power and energy through NVML, "
+        "Power management (docs/efficiency.md, \"Power\"): off; dry-run (read clocks, power and energy through NVML, "
         "choose one SM clock for the work in flight and report it, never set anything); on (also lock the GPU's "
         "clocks to the choice; needs root, else reported once and run as dry-run; reset at exit and, through a "
         "guardian process, when lithosd dies)";

@@ -124,8 +124,8 @@ class DaemonClient {
   // (LITHOS_HW_PRIORITY=0: never). Grants carry their own (next_grant sets
   // it). Streams being captured are left alone.
   // `timed_key` (high priority, eager launches; null for graphs): the
-  // launched function. A sample of them is timed one by one (docs/daemon.md,
-  // "hp kernels timed"): the first `first` launches of each function, then
+  // launched function. A sample of them is timed one by one (docs/efficiency.md,
+  // "hp kernels timed one by one"): the first `first` launches of each function, then
   // one in `every`, at most `per_s` a second; a picked launch gets a timing
   // event recorded here, just before it, and one after it in
   // report_running. The client's thread polls them (cuEventQuery, never a

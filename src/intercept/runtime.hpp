@@ -239,7 +239,7 @@ class Runtime {
   // The merged needs of a graph's kernel nodes (child graphs included);
   // `keys` (not null): each kernel node's identity and grid too.
   sched::LaunchNeeds graph_needs(void* graph, std::vector<GraphNodeKey>* keys = nullptr) noexcept;
-  // Right-sizing (docs/daemon.md, "Right-sizing"). The set a high-priority
+  // Right-sizing (docs/efficiency.md, "Right-sizing"). The set a high-priority
   // tenant's launches are narrowed from: its allocation (`lasting`: the
   // lasting set) on the launch's GPU, every live TPC when that is the whole
   // GPU; false when this is no such tenant or nothing is published.

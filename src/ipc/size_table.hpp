@@ -1,6 +1,6 @@
 // The right-size table of one client's channel (ChannelLayout::sizes): how
 // many TPCs the daemon chose for a kernel at a grid shape, for the launches
-// a high-priority tenant makes at once (docs/daemon.md, "Right-sizing").
+// a high-priority tenant makes at once (docs/efficiency.md, "Right-sizing").
 //
 // Fixed size (kSizeTableSlots entries), in the channel's shared memory.
 // Written only by the daemon (SizeTableWriter, which keeps its own copy of
