@@ -253,8 +253,14 @@ TEST(BenchModes, EnvironmentAndTpcSetsPerMode) {
   EXPECT_EQ(find_mode("nonsense"), nullptr);
   EXPECT_TRUE(find_mode("mps-alone")->mps);
   EXPECT_TRUE(find_mode("mps-alone")->per_tenant && find_mode("alone")->per_tenant);
-  EXPECT_EQ(default_modes().size(), mode_catalog().size() - 2);  // not alone, not mps-alone
-  for (const auto& m : default_modes()) EXPECT_FALSE(find_mode(m)->per_tenant) << m;
+  // Not alone, mps-alone, lithos-alone, rightsize-alone (per tenant) nor
+  // lithos-rightsize (run only when named).
+  EXPECT_EQ(default_modes().size(), mode_catalog().size() - 5);
+  for (const auto& m : default_modes()) EXPECT_FALSE(find_mode(m)->per_tenant || find_mode(m)->named_only) << m;
+  EXPECT_TRUE(find_mode("rightsize-alone")->per_tenant && find_mode("rightsize-alone")->daemon);
+  EXPECT_EQ(find_mode("rightsize-alone")->daemon_toml, "rightsize = true\n");
+  EXPECT_EQ(find_mode("lithos-rightsize")->daemon_toml, "rightsize = true\n");
+  EXPECT_TRUE(find_mode("lithos-alone")->daemon_toml.empty());
 }
 
 TEST(BenchModes, StaticPartitionNeedsEveryShare) {
