@@ -285,10 +285,15 @@ void Engine::observe_kernel(TenantId t, const LaunchDesc& launch, int tpcs, Dura
   const SizeKey key{launch.kernel, launch.grid};
   const int used =
       std::min(std::max(tpcs, 1), occupancy_tpc_bound(dev, launch.grid.count(), blocks_per_tpc(dev, launch)));
+  learn_size(t, key, tpcs, used, ran);
+}
+
+void Engine::learn_size(TenantId t, const SizeKey& key, int tpcs, int used, Duration ran) {
   const SizeTable* table = size_table(t);
   const SizeTable::Entry* e = table != nullptr ? table->find(key) : nullptr;
   const SizeSource source = e != nullptr && e->tpcs == tpcs ? e->source : SizeSource::kFull;
-  state_.rightsizer.observe(t, key, dev.tpcs, tpcs, used, source, ran, /*account=*/false, /*timed=*/true);
+  state_.rightsizer.observe(t, key, state_.config.device.tpcs, tpcs, used, source, ran, /*account=*/false,
+                            /*timed=*/true);
 }
 
 std::vector<AtomId> Engine::close_queue(QueueId queue, Time now) {
@@ -598,11 +603,7 @@ void Engine::observe_hp_sample(TenantId tenant, const PredictionKey& key, std::u
   const PredictionKey k = clamp_key(key);
   if (const auto it = sample_size_keys_.find({tenant, k.kernel, k.ordinal});
       it != sample_size_keys_.end() && rightsized(tenant)) {
-    const SizeTable* table = size_table(tenant);
-    const SizeTable::Entry* e = table != nullptr ? table->find(it->second) : nullptr;
-    const SizeSource source = e != nullptr && e->tpcs == tpcs ? e->source : SizeSource::kFull;
-    state_.rightsizer.observe(tenant, it->second, state_.config.device.tpcs, tpcs, used, source, ran,
-                              /*account=*/false, /*timed=*/true);
+    learn_size(tenant, it->second, tpcs, used, ran);
   }
 }
 

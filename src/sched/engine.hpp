@@ -375,6 +375,9 @@ class Engine {
   double slip_of(const TenantState& t) const;
   // Records an hp execution for tenant `t`'s table and updates its entry.
   void size_running(TenantState& t, PendingLaunch& p, int used, Time now);
+  // Right-sizing learns one timed run of `key` on `tpcs` TPCs (`used` of
+  // them usable): observe_kernel and observe_hp_sample.
+  void learn_size(TenantId t, const SizeKey& key, int tpcs, int used, Duration ran);
   // Asks the policy who owns which TPCs now (Policy::on_tenants_changed)
   // and stores the answer; on failure nothing changes.
   Status assign_owners();
